@@ -1,0 +1,33 @@
+# The two commands: `make demo` and `make test`. Each runs the set-up and an incremental build.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all setup build demo demo-unet test bench format clean
+
+all: build
+
+setup:
+	@bash scripts/setup
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: setup $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	$(BUILD)/tandem train --model mlp --data mnist --devices 4 --schedule 1f1b \
+	    --microbatches 8 --batch 64 --epochs 2 --optimizer adam --lr 1e-3 --seed 0
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+bench: build
+	bash bench/run.sh $(BUILD)
+
+format:
+	clang-format -i $$(git ls-files '*.h' '*.cc')
+
+clean:
+	rm -rf $(BUILD)
