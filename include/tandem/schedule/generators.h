@@ -1,0 +1,67 @@
+// Schedule generators: pure functions from (stages, micro-batches, options) to one action list
+// per device. p = stages (= devices unless stated), m = micro-batches, stage s on device s unless
+// stated. Every generator throws tandem::Error, with the values, for counts it cannot serve.
+// The grids of each generator for small p and m are pinned in tests/schedule/golden_test.cc.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tandem/schedule/schedule.h"
+
+namespace tandem::schedule {
+
+// One micro-batch at a time: F on every stage, then B on every stage, then the next micro-batch.
+// Only one device is ever busy; the reference the pipelined schedules are compared against.
+Schedule sequential(int stages, int microbatches);
+
+// GPipe: all F (micro-batches ascending), then all B (descending). Stage s holds m micro-batches.
+//   d0 | 0F0 0F1 0F2 0F3 0B3 0B2 0B1 0B0
+Schedule gpipe(int stages, int microbatches);
+
+// 1F1B (PipeDream-flush): stage s runs w = min(p-s-1, m) warm-up F, then pairs F(w+k) B(k), then
+// the remaining B. Stage s holds at most min(p-s, m) micro-batches (see peak_in_flight()).
+//   d0 | 0F0 0F1 0F2 0B0 0F3 0B1 0B2 0B3      (p = 4, m = 4)
+//   d3 | 3F0 3B0 3F1 3B1 3F2 3B2 3F3 3B3
+Schedule one_f_one_b(int stages, int microbatches);
+
+// Evaluation: F only, micro-batches ascending.
+Schedule forward_only(int stages, int microbatches);
+
+// Megatron-LM's interleaved 1F1B: stages = devices * V; device d holds stages d, d+p, d+2p, ...
+// (its "chunks" 0..V-1). Forward visits micro-batches in rounds of p: micro-batches 0..p-1 on
+// chunk 0, then on chunk 1, ..., chunk V-1, then p..2p-1 on chunk 0, ...; backward visits them in
+// the same rounds with chunks reversed. Device d warms up with min(2(p-d-1) + (V-1)p, V*m) F,
+// then alternates F and B, then drains B. Needs m to be a multiple of p when V > 1.
+// V = 1 gives exactly one_f_one_b's lists.
+Schedule interleaved(int devices, int virtual_stages, int microbatches);
+
+// Zero-bubble H1 (Qi et al., 2023): backward split into I (input gradient, on the critical path)
+// and W (weight gradient, free to move). Stage s keeps 1F1B's order of F and I; its W(k) follows
+// I(k+s) instead of I(k), so later stages pass gradients upstream sooner and their W fill the
+// cool-down. Stage s holds at most min(p, m) micro-batches until their W, the peak of 1F1B.
+// With F = I = W and m >= p the bubble is a third of 1F1B's: makespan 3m + p - 1.
+Schedule zb_h1(int stages, int microbatches);
+
+// Zero-bubble V (Qi et al., 2024): 2p stages in a V; device d holds stages d and 2p-1-d, so the
+// first and the last stage share device 0. Backward split into I and W. Built as PyTorch's
+// ScheduleZBVZeroBubble does: counts for max(m, 2p-1) micro-batches, then drops the extra ones.
+Schedule zb_v(int devices, int microbatches);
+
+struct Options {
+  int stages = 1;          // total stages: the StageGraph's num_stages
+  int microbatches = 1;
+  int virtual_stages = 1;  // interleaved: stages per device (devices = stages / V)
+};
+
+// The names make() knows: sequential, gpipe, 1f1b, interleaved, zb-h1, zb-v, forward-only.
+const std::vector<std::string>& schedule_names();
+
+// A generator by name. options.stages is always the total number of stages; interleaved runs on
+// stages / virtual_stages devices, zb-v on stages / 2 (virtual_stages is 1 or 2 there), the rest
+// on `stages` devices with virtual_stages = 1. Unknown names and impossible combinations throw
+// tandem::Error with the values and the valid choices.
+Schedule make(std::string_view name, const Options& options);
+
+}  // namespace tandem::schedule
