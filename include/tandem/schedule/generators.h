@@ -1,7 +1,8 @@
 // Schedule generators: pure functions from (stages, micro-batches, options) to one action list
 // per device. p = stages (= devices unless stated), m = micro-batches, stage s on device s unless
 // stated. Every generator throws tandem::Error, with the values, for counts it cannot serve.
-// The grids of each generator for small p and m are pinned in tests/schedule/golden_test.cc.
+// Grids of each generator for small p and m are pinned in tests/schedule/grid_test.cc and
+// tests/schedule/generators_test.cc.
 #pragma once
 
 #include <string>
@@ -47,6 +48,8 @@ Schedule zb_h1(int stages, int microbatches);
 // Zero-bubble V (Qi et al., 2024): 2p stages in a V; device d holds stages d and 2p-1-d, so the
 // first and the last stage share device 0. Backward split into I and W. Built as PyTorch's
 // ScheduleZBVZeroBubble does: counts for max(m, 2p-1) micro-batches, then drops the extra ones.
+// A device holds at most 2 min(p, m) half-size micro-batches until their W: 1F1B's peak. With
+// F = I = W per chunk and m >= 2p-1, each device idles p-1 of them (1F1B: 6(p-1)).
 Schedule zb_v(int devices, int microbatches);
 
 struct Options {

@@ -1,0 +1,34 @@
+// Lowering: adds the send/recv actions a schedule needs on a given stage graph.
+#pragma once
+
+#include "tandem/schedule/schedule.h"
+#include "tandem/schedule/simulate.h"
+#include "tandem/schedule/stage_graph.h"
+
+namespace tandem::schedule {
+
+// Returns `schedule` with, for every input a compute action takes from a stage on another device
+// (ScheduleIndex::inputs), a send after the producer on its device and a recv before the
+// consumer on its device. Stages on one device exchange nothing. Existing send/recv actions are
+// dropped first, so lower(lower(s)) == lower(s). Throws tandem::Error if the compute order is
+// invalid (see validate()).
+//
+// Order. Simulating the compute-only schedule under `reference` costs gives each message a time
+// T = the end of its producer. Each device merges its computes (at their start times) with its
+// sends and recvs (at T; before a compute starting at the same time; among themselves by
+// (T, from stage, to stage, micro-batch)). Then every device meets its messages in one global
+// order, and compute actions never wait (their recvs come first), so no device can wait for a
+// device that waits for it: the result cannot deadlock even when every send blocks until its
+// recv is reached, and it passes validate(). With reference.comm = 0 no recv delays anything in
+// the reference timeline; with comm > 0 a recv may hold its device up to comm before a compute
+// that does not need it: posting it later could reorder it against a send, which one global
+// order forbids.
+// (Fixed local rules fail already on 1F1B with 2 stages and 2 micro-batches: posting the
+// previous compute's sends before the next compute's recvs deadlocks when sends block; posting
+// the recvs first makes a cycle even when sends are buffered. Megatron-LM posts both at once,
+// non-blocking; here each is one blocking action. See tests/schedule/validate_test.cc.)
+Schedule lower(const Schedule& schedule, const StageGraph& graph);
+// Same, ordered by the timeline under `reference`; its compute costs must be positive.
+Schedule lower(const Schedule& schedule, const StageGraph& graph, const Costs& reference);
+
+}  // namespace tandem::schedule
