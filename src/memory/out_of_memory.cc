@@ -1,0 +1,34 @@
+#include "tandem/memory/out_of_memory.h"
+
+#include <utility>
+
+#include "tandem/memory/bytes.h"
+
+namespace tandem::memory {
+namespace {
+
+std::string message(const std::string& device_name, const Where& where, uint64_t requested,
+                    uint64_t in_use, uint64_t peak, uint64_t budget) {
+  std::string who = describe(where);
+  if (who.empty()) who = "an allocation outside any stage";
+  return fmt::format(
+      "{} is out of its {} budget: {} asked for {} while {} are in use (peak {}). Ways out: "
+      "more devices, --recompute stage, more micro-batches, a smaller volume or batch, or a "
+      "larger --device-memory.",
+      device_name, format_bytes(budget), who, format_bytes(requested), format_bytes(in_use),
+      format_bytes(peak));
+}
+
+}  // namespace
+
+OutOfMemory::OutOfMemory(std::string device_name, Where where, uint64_t requested,
+                         uint64_t in_use, uint64_t peak, uint64_t budget)
+    : Error(message(device_name, where, requested, in_use, peak, budget)),
+      device_name_(std::move(device_name)),
+      where_(std::move(where)),
+      requested_(requested),
+      in_use_(in_use),
+      peak_(peak),
+      budget_(budget) {}
+
+}  // namespace tandem::memory
