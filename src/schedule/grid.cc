@@ -21,7 +21,7 @@ bool Schedule::operator==(const Schedule& other) const {
 std::string format_grid(const Schedule& schedule, const Action* mark) {
   std::string name = schedule.name;
   for (char& c : name) {
-    if (std::isspace(static_cast<unsigned char>(c))) c = '_';
+    if (std::isspace(static_cast<unsigned char>(c)) || c == '|') c = '_';
   }
   std::string out = fmt::format("name={} stages={} microbatches={} devices={} stage_device={}\n",
                                 name, schedule.num_stages, schedule.num_microbatches,
@@ -118,7 +118,8 @@ Header parse_header(std::string_view line, int line_number) {
       while (!value.empty() && begin <= value.size()) {
         std::size_t comma = std::min(value.find(',', begin), value.size());
         int device = to_int(value.substr(begin, comma - begin));
-        TANDEM_CHECK(device >= 0, "grid line {}: stage_device '{}' must be comma-separated devices.",
+        TANDEM_CHECK(device >= 0,
+                     "grid line {}: stage_device '{}' must be comma-separated devices.",
                      line_number, value);
         header.fields.stage_device.push_back(device);
         begin = comma + 1;
@@ -128,8 +129,9 @@ Header parse_header(std::string_view line, int line_number) {
     int v = to_int(value);
     TANDEM_CHECK(v >= 0, "grid line {}: {} '{}' is not a non-negative integer.", line_number, key,
                  value);
-    (k == 1 ? header.fields.num_stages
-            : k == 2 ? header.fields.num_microbatches : header.fields.num_devices) = v;
+    (k == 1   ? header.fields.num_stages
+     : k == 2 ? header.fields.num_microbatches
+              : header.fields.num_devices) = v;
   }
   for (int k = 0; k < 5; ++k) {
     TANDEM_CHECK(seen[k], "grid line {}: the header lacks {}=.", line_number, keys[k]);
@@ -191,9 +193,10 @@ Schedule parse_grid(std::string_view text) {
     }
     std::string_view label = trim(line.substr(0, bar));
     std::size_t device = schedule.device_actions.size();
-    TANDEM_CHECK(label == fmt::format("d{}", device),
-                 "grid line {} ('{}'): expected row 'd{}', found '{}'; rows go d0, d1, ... in order.",
-                 line_number, line, device, label);
+    TANDEM_CHECK(
+        label == fmt::format("d{}", device),
+        "grid line {} ('{}'): expected row 'd{}', found '{}'; rows go d0, d1, ... in order.",
+        line_number, line, device, label);
     std::vector<Action> row;
     for (std::string_view word : split_words(line.substr(bar + 1))) {
       if (word.size() >= 2 && word.front() == '[' && word.back() == ']') {

@@ -19,6 +19,31 @@ struct Item {
   Action action;
 };
 
+// Moves every send up to just after its producer and every recv down to just before its
+// consumer, but never past another send or recv: each device meets its messages in the same
+// order as before (so the order stays deadlock-free), and with buffered sends no action can
+// start later than before (sends go out sooner, and a recv no longer holds up computes that do
+// not need it).
+void tighten(std::vector<Action>* list) {
+  std::vector<Action>& row = *list;
+  for (std::size_t i = row.size(); i-- > 0;) {
+    if (row[i].kind != Kind::kRecv) continue;
+    const Action consumer = compute_of(row[i]);
+    for (std::size_t j = i;
+         j + 1 < row.size() && row[j + 1].kind == Kind::kCompute && row[j + 1] != consumer; ++j) {
+      std::swap(row[j], row[j + 1]);
+    }
+  }
+  for (std::size_t i = 0; i < row.size(); ++i) {
+    if (row[i].kind != Kind::kSend) continue;
+    const Action producer = compute_of(row[i]);
+    for (std::size_t j = i; j > 0 && row[j - 1].kind == Kind::kCompute && row[j - 1] != producer;
+         --j) {
+      std::swap(row[j], row[j - 1]);
+    }
+  }
+}
+
 }  // namespace
 
 Schedule lower(const Schedule& schedule, const StageGraph& graph) {
@@ -50,8 +75,8 @@ Schedule lower(const Schedule& schedule, const StageGraph& graph, const Costs& r
         const int from = index.device_of(producer.stage);
         if (from == d) continue;
         const double t = timed.at(producer)->end;
-        const auto key = std::make_tuple(t, 0, producer.stage, consumer.stage,
-                                         consumer.microbatch, producer.op == Op::kForward ? 0 : 1);
+        const auto key = std::make_tuple(t, 0, producer.stage, consumer.stage, consumer.microbatch,
+                                         producer.op == Op::kForward ? 0 : 1);
         items[from].push_back(Item{key, send_action(producer, consumer.stage)});
         items[d].push_back(Item{key, recv_action(consumer, producer.stage)});
       }
@@ -63,6 +88,7 @@ Schedule lower(const Schedule& schedule, const StageGraph& graph, const Costs& r
               [](const Item& a, const Item& b) { return a.key < b.key; });
     lowered.device_actions[d].clear();
     for (const Item& item : items[d]) lowered.device_actions[d].push_back(item.action);
+    tighten(&lowered.device_actions[d]);
   }
   try {
     validate(lowered, graph);

@@ -8,8 +8,8 @@
 namespace tandem::schedule {
 
 const std::vector<std::string>& schedule_names() {
-  static const std::vector<std::string> names = {"sequential", "gpipe", "1f1b",        "interleaved",
-                                                 "zb-h1",      "zb-v",  "forward-only"};
+  static const std::vector<std::string> names = {
+      "sequential", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "forward-only"};
   return names;
 }
 
@@ -32,8 +32,8 @@ Schedule make(std::string_view name, const Options& options) {
                  "zb-v runs 2 stages per device, so stages must be even; got stages={}.", stages);
     return zb_v(stages / 2, m);
   }
-  const bool known = name == "sequential" || name == "gpipe" || name == "1f1b" ||
-                     name == "zb-h1" || name == "forward-only";
+  const bool known = name == "sequential" || name == "gpipe" || name == "1f1b" || name == "zb-h1" ||
+                     name == "forward-only";
   TANDEM_CHECK(known, "unknown schedule '{}'; valid names: {}.", name,
                fmt::join(schedule_names(), ", "));
   TANDEM_CHECK(v == 1,

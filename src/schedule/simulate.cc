@@ -50,8 +50,8 @@ void check_costs(const Costs& c, int stages) {
   check(c.backward, "backward", c.input.empty() || c.weight.empty());
   check(c.input, "input", false);
   check(c.weight, "weight", false);
-  TANDEM_CHECK(std::isfinite(c.comm) && c.comm >= 0, "costs.comm is {}; it must be finite and >= 0.",
-               c.comm);
+  TANDEM_CHECK(std::isfinite(c.comm) && c.comm >= 0,
+               "costs.comm is {}; it must be finite and >= 0.", c.comm);
 }
 
 }  // namespace
@@ -125,7 +125,8 @@ std::string format_timeline(const Timeline& timeline, int devices, double unit) 
     if (t.action.kind != Kind::kCompute || t.device < 0 || t.device >= devices) continue;
     const int first = static_cast<int>(std::floor(t.start / unit + 1e-9));
     const int last = static_cast<int>(std::ceil(t.end / unit - 1e-9));
-    for (int c = first; c < last && c < columns; ++c) rows[t.device][c] = static_cast<char>(t.action.op);
+    for (int c = first; c < last && c < columns; ++c)
+      rows[t.device][c] = static_cast<char>(t.action.op);
   }
   std::string out;
   for (int d = 0; d < devices; ++d) out += fmt::format("d{} | {}\n", d, rows[d]);

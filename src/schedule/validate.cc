@@ -26,8 +26,7 @@ bool contains(const std::vector<int>& list, int value) {
 
 class Validator {
  public:
-  Validator(const Schedule& schedule, const StageGraph& graph)
-      : s_(schedule), graph_(graph) {}
+  Validator(const Schedule& schedule, const StageGraph& graph) : s_(schedule), graph_(graph) {}
 
   void run() {
     check_shape();
@@ -35,7 +34,7 @@ class Validator {
     check_actions();
     check_coverage();
     check_local_order();
-    run(is_lowered(s_) ? Sends::kRendezvous : Sends::kBuffered);
+    check_runs_to_end(is_lowered(s_) ? Sends::kRendezvous : Sends::kBuffered);
   }
 
  private:
@@ -45,7 +44,6 @@ class Validator {
   int device_of(int stage) const { return s_.stage_device[stage]; }
   const Action& at(int device, int index) const { return s_.device_actions[device][index]; }
   const Slot& slot(const Action& a) const { return *index_->find(a); }
-
 
   void check_shape() const {
     check_graph(graph_);
@@ -79,7 +77,8 @@ class Validator {
         const Action& a = at(d, i);
         const std::string text = to_string(a);
         bool is_comm = a.kind != Kind::kCompute;
-        if (a.stage < 0 || a.stage >= s_.num_stages || (is_comm && (a.peer < 0 || a.peer >= s_.num_stages))) {
+        if (a.stage < 0 || a.stage >= s_.num_stages ||
+            (is_comm && (a.peer < 0 || a.peer >= s_.num_stages))) {
           fail(&a, fmt::format("{} names a stage outside 0..{}.", text, s_.num_stages - 1));
         }
         if (a.microbatch < 0 || a.microbatch >= s_.num_microbatches) {
@@ -142,14 +141,15 @@ class Validator {
                            to_string(extra)));
         }
         if (!b && !i && !w) {
-          fail(nullptr, fmt::format("the backward of stage {} micro-batch {} is missing: expected "
-                                    "{}, or {} and {}.",
-                                    stage, mb, name(Op::kBackward), name(Op::kInput),
-                                    name(Op::kWeight)));
+          fail(nullptr,
+               fmt::format("the backward of stage {} micro-batch {} is missing: expected "
+                           "{}, or {} and {}.",
+                           stage, mb, name(Op::kBackward), name(Op::kInput), name(Op::kWeight)));
         }
         if (i != w) {
-          fail(nullptr, fmt::format("{} is missing ({} is there).", name(i ? Op::kWeight : Op::kInput),
-                                    name(i ? Op::kInput : Op::kWeight)));
+          fail(nullptr,
+               fmt::format("{} is missing ({} is there).", name(i ? Op::kWeight : Op::kInput),
+                           name(i ? Op::kInput : Op::kWeight)));
         }
       }
     }
@@ -173,10 +173,10 @@ class Validator {
               const Action recv = recv_action(a, need.stage);
               const Slot* r = index_->find(recv);
               if (r == nullptr || r->index > i) {
-                fail(&a, fmt::format("{} on d{} needs what {} on d{} produces, but no {} comes "
-                                     "before it.",
-                                     text, d, to_string(need), device_of(need.stage),
-                                     to_string(recv)));
+                fail(&a,
+                     fmt::format("{} on d{} needs what {} on d{} produces, but no {} comes "
+                                 "before it.",
+                                 text, d, to_string(need), device_of(need.stage), to_string(recv)));
               }
             }
           }
@@ -206,7 +206,7 @@ class Validator {
   }
 
   // Runs the lists against each other; a stuck device is a cycle of devices waiting.
-  void run(Sends sends) const {
+  void check_runs_to_end(Sends sends) const {
     const std::vector<Stall> stalls = replay(s_, *index_, sends);
     if (stalls.empty()) return;
     std::string waits;

@@ -1,6 +1,7 @@
+#include "tandem/schedule/action.h"
+
 #include <gtest/gtest.h>
 
-#include "tandem/schedule/action.h"
 #include "tandem/common/check.h"
 
 namespace tandem::schedule {
@@ -18,8 +19,8 @@ TEST(Action, PrintsComputeSendAndRecv) {
 }
 
 TEST(Action, ParseInvertsPrint) {
-  for (const char* text : {"0F0", "1F3", "0B2", "2I0", "3W1", "12F345", "1F3>2", "2F3<1",
-                           "2B3>1", "1I3<2", "10B11>9"}) {
+  for (const char* text : {"0F0", "1F3", "0B2", "2I0", "3W1", "12F345", "1F3>2", "2F3<1", "2B3>1",
+                           "1I3<2", "10B11>9"}) {
     const Action a = parse_action(text);
     EXPECT_EQ(to_string(a), text);
     EXPECT_EQ(parse_action(to_string(a)), a);
@@ -30,8 +31,8 @@ TEST(Action, ParseInvertsPrint) {
 }
 
 TEST(Action, ParseRejectsWithTheText) {
-  for (const char* text : {"", "F3", "1X3", "1F", "1F3>", "1F3=2", " 1F3", "1F3 ", "-1F3",
-                           "1F-3", "1F3>2>1", "1f3"}) {
+  for (const char* text :
+       {"", "F3", "1X3", "1F", "1F3>", "1F3=2", " 1F3", "1F3 ", "-1F3", "1F-3", "1F3>2>1", "1f3"}) {
     try {
       parse_action(text);
       ADD_FAILURE() << "accepted '" << text << "'";

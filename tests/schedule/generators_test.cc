@@ -1,9 +1,10 @@
+#include "tandem/schedule/generators.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "tandem/common/check.h"
-#include "tandem/schedule/generators.h"
 
 namespace tandem::schedule {
 namespace {

@@ -47,12 +47,12 @@ TEST(GoldenGrid, LoweredOneFOneB2x4) {
             "name=1f1b stages=2 microbatches=4 devices=2 stage_device=0,1\n"
             "d0 | 0F0 0F0>1 0F1 0F1>1 0B0<1 0B0 0F2 0F2>1 0B1<1 0B1 0F3 0F3>1 0B2<1 0B2 0B3<1 "
             "0B3\n"
-            "d1 | 1F0<0 1F0 1F1<0 1B0 1B0>0 1F1 1B1 1F2<0 1B1>0 1F2 1B2 1F3<0 1B2>0 1F3 1B3 "
+            "d1 | 1F0<0 1F0 1B0 1F1<0 1B0>0 1F1 1B1 1F2<0 1B1>0 1F2 1B2 1F3<0 1B2>0 1F3 1B3 "
             "1B3>0\n");
 }
 
 std::vector<Schedule> built_ins() {
-  return {sequential(3, 2), gpipe(4, 8),        one_f_one_b(3, 5), forward_only(2, 3),
+  return {sequential(3, 2), gpipe(4, 8),          one_f_one_b(3, 5), forward_only(2, 3),
           zb_h1(4, 6),      interleaved(2, 3, 4), zb_v(3, 4)};
 }
 

@@ -1,9 +1,10 @@
+#include "tandem/schedule/lower.h"
+
 #include <gtest/gtest.h>
 
 #include "tandem/common/check.h"
 #include "tandem/schedule/generators.h"
 #include "tandem/schedule/index.h"
-#include "tandem/schedule/lower.h"
 #include "tandem/schedule/validate.h"
 
 namespace tandem::schedule {
@@ -81,6 +82,32 @@ TEST(Lower, MessagesAreExactlyTheCrossDeviceInputs) {
     }
     EXPECT_EQ(sends, expected) << s.name;
     EXPECT_EQ(recvs, expected) << s.name;
+  }
+}
+
+// A send sits right after its producer and a recv right before its consumer, unless another
+// message holds it back (messages keep their order on each device).
+TEST(Lower, SendsAreEagerAndRecvsLazy) {
+  for (const Schedule& s : built_ins()) {
+    const Schedule lowered = lower(s, unet(s.num_stages));
+    for (const auto& row : lowered.device_actions) {
+      for (std::size_t i = 0; i < row.size(); ++i) {
+        if (row[i].kind == Kind::kSend) {
+          ASSERT_GT(i, 0u);
+          const Action& before = row[i - 1];
+          EXPECT_TRUE(before.kind != Kind::kCompute || before == compute_of(row[i]))
+              << row[i] << " follows " << before << " in\n"
+              << lowered;
+        }
+        if (row[i].kind == Kind::kRecv) {
+          ASSERT_LT(i + 1, row.size());
+          const Action& after = row[i + 1];
+          EXPECT_TRUE(after.kind != Kind::kCompute || after == compute_of(row[i]))
+              << row[i] << " precedes " << after << " in\n"
+              << lowered;
+        }
+      }
+    }
   }
 }
 

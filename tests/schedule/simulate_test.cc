@@ -1,9 +1,10 @@
+#include "tandem/schedule/simulate.h"
+
 #include <gtest/gtest.h>
 
 #include "tandem/common/check.h"
 #include "tandem/schedule/generators.h"
 #include "tandem/schedule/lower.h"
-#include "tandem/schedule/simulate.h"
 
 namespace tandem::schedule {
 namespace {
@@ -76,7 +77,8 @@ TEST(Simulate, ZeroBubbleVIdlesASixthOfOneFOneB) {
       half.input.assign(2 * p, 1);
       half.weight.assign(2 * p, 1);
       const double zb_idle = run(zb_v(p, m), half).makespan - 6.0 * m;
-      const double one_f_one_b_idle = run(one_f_one_b(p, m), Costs::uniform(p, 2, 4)).makespan - 6.0 * m;
+      const double one_f_one_b_idle =
+          run(one_f_one_b(p, m), Costs::uniform(p, 2, 4)).makespan - 6.0 * m;
       EXPECT_EQ(zb_idle, p - 1.0) << "p=" << p << " m=" << m;
       EXPECT_EQ(one_f_one_b_idle, 6.0 * (p - 1)) << "p=" << p << " m=" << m;
     }

@@ -1,3 +1,5 @@
+#include "tandem/schedule/validate.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,7 +9,6 @@
 #include "tandem/schedule/index.h"
 #include "tandem/schedule/lower.h"
 #include "tandem/schedule/replay.h"
-#include "tandem/schedule/validate.h"
 
 namespace tandem::schedule {
 namespace {
@@ -40,8 +41,8 @@ TEST(Validate, AcceptsTheBuiltIns) {
 TEST(Validate, RejectsMissingAction) {
   Schedule s = gpipe(2, 2);
   erase(&s, "1B0");
-  expect_invalid(s, kChain2, {"schedule 'gpipe' is invalid", "backward of stage 1 micro-batch 0",
-                              "1B0"});
+  expect_invalid(s, kChain2,
+                 {"schedule 'gpipe' is invalid", "backward of stage 1 micro-batch 0", "1B0"});
   s = gpipe(2, 2);
   erase(&s, "0F1");
   expect_invalid(s, kChain2, {"0F1 is missing (stage 0 runs on d0)"});
@@ -143,14 +144,14 @@ const char* kRecvsFirst =
     "d1 | 1F0<0 1F0 1B0 1F1<0 1B0>0 1F1 1B1 1B1>0\n";
 
 TEST(Validate, RejectsOrderThatDeadlocksUnderBlockingSends) {
-  expect_invalid(parse_grid(kSendsFirst), kChain2,
-                 {"deadlocks when every send blocks",
-                  "d0 is blocked at 0F1>1 until d1 reaches 1F1<0",
-                  "d1 is blocked at 1B0>0 until d0 reaches 0B0<1", "[0F1>1]"});
-  expect_invalid(parse_grid(kRecvsFirst), kChain2,
-                 {"deadlocks when every send blocks",
-                  "d0 is blocked at 0B0<1 until d1 reaches 1B0>0",
-                  "d1 is blocked at 1F1<0 until d0 reaches 0F1>1", "[0B0<1]"});
+  expect_invalid(
+      parse_grid(kSendsFirst), kChain2,
+      {"deadlocks when every send blocks", "d0 is blocked at 0F1>1 until d1 reaches 1F1<0",
+       "d1 is blocked at 1B0>0 until d0 reaches 0B0<1", "[0F1>1]"});
+  expect_invalid(
+      parse_grid(kRecvsFirst), kChain2,
+      {"deadlocks when every send blocks", "d0 is blocked at 0B0<1 until d1 reaches 1B0>0",
+       "d1 is blocked at 1F1<0 until d0 reaches 0F1>1", "[0B0<1]"});
 }
 
 TEST(Replay, SendsFirstRunsOnlyWithBufferedSends) {

@@ -53,7 +53,9 @@ Action recv_action(const Action& consumer, int from_stage);
 // B and I produce d(loss)/d(inputs); they are the ops whose results travel backward.
 inline bool is_input_gradient(Op op) { return op == Op::kBackward || op == Op::kInput; }
 // The compute action behind a send or receive (the action itself for compute actions).
-inline Action compute_of(const Action& a) { return Action{Kind::kCompute, a.stage, a.op, a.microbatch, -1}; }
+inline Action compute_of(const Action& a) {
+  return Action{Kind::kCompute, a.stage, a.op, a.microbatch, -1};
+}
 
 // "1F3", "1F3>2", "2F3<1" (see the table above).
 std::string to_string(const Action& action);

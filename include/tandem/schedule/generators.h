@@ -53,7 +53,7 @@ Schedule zb_h1(int stages, int microbatches);
 Schedule zb_v(int devices, int microbatches);
 
 struct Options {
-  int stages = 1;          // total stages: the StageGraph's num_stages
+  int stages = 1;  // total stages: the StageGraph's num_stages
   int microbatches = 1;
   int virtual_stages = 1;  // interleaved: stages per device (devices = stages / V)
 };

@@ -19,10 +19,17 @@ namespace tandem::schedule {
 // (T, from stage, to stage, micro-batch)). Then every device meets its messages in one global
 // order, and compute actions never wait (their recvs come first), so no device can wait for a
 // device that waits for it: the result cannot deadlock even when every send blocks until its
-// recv is reached, and it passes validate(). With reference.comm = 0 no recv delays anything in
-// the reference timeline; with comm > 0 a recv may hold its device up to comm before a compute
-// that does not need it: posting it later could reorder it against a send, which one global
-// order forbids.
+// recv is reached, and it passes validate(). Last, each send moves up to just after its
+// producer and each recv down to just before its consumer, never past another message (so the
+// message order, and the argument, stay).
+//
+// Cost. With buffered sends, in the reference timeline with reference.comm = 0 no recv delays
+// anything: the lowered schedule simulates exactly like the compute-only one. When real costs
+// differ from `reference`, a recv can wait on data that another order would have let the
+// device overlap with compute: e.g. interleaved p=4, V=4, m=16 ordered for F=1, B=2 has a
+// simulated bubble of 0.045 at F=1, B=2 but 0.123 at F=B=1 (0.045 when ordered for F=B=1).
+// Pass measured costs when there are any. (Blocking sends force one message order per device;
+// that order can only be right for some timings.)
 // (Fixed local rules fail already on 1F1B with 2 stages and 2 micro-batches: posting the
 // previous compute's sends before the next compute's recvs deadlocks when sends block; posting
 // the recvs first makes a cycle even when sends are buffered. Megatron-LM posts both at once,

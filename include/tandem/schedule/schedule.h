@@ -19,7 +19,7 @@
 namespace tandem::schedule {
 
 struct Schedule {
-  std::string name;  // printed without whitespace (format_grid turns it into '_')
+  std::string name;  // format_grid prints whitespace and '|' in it as '_'
   int num_stages = 0;
   int num_microbatches = 0;
   int num_devices = 0;
