@@ -18,19 +18,11 @@ Schedule make(std::string_view name, const Options& options) {
   TANDEM_CHECK(stages >= 1, "schedule '{}' needs at least 1 stage; got stages={}.", name, stages);
   TANDEM_CHECK(m >= 1, "schedule '{}' needs at least 1 micro-batch; got microbatches={}.", name, m);
   TANDEM_CHECK(v >= 1, "schedule '{}' needs virtual_stages >= 1; got virtual_stages={}.", name, v);
-  if (name == "interleaved") {
-    TANDEM_CHECK(stages % v == 0,
-                 "interleaved runs stages / virtual_stages devices, so stages must be a multiple "
-                 "of virtual_stages; got stages={}, virtual_stages={}.",
-                 stages, v);
-    return interleaved(stages / v, v, m);
-  }
+  if (name == "interleaved") return interleaved(stages, v, m);  // stages = devices here
   if (name == "zb-v") {
     TANDEM_CHECK(v == 1 || v == 2,
                  "zb-v always runs 2 stages per device; got virtual_stages={} (use 1 or 2).", v);
-    TANDEM_CHECK(stages % 2 == 0,
-                 "zb-v runs 2 stages per device, so stages must be even; got stages={}.", stages);
-    return zb_v(stages / 2, m);
+    return zb_v(stages, m);  // stages = devices here
   }
   const bool known = name == "sequential" || name == "gpipe" || name == "1f1b" || name == "zb-h1" ||
                      name == "forward-only";

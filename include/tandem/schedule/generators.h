@@ -53,18 +53,19 @@ Schedule zb_h1(int stages, int microbatches);
 Schedule zb_v(int devices, int microbatches);
 
 struct Options {
-  int stages = 1;  // total stages: the StageGraph's num_stages
+  // One-stage-per-device schedules: the number of stages (= devices). interleaved and zb-v: the
+  // number of devices (the pipeline size); they build stages * virtual_stages and 2 * stages
+  // stages.
+  int stages = 1;
   int microbatches = 1;
-  int virtual_stages = 1;  // interleaved: stages per device (devices = stages / V)
+  int virtual_stages = 1;  // interleaved: stages per device; zb-v: 1 or 2 (always 2); others: 1
 };
 
 // The names make() knows: sequential, gpipe, 1f1b, interleaved, zb-h1, zb-v, forward-only.
 const std::vector<std::string>& schedule_names();
 
-// A generator by name. options.stages is always the total number of stages; interleaved runs on
-// stages / virtual_stages devices, zb-v on stages / 2 (virtual_stages is 1 or 2 there), the rest
-// on `stages` devices with virtual_stages = 1. Unknown names and impossible combinations throw
-// tandem::Error with the values and the valid choices.
+// A generator by name, with Options read as documented there. Unknown names and impossible
+// combinations throw tandem::Error with the values and the valid choices.
 Schedule make(std::string_view name, const Options& options);
 
 }  // namespace tandem::schedule
