@@ -21,7 +21,7 @@ T get_or(const json& object, const char* key, T fallback) {
 }
 
 struct Names {
-  std::map<int, std::string> processes;                 // pid -> device name
+  std::map<int, std::string> processes;                // pid -> device name
   std::map<std::pair<int, int>, std::string> threads;  // (pid, tid) -> track name
 };
 
@@ -79,8 +79,8 @@ Trace from_chrome_json(const json& doc) {
         if (!value.is_number()) continue;
         std::string name = get_or<std::string>(event, "name", "");
         if (key != "value") name += " " + key;  // a series not written by tandem
-        trace.counters.push_back(
-            Counter{get_or<int>(event, "pid", 0), name, get_or<double>(event, "ts", 0.0), value.get<double>()});
+        trace.counters.push_back(Counter{get_or<int>(event, "pid", 0), name,
+                                         get_or<double>(event, "ts", 0.0), value.get<double>()});
       }
     }
     const json other = get_or<json>(doc, "otherData", json::object());

@@ -33,17 +33,27 @@ json span_event(const Span& span, int tid) {
             {"kind", std::string(1, span.kind)}};
   if (span.flow_out >= 0) args["flow_out"] = span.flow_out;
   if (span.flow_in >= 0) args["flow_in"] = span.flow_in;
-  return json{{"ph", "X"},          {"name", span.name},     {"cat", std::string(1, span.kind)},
-              {"pid", span.device}, {"tid", tid},            {"ts", span.start_us},
-              {"dur", span.dur_us}, {"args", std::move(args)}};
+  return json{{"ph", "X"},
+              {"name", span.name},
+              {"cat", std::string(1, span.kind)},
+              {"pid", span.device},
+              {"tid", tid},
+              {"ts", span.start_us},
+              {"dur", span.dur_us},
+              {"args", std::move(args)}};
 }
 
 // A flow event bound to the span it points at: the midpoint lies inside the span, so both
 // the "s" (bound to the slice open at ts) and the "f" with "bp":"e" (bound to the enclosing
 // slice) attach to it.
 json flow_event(const char* phase, const Span& span, int tid, long long id) {
-  json event{{"ph", phase},         {"name", "transfer"}, {"cat", "flow"}, {"id", id},
-             {"pid", span.device},  {"tid", tid},         {"ts", span.start_us + span.dur_us / 2}};
+  json event{{"ph", phase},
+             {"name", "transfer"},
+             {"cat", "flow"},
+             {"id", id},
+             {"pid", span.device},
+             {"tid", tid},
+             {"ts", span.start_us + span.dur_us / 2}};
   if (phase[0] == 'f') event["bp"] = "e";
   return event;
 }
@@ -58,9 +68,10 @@ std::map<long long, std::pair<int, int>> flow_ends(const Trace& trace) {
       if (id < 0) continue;
       auto& end = ends.emplace(id, std::make_pair(-1, -1)).first->second;
       int& slot = side == 0 ? end.first : end.second;
-      TANDEM_CHECK(slot < 0, "flow id {} {} both span \"{}\" and span \"{}\"; each send and each "
-                   "receive needs its own flow id.", id, side == 0 ? "leaves" : "enters",
-                   trace.spans[slot].name, span.name);
+      TANDEM_CHECK(slot < 0,
+                   "flow id {} {} both span \"{}\" and span \"{}\"; each send and each "
+                   "receive needs its own flow id.",
+                   id, side == 0 ? "leaves" : "enters", trace.spans[slot].name, span.name);
       slot = i;
     }
   }
@@ -78,10 +89,12 @@ json to_chrome_json(const Trace& trace) {
     events.push_back(metadata_event("process_sort_index", device, 0, {{"sort_index", device}}));
   }
   std::map<std::pair<int, int>, std::string> threads;  // (pid, tid) -> track name
-  for (const Span& span : trace.spans) threads.emplace(std::make_pair(span.device, tracks.at(span.track)), span.track);
+  for (const Span& span : trace.spans)
+    threads.emplace(std::make_pair(span.device, tracks.at(span.track)), span.track);
   for (const auto& [key, name] : threads) {
     events.push_back(metadata_event("thread_name", key.first, key.second, {{"name", name}}));
-    events.push_back(metadata_event("thread_sort_index", key.first, key.second, {{"sort_index", key.second}}));
+    events.push_back(
+        metadata_event("thread_sort_index", key.first, key.second, {{"sort_index", key.second}}));
   }
   for (const Span& span : trace.spans) events.push_back(span_event(span, tracks.at(span.track)));
   for (const auto& [id, end] : flow_ends(trace)) {
@@ -92,19 +105,27 @@ json to_chrome_json(const Trace& trace) {
     events.push_back(flow_event("f", recv, tracks.at(recv.track), id));
   }
   for (const Counter& c : trace.counters) {
-    events.push_back(json{{"ph", "C"}, {"name", c.name}, {"pid", c.device}, {"tid", 0},
-                          {"ts", c.ts_us}, {"args", {{"value", c.value}}}});
+    events.push_back(json{{"ph", "C"},
+                          {"name", c.name},
+                          {"pid", c.device},
+                          {"tid", 0},
+                          {"ts", c.ts_us},
+                          {"args", {{"value", c.value}}}});
   }
   json other = json::object();
   for (const auto& [key, value] : trace.metadata) other[key] = value;
-  return json{{"displayTimeUnit", "ms"}, {"otherData", std::move(other)}, {"traceEvents", std::move(events)}};
+  return json{{"displayTimeUnit", "ms"},
+              {"otherData", std::move(other)},
+              {"traceEvents", std::move(events)}};
 }
 
 void write_chrome_trace(const Trace& trace, const std::string& path) {
   const json doc = to_chrome_json(trace);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  TANDEM_CHECK(out.is_open(), "cannot open trace file \"{}\" for writing; check that its folder exists "
-               "and is writable.", path);
+  TANDEM_CHECK(out.is_open(),
+               "cannot open trace file \"{}\" for writing; check that its folder exists "
+               "and is writable.",
+               path);
   // One event per line: still one JSON document, but greppable and diffable.
   out << "{\"displayTimeUnit\":" << doc["displayTimeUnit"].dump()
       << ",\"otherData\":" << doc["otherData"].dump() << ",\"traceEvents\":[\n";

@@ -19,8 +19,10 @@ std::map<std::string, std::string> merge_metadata(const std::vector<Trace>& trac
   std::map<std::string, std::string> out;
   for (std::size_t i = 0; i < traces.size(); ++i) {
     for (const auto& [key, value] : traces[i].metadata) {
-      if (values[key].size() == 1) out[key] = value;
-      else out[key + "[" + std::to_string(i) + "]"] = value;
+      if (values[key].size() == 1)
+        out[key] = value;
+      else
+        out[key + "[" + std::to_string(i) + "]"] = value;
     }
   }
   return out;

@@ -26,7 +26,8 @@ std::string format_duration(double seconds) {
 
 // 4 significant digits, but no exponent for large counts such as samples/s.
 std::string format_value(double v) {
-  if (std::isfinite(v) && std::abs(v) >= 1000 && std::abs(v) < 1e15) return fmt::format("{:.0f}", v);
+  if (std::isfinite(v) && std::abs(v) >= 1000 && std::abs(v) < 1e15)
+    return fmt::format("{:.0f}", v);
   return fmt::format("{:.4g}", v);
 }
 
@@ -47,7 +48,8 @@ Progress::Mode parse_mode(std::string_view text) {
   return Progress::Mode::kNone;
 }
 
-Progress::Progress(Mode mode, int64_t total_steps, std::FILE* out, Clock clock, double min_interval_s)
+Progress::Progress(Mode mode, int64_t total_steps, std::FILE* out, Clock clock,
+                   double min_interval_s)
     : mode_(out == nullptr ? Mode::kNone : mode),
       total_(total_steps),
       out_(out),
@@ -72,16 +74,17 @@ std::string Progress::render(int64_t step, double elapsed_s, const Values& value
   if (mode_ == Mode::kBar) {
     const int filled = static_cast<int>(fraction * kBarWidth);
     if (known) {
-      text = fmt::format("{:3.0f}%|{}{}| {}/{} [{}<{}, {}]", 100 * fraction, std::string(filled, '#'),
-                         std::string(kBarWidth - filled, ' '), step, total_, format_duration(elapsed_s), eta,
-                         rate_text);
+      text = fmt::format("{:3.0f}%|{}{}| {}/{} [{}<{}, {}]", 100 * fraction,
+                         std::string(filled, '#'), std::string(kBarWidth - filled, ' '), step,
+                         total_, format_duration(elapsed_s), eta, rate_text);
     } else {
       text = fmt::format("{} steps [{}, {}]", step, format_duration(elapsed_s), rate_text);
     }
   } else {
-    text = known ? fmt::format("step {}/{} ({:.0f}%) elapsed {} eta {} {}", step, total_, 100 * fraction,
-                               format_duration(elapsed_s), eta, rate_text)
-                 : fmt::format("step {} elapsed {} {}", step, format_duration(elapsed_s), rate_text);
+    text = known
+               ? fmt::format("step {}/{} ({:.0f}%) elapsed {} eta {} {}", step, total_,
+                             100 * fraction, format_duration(elapsed_s), eta, rate_text)
+               : fmt::format("step {} elapsed {} {}", step, format_duration(elapsed_s), rate_text);
   }
   for (const auto& [key, value] : values) text += fmt::format(" {}={}", key, format_value(value));
   return text;

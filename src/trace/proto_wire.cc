@@ -55,15 +55,18 @@ bool Reader::next(int& field, WireType& type) {
   const uint64_t tag = varint();
   field = static_cast<int>(tag >> 3);
   type = static_cast<WireType>(tag & 7);
-  TANDEM_CHECK(field > 0 && (type == kVarint || type == kFixed64 || type == kLengthDelimited || type == kFixed32),
-               "malformed protobuf: tag {} at byte {} (field {}, wire type {}).", tag, at_, field, int(type));
+  TANDEM_CHECK(field > 0 && (type == kVarint || type == kFixed64 || type == kLengthDelimited ||
+                             type == kFixed32),
+               "malformed protobuf: tag {} at byte {} (field {}, wire type {}).", tag, at_, field,
+               int(type));
   return true;
 }
 
 uint64_t Reader::varint() {
   uint64_t value = 0;
   for (int shift = 0; shift < 64; shift += 7) {
-    TANDEM_CHECK(at_ < data_.size(), "malformed protobuf: varint runs past the end ({} bytes).", data_.size());
+    TANDEM_CHECK(at_ < data_.size(), "malformed protobuf: varint runs past the end ({} bytes).",
+                 data_.size());
     const auto byte = static_cast<unsigned char>(data_[at_++]);
     value |= uint64_t(byte & 0x7F) << shift;
     if (!(byte & 0x80)) return value;
@@ -73,9 +76,11 @@ uint64_t Reader::varint() {
 }
 
 uint64_t Reader::fixed(int n) {
-  TANDEM_CHECK(data_.size() - at_ >= std::size_t(n), "malformed protobuf: fixed{} field runs past the end.", 8 * n);
+  TANDEM_CHECK(data_.size() - at_ >= std::size_t(n),
+               "malformed protobuf: fixed{} field runs past the end.", 8 * n);
   uint64_t bits = 0;
-  for (int i = 0; i < n; ++i) bits |= uint64_t(static_cast<unsigned char>(data_[at_ + i])) << (8 * i);
+  for (int i = 0; i < n; ++i)
+    bits |= uint64_t(static_cast<unsigned char>(data_[at_ + i])) << (8 * i);
   at_ += n;
   return bits;
 }
@@ -96,7 +101,8 @@ float Reader::fixed32_float() {
 
 std::string_view Reader::bytes() {
   const uint64_t n = varint();
-  TANDEM_CHECK(n <= data_.size() - at_, "malformed protobuf: {} bytes claimed, {} left.", n, data_.size() - at_);
+  TANDEM_CHECK(n <= data_.size() - at_, "malformed protobuf: {} bytes claimed, {} left.", n,
+               data_.size() - at_);
   std::string_view out = data_.substr(at_, n);
   at_ += n;
   return out;
@@ -104,10 +110,18 @@ std::string_view Reader::bytes() {
 
 void Reader::skip(WireType type) {
   switch (type) {
-    case kVarint: varint(); break;
-    case kFixed64: fixed(8); break;
-    case kFixed32: fixed(4); break;
-    case kLengthDelimited: bytes(); break;
+    case kVarint:
+      varint();
+      break;
+    case kFixed64:
+      fixed(8);
+      break;
+    case kFixed32:
+      fixed(4);
+      break;
+    case kLengthDelimited:
+      bytes();
+      break;
   }
 }
 

@@ -1,6 +1,6 @@
-#include "tandem/trace/event.h"
-
 #include <utility>
+
+#include "tandem/trace/event.h"
 
 namespace tandem::trace {
 
@@ -33,7 +33,8 @@ Trace Recorder::take() {
   return out;
 }
 
-ScopedSpan::ScopedSpan(Recorder& recorder, Span span) : recorder_(recorder), span_(std::move(span)) {
+ScopedSpan::ScopedSpan(Recorder& recorder, Span span)
+    : recorder_(recorder), span_(std::move(span)) {
   span_.start_us = recorder_.now_us();
 }
 

@@ -19,19 +19,22 @@
 namespace tandem::trace {
 namespace {
 
-constexpr const char* kKindOrder = "FBIWSRO";
+constexpr const char* kKindOrder = "FBIWSRO";  // legend order; other kinds come last
 constexpr const char* kIdleColor = "#efefef";
 
 std::string escape(std::string_view text) {
   std::string out;
   for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
+    if (c == '&')
+      out += "&amp;";
+    else if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '"')
+      out += "&quot;";
+    else
+      out += c;
   }
   return out;
 }
@@ -39,7 +42,16 @@ std::string escape(std::string_view text) {
 // Glyph width estimate for the default sans-serif fonts; used only to decide whether a label fits.
 double text_width(std::string_view text, int font_px) { return 0.58 * font_px * text.size(); }
 
-bool dark_fill(char kind) { return std::strchr("FBWSO", kind) != nullptr && kind != '\0'; }
+// The kind's own letter if the palette has one, else '?' (drawn and listed as "other").
+char palette_kind(char kind) {
+  return kind != '\0' && std::strchr(kKindOrder, kind) != nullptr ? kind : '?';
+}
+
+// White text on these fills, dark text on the light ones (I orange, R light brown, other).
+bool dark_fill(char kind) {
+  const char k = palette_kind(kind);
+  return k != '?' && std::strchr("FBWSO", k) != nullptr;
+}
 
 bool in_comm_band(const Span& span) { return span.track == "comm"; }
 
@@ -79,40 +91,41 @@ std::string tooltip(const Span& s, const TimeUnit& unit) {
 
 // `label_until_us`: where the next box of the band starts (a label must fit in the part of
 // the box that stays visible); unset: the box is not labelled.
-void draw_span(std::string& out, const Span& s, const Geometry& g, const TimeUnit& unit,
-               int y, int h, int font_px, std::optional<double> label_until_us) {
+void draw_span(std::string& out, const Span& s, const Geometry& g, const TimeUnit& unit, int y,
+               int h, int font_px, std::optional<double> label_until_us) {
   const double a = g.x(std::max(s.start_us, g.begin_us));
   const double b = g.x(std::min(s.start_us + s.dur_us, g.end_us));
   const double w = std::max(b - a, 0.5);  // a zero-length span still shows as a hairline
   const char* stroke = w >= 4 ? " stroke=\"#ffffff\" stroke-width=\"0.5\"" : "";
-  out += fmt::format(R"(<rect class="span" x="{:.2f}" y="{}" width="{:.2f}" height="{}" fill="{}"{}><title>{}</title></rect>)",
-                     a, y, w, h, kind_color(s.kind), stroke, tooltip(s, unit));
+  out += fmt::format(
+      R"(<rect class="span" x="{:.2f}" y="{}" width="{:.2f}" height="{}" fill="{}"{}><title>{}</title></rect>)",
+      a, y, w, h, kind_color(s.kind), stroke, tooltip(s, unit));
   out += '\n';
   if (!label_until_us) return;
   const double visible = g.x(std::min({s.start_us + s.dur_us, *label_until_us, g.end_us})) - a;
   const std::string label = s.microbatch >= 0 ? std::to_string(s.microbatch) : s.name;
   if (label.empty() || text_width(label, font_px) + 4 > visible) return;
-  out += fmt::format(R"(<text class="label" x="{:.2f}" y="{:.1f}" text-anchor="middle" fill="{}">{}</text>)",
-                     a + visible / 2, y + h / 2.0 + font_px * 0.36, dark_fill(s.kind) ? "#ffffff" : "#222222",
-                     escape(label));
+  out += fmt::format(
+      R"(<text class="label" x="{:.2f}" y="{:.1f}" text-anchor="middle" fill="{}">{}</text>)",
+      a + visible / 2, y + h / 2.0 + font_px * 0.36, dark_fill(s.kind) ? "#ffffff" : "#222222",
+      escape(label));
   out += '\n';
 }
 
 std::string legend(const Trace& trace, int y, int x, int font_px) {
-  std::string kinds;
-  bool other = false;
-  for (const char* k = kKindOrder; *k; ++k)
-    for (const Span& s : trace.spans)
-      if (s.kind == *k) { kinds += *k; break; }
-  for (const Span& s : trace.spans) other = other || !std::strchr(kKindOrder, s.kind) || s.kind == '\0';
-  if (other) kinds += '?';
+  std::string kinds;  // those present, in palette order
+  for (char k : std::string(kKindOrder) + '?') {
+    auto has = [k](const Span& s) { return palette_kind(s.kind) == k; };
+    if (std::any_of(trace.spans.begin(), trace.spans.end(), has)) kinds += k;
+  }
   std::vector<std::pair<std::string, const char*>> entries;
   for (char k : kinds) entries.emplace_back(kind_label(k), kind_color(k));
   entries.emplace_back("idle", kIdleColor);
   std::string out;
   for (const auto& [text, color] : entries) {
-    out += fmt::format(R"(<rect class="legend" x="{}" y="{}" width="10" height="10" fill="{}" stroke="#999999" stroke-width="0.5"/>)",
-                       x, y - 9, color);
+    out += fmt::format(
+        R"(<rect class="legend" x="{}" y="{}" width="10" height="10" fill="{}" stroke="#999999" stroke-width="0.5"/>)",
+        x, y - 9, color);
     out += fmt::format(R"(<text x="{}" y="{}">{}</text>)", x + 14, y, escape(text)) + "\n";
     x += 14 + static_cast<int>(text_width(text, font_px)) + 16;
   }
@@ -121,37 +134,13 @@ std::string legend(const Trace& trace, int y, int x, int font_px) {
 
 }  // namespace
 
-const char* kind_color(char kind) {
-  switch (kind) {
-    case 'F': return "#4c78a8";  // blue
-    case 'B': return "#54a24b";  // green
-    case 'I': return "#f58518";  // orange
-    case 'W': return "#b279a2";  // purple
-    case 'S': return "#9d755d";  // brown
-    case 'R': return "#d8b5a5";  // light brown
-    case 'O': return "#7f7f7f";  // grey
-    default: return "#c7c7c7";   // light grey
-  }
-}
-
-const char* kind_label(char kind) {
-  switch (kind) {
-    case 'F': return "forward";
-    case 'B': return "backward";
-    case 'I': return "backward (input)";
-    case 'W': return "backward (weight)";
-    case 'S': return "send";
-    case 'R': return "receive";
-    case 'O': return "optimizer";
-    default: return "other";
-  }
-}
-
 std::string render_svg(const Trace& trace, const SvgOptions& o) {
-  TANDEM_CHECK(o.width_px > o.label_width_px + 40 && o.row_height_px > 0 && o.comm_height_px >= 0 && o.font_px > 0,
-               "SVG options leave no room to draw: width_px {} must exceed label_width_px {} by more "
-               "than 40, row_height_px {} and font_px {} must be positive, comm_height_px {} not negative.",
-               o.width_px, o.label_width_px, o.row_height_px, o.font_px, o.comm_height_px);
+  TANDEM_CHECK(
+      o.width_px > o.label_width_px + 40 && o.row_height_px > 0 && o.comm_height_px >= 0 &&
+          o.font_px > 0,
+      "SVG options leave no room to draw: width_px {} must exceed label_width_px {} by more "
+      "than 40, row_height_px {} and font_px {} must be positive, comm_height_px {} not negative.",
+      o.width_px, o.label_width_px, o.row_height_px, o.font_px, o.comm_height_px);
   double begin = 0, end = 0;
   if (!trace.spans.empty()) {
     begin = trace.spans[0].start_us, end = begin;
@@ -171,8 +160,14 @@ std::string render_svg(const Trace& trace, const SvgOptions& o) {
     (in_comm_band(s) ? comm : compute)[s.device].push_back(&s);
   }
   const int pitch = o.row_height_px + 2 + o.comm_height_px + 10;
-  const Geometry g{begin, end, double(o.label_width_px), double(o.width_px - 20),
-                   56, o.row_height_px, o.comm_height_px, pitch};
+  const Geometry g{begin,
+                   end,
+                   double(o.label_width_px),
+                   double(o.width_px - 20),
+                   56,
+                   o.row_height_px,
+                   o.comm_height_px,
+                   pitch};
   const int axis_y = g.row_y(static_cast<int>(devices.size())) + 2;
   const int height = axis_y + 36;
   const TimeUnit unit = pick_unit(end - begin);
@@ -180,8 +175,11 @@ std::string render_svg(const Trace& trace, const SvgOptions& o) {
   std::string out = fmt::format(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
       R"(<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" font-family="sans-serif" font-size="{2}">)"
-      "\n" R"(<rect class="background" width="100%" height="100%" fill="#ffffff"/>)" "\n"
-      R"(<text class="title" x="{3}" y="{4}" font-size="{5}" font-weight="bold">{6}</text>)" "\n",
+      "\n"
+      R"(<rect class="background" width="100%" height="100%" fill="#ffffff"/>)"
+      "\n"
+      R"(<text class="title" x="{3}" y="{4}" font-size="{5}" font-weight="bold">{6}</text>)"
+      "\n",
       o.width_px, height, o.font_px, 8, o.font_px + 9, o.font_px + 4, escape(o.title));
   out += legend(trace, 40, o.label_width_px, o.font_px);
 
@@ -189,35 +187,53 @@ std::string render_svg(const Trace& trace, const SvgOptions& o) {
   for (const auto& [device, name] : devices) {
     const int y = g.row_y(row++);
     out += fmt::format(R"(<text class="device" x="8" y="{}" font-weight="bold">{}</text>)",
-                       y + o.row_height_px / 2 - 1, escape(name)) + "\n";
+                       y + o.row_height_px / 2 - 1, escape(name)) +
+           "\n";
     out += fmt::format(R"(<text class="busy" x="8" y="{}" fill="#666666">busy {:.0f}%</text>)",
-                       y + o.row_height_px / 2 + o.font_px, 100 * busy_fraction(compute[device], begin, end)) + "\n";
-    out += fmt::format(R"(<rect class="idle" x="{:.2f}" y="{}" width="{:.2f}" height="{}" fill="{}"/>)",
-                       g.x0, y, g.x1 - g.x0, o.row_height_px, kIdleColor) + "\n";
+                       y + o.row_height_px / 2 + o.font_px,
+                       100 * busy_fraction(compute[device], begin, end)) +
+           "\n";
+    out += fmt::format(
+               R"(<rect class="idle" x="{:.2f}" y="{}" width="{:.2f}" height="{}" fill="{}"/>)",
+               g.x0, y, g.x1 - g.x0, o.row_height_px, kIdleColor) +
+           "\n";
     std::vector<const Span*>& boxes = compute[device];
     std::stable_sort(boxes.begin(), boxes.end(),
                      [](const Span* a, const Span* b) { return a->start_us < b->start_us; });
     for (std::size_t i = 0; i < boxes.size(); ++i) {
-      const double next = i + 1 < boxes.size() ? std::max(boxes[i + 1]->start_us, boxes[i]->start_us) : end;
+      const double next =
+          i + 1 < boxes.size() ? std::max(boxes[i + 1]->start_us, boxes[i]->start_us) : end;
       draw_span(out, *boxes[i], g, unit, y, o.row_height_px, o.font_px, next);
     }
     for (const Span* s : comm[device])
-      draw_span(out, *s, g, unit, y + o.row_height_px + 2, o.comm_height_px, o.font_px, std::nullopt);
+      draw_span(out, *s, g, unit, y + o.row_height_px + 2, o.comm_height_px, o.font_px,
+                std::nullopt);
   }
 
-  out += fmt::format(R"(<line class="axis" x1="{:.2f}" y1="{}" x2="{:.2f}" y2="{}" stroke="#333333"/>)",
-                     g.x0, axis_y, g.x1, axis_y) + "\n";
+  out += fmt::format(
+             R"(<line class="axis" x1="{:.2f}" y1="{}" x2="{:.2f}" y2="{}" stroke="#333333"/>)",
+             g.x0, axis_y, g.x1, axis_y) +
+         "\n";
   for (double t : nice_ticks(begin, end)) {
     const double x = g.x(t);
-    out += fmt::format(R"(<line class="grid" x1="{0:.2f}" y1="{1}" x2="{0:.2f}" y2="{2}" stroke="#000000" stroke-opacity="0.08"/>)",
-                       x, g.rows_top, axis_y) + "\n";
-    out += fmt::format(R"(<line class="tick" x1="{0:.2f}" y1="{1}" x2="{0:.2f}" y2="{2}" stroke="#333333"/>)",
-                       x, axis_y, axis_y + 5) + "\n";
-    out += fmt::format(R"(<text class="tick-label" x="{:.2f}" y="{}" text-anchor="middle">{}</text>)",
-                       x, axis_y + 17, format_tick(t, unit)) + "\n";
+    out +=
+        fmt::format(
+            R"(<line class="grid" x1="{0:.2f}" y1="{1}" x2="{0:.2f}" y2="{2}" stroke="#000000" stroke-opacity="0.08"/>)",
+            x, g.rows_top, axis_y) +
+        "\n";
+    out +=
+        fmt::format(
+            R"(<line class="tick" x1="{0:.2f}" y1="{1}" x2="{0:.2f}" y2="{2}" stroke="#333333"/>)",
+            x, axis_y, axis_y + 5) +
+        "\n";
+    out +=
+        fmt::format(R"(<text class="tick-label" x="{:.2f}" y="{}" text-anchor="middle">{}</text>)",
+                    x, axis_y + 17, format_tick(t, unit)) +
+        "\n";
   }
   out += fmt::format(R"(<text class="unit" x="{:.2f}" y="{}" text-anchor="end">time ({})</text>)",
-                     g.x1, axis_y + 31, unit.name) + "\n";
+                     g.x1, axis_y + 31, unit.name) +
+         "\n";
   out += "</svg>\n";
   return out;
 }
@@ -225,8 +241,10 @@ std::string render_svg(const Trace& trace, const SvgOptions& o) {
 void write_svg(const Trace& trace, const std::string& path, const SvgOptions& options) {
   const std::string svg = render_svg(trace, options);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  TANDEM_CHECK(out.is_open(), "cannot open SVG file \"{}\" for writing; check that its folder exists "
-               "and is writable.", path);
+  TANDEM_CHECK(out.is_open(),
+               "cannot open SVG file \"{}\" for writing; check that its folder exists "
+               "and is writable.",
+               path);
   out << svg;
   out.close();
   TANDEM_CHECK(!out.fail(), "writing SVG file \"{}\" failed (disk full?).", path);

@@ -35,12 +35,13 @@ EventWriter::EventWriter(const std::string& dir) {
   TANDEM_CHECK(!error, "cannot create TensorBoard log folder \"{}\": {}.", dir, error.message());
   static std::atomic<int> counter{0};
   const double now = unix_seconds();
-  path_ = (std::filesystem::path(dir) /
-           fmt::format("events.out.tfevents.{:010d}.{}.{}.{}", static_cast<long long>(now), hostname(),
-                       static_cast<long long>(getpid()), counter++))
+  path_ = (std::filesystem::path(dir) / fmt::format("events.out.tfevents.{:010d}.{}.{}.{}",
+                                                    static_cast<long long>(now), hostname(),
+                                                    static_cast<long long>(getpid()), counter++))
               .string();
   file_ = std::fopen(path_.c_str(), "wb");
-  TANDEM_CHECK(file_ != nullptr, "cannot create TensorBoard event file \"{}\": {}.", path_, std::strerror(errno));
+  TANDEM_CHECK(file_ != nullptr, "cannot create TensorBoard event file \"{}\": {}.", path_,
+               std::strerror(errno));
   try {
     std::lock_guard<std::mutex> lock(mutex_);
     write(encode_file_version_event(now));
@@ -80,7 +81,8 @@ std::vector<ScalarRecord> read_scalars(const std::string& path) {
     } catch (const Error& e) {
       TANDEM_CHECK(false, "event file \"{}\": {}", path, e.what());
     }
-    for (auto& [tag, value] : event.scalars) scalars.push_back({tag, value, event.step, event.wall_time});
+    for (auto& [tag, value] : event.scalars)
+      scalars.push_back({tag, value, event.step, event.wall_time});
   }
   return scalars;
 }

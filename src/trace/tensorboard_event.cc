@@ -1,8 +1,8 @@
 // Event encoding and decoding for tensorboard.h; field numbers are listed there.
+#include <optional>
+
 #include "proto_wire.h"
 #include "tandem/trace/tensorboard.h"
-
-#include <optional>
 
 namespace tandem::trace {
 namespace {
@@ -26,9 +26,12 @@ std::optional<std::pair<std::string, float>> decode_value(std::string_view bytes
   int field;
   wire::WireType type;
   while (reader.next(field, type)) {
-    if (field == kTag && type == wire::kLengthDelimited) value.first = std::string(reader.bytes());
-    else if (field == kSimpleValue && type == wire::kFixed32) value.second = reader.fixed32_float(), simple = true;
-    else reader.skip(type);
+    if (field == kTag && type == wire::kLengthDelimited)
+      value.first = std::string(reader.bytes());
+    else if (field == kSimpleValue && type == wire::kFixed32)
+      value.second = reader.fixed32_float(), simple = true;
+    else
+      reader.skip(type);
   }
   if (!simple) return std::nullopt;
   return value;
@@ -43,7 +46,8 @@ std::string encode_file_version_event(double wall_time) {
   return out;
 }
 
-std::string encode_scalar_event(const std::string& tag, float value, int64_t step, double wall_time) {
+std::string encode_scalar_event(const std::string& tag, float value, int64_t step,
+                                double wall_time) {
   std::string summary_value;
   wire::put_bytes(summary_value, kTag, tag);
   wire::put_float(summary_value, kSimpleValue, value);

@@ -16,7 +16,8 @@ void put_le(std::string& out, uint64_t value, int bytes) {
 
 uint64_t get_le(std::string_view bytes, std::size_t at, int n) {
   uint64_t value = 0;
-  for (int i = 0; i < n; ++i) value |= uint64_t(static_cast<unsigned char>(bytes[at + i])) << (8 * i);
+  for (int i = 0; i < n; ++i)
+    value |= uint64_t(static_cast<unsigned char>(bytes[at + i])) << (8 * i);
   return value;
 }
 
@@ -36,8 +37,10 @@ std::vector<std::string> parse_records(std::string_view bytes, const std::string
   std::vector<std::string> records;
   std::size_t at = 0;
   while (at < bytes.size()) {
-    TANDEM_CHECK(bytes.size() - at >= 12, "{}: record at byte {} is truncated in its header "
-                 "({} bytes left, need 12); the file is cut short.", source, at, bytes.size() - at);
+    TANDEM_CHECK(bytes.size() - at >= 12,
+                 "{}: record at byte {} is truncated in its header "
+                 "({} bytes left, need 12); the file is cut short.",
+                 source, at, bytes.size() - at);
     const uint64_t length = get_le(bytes, at, 8);
     TANDEM_CHECK(unmask_crc(uint32_t(get_le(bytes, at + 8, 4))) == crc32c(bytes.data() + at, 8, 0),
                  "{}: record at byte {} has a corrupt length (CRC mismatch).", source, at);

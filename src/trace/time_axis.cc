@@ -23,7 +23,8 @@ std::vector<double> nice_ticks(double begin, double end, int target) {
     for (double m : {1.0, 2.0, 5.0}) {
       const double step = m * magnitude * scale;
       // Closest count to target wins; on a tie the larger step (fewer labels) wins.
-      if (best == 0 || std::abs(count(step) - target) <= std::abs(count(best) - target)) best = step;
+      if (best == 0 || std::abs(count(step) - target) <= std::abs(count(best) - target))
+        best = step;
     }
   }
   std::vector<double> ticks;

@@ -1,3 +1,5 @@
+#include "tandem/trace/chrome_trace.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -5,7 +7,6 @@
 #include <string>
 
 #include "tandem/common/check.h"
-#include "tandem/trace/chrome_trace.h"
 
 namespace tandem::trace {
 namespace {
@@ -98,7 +99,7 @@ TEST(ChromeTrace, FlowArrowFromSendToReceive) {
   EXPECT_EQ(starts[0]["tid"], 2);
   EXPECT_EQ(starts[0]["ts"], 11.0);  // inside the send span [10, 12]
   EXPECT_EQ(ends[0]["pid"], 1);
-  EXPECT_EQ(ends[0]["ts"], 11.0);    // inside the receive span [9, 13]
+  EXPECT_EQ(ends[0]["ts"], 11.0);  // inside the receive span [9, 13]
   EXPECT_EQ(ends[0]["bp"], "e");
   EXPECT_EQ(starts[0]["name"], ends[0]["name"]);
   EXPECT_EQ(starts[0]["cat"], ends[0]["cat"]);

@@ -1,8 +1,8 @@
+#include "tandem/trace/crc32c.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
-
-#include "tandem/trace/crc32c.h"
 
 namespace tandem::trace {
 namespace {
@@ -22,9 +22,7 @@ TEST(Crc32c, Rfc3720Vectors) {
   EXPECT_EQ(crc32c(down), 0x113FDB5Cu);
 }
 
-TEST(Crc32c, ExtendsAcrossPieces) {
-  EXPECT_EQ(crc32c("6789", crc32c("12345")), 0xE3069283u);
-}
+TEST(Crc32c, ExtendsAcrossPieces) { EXPECT_EQ(crc32c("6789", crc32c("12345")), 0xE3069283u); }
 
 TEST(Crc32c, MaskRoundTripsAndChangesTheValue) {
   for (uint32_t crc : {0u, 1u, 0xE3069283u, 0xFFFFFFFFu}) {

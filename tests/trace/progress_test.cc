@@ -1,10 +1,11 @@
+#include "tandem/trace/progress.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <string>
 
 #include "tandem/common/check.h"
-#include "tandem/trace/progress.h"
 
 namespace tandem::trace {
 namespace {
@@ -26,7 +27,9 @@ struct Sink {
   ~Sink() { std::fclose(file); }
 };
 
-int count(const std::string& text, char c) { return static_cast<int>(std::count(text.begin(), text.end(), c)); }
+int count(const std::string& text, char c) {
+  return static_cast<int>(std::count(text.begin(), text.end(), c));
+}
 
 TEST(Progress, ParseMode) {
   EXPECT_EQ(parse_mode("auto"), Progress::Mode::kAuto);
@@ -37,13 +40,16 @@ TEST(Progress, ParseMode) {
     parse_mode("tqdm");
     FAIL() << "expected tandem::Error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("\"tqdm\"; use one of auto, bar, line, none"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("\"tqdm\"; use one of auto, bar, line, none"),
+              std::string::npos)
+        << e.what();
   }
 }
 
 TEST(Progress, AutoIsLineWhenNotATerminal) {
   Sink sink;
-  EXPECT_EQ(Progress(Progress::Mode::kAuto, 10, sink.file, sink.clock()).mode(), Progress::Mode::kLine);
+  EXPECT_EQ(Progress(Progress::Mode::kAuto, 10, sink.file, sink.clock()).mode(),
+            Progress::Mode::kLine);
   EXPECT_EQ(Progress(Progress::Mode::kBar, 10, nullptr).mode(), Progress::Mode::kNone);
 }
 
@@ -52,7 +58,8 @@ TEST(Progress, LineText) {
   Progress progress(Progress::Mode::kLine, 40, sink.file, sink.clock());
   sink.now += 2.0;
   progress.update(10, {{"loss", 0.5}, {"samples/s", 12345.6}});
-  EXPECT_EQ(sink.text(), "step 10/40 (25%) elapsed 00:02 eta 00:06 5 steps/s loss=0.5 samples/s=12346\n");
+  EXPECT_EQ(sink.text(),
+            "step 10/40 (25%) elapsed 00:02 eta 00:06 5 steps/s loss=0.5 samples/s=12346\n");
 }
 
 TEST(Progress, BarText) {
@@ -61,7 +68,9 @@ TEST(Progress, BarText) {
   sink.now += 2.0;
   progress.update(10, {{"loss", 0.25}});
   progress.finish();
-  EXPECT_EQ(sink.text(), "\r 25%|#######                       | 10/40 [00:02<00:06, 5 steps/s] loss=0.25\x1b[K\n");
+  EXPECT_EQ(
+      sink.text(),
+      "\r 25%|#######                       | 10/40 [00:02<00:06, 5 steps/s] loss=0.25\x1b[K\n");
 }
 
 TEST(Progress, UnknownTotalHasNoEta) {

@@ -1,3 +1,5 @@
+#include "tandem/trace/svg.h"
+
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -6,14 +8,14 @@
 #include <vector>
 
 #include "tandem/common/check.h"
-#include "tandem/trace/svg.h"
 
 namespace tandem::trace {
 namespace {
 
 int count(const std::string& text, const std::string& needle) {
   int n = 0;
-  for (auto pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) ++n;
+  for (auto pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1))
+    ++n;
   return n;
 }
 
@@ -21,7 +23,8 @@ int count(const std::string& text, const std::string& needle) {
 std::string check_nesting(const std::string& svg) {
   std::vector<std::string> stack;
   std::regex tag(R"(<(/?)([a-zA-Z?][\w:-]*)[^>]*?(/?)>)");
-  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), tag); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), tag); it != std::sregex_iterator();
+       ++it) {
     const std::smatch& m = *it;
     if (m[2] == "?xml" || m[3] == "/") continue;
     if (m[1] == "/") {
@@ -42,7 +45,8 @@ Trace gpipe(int devices, int microbatches, double cost) {
     for (int m = 0; m < microbatches; ++m) {
       Span f;
       f.device = d, f.device_name = "cpu:" + std::to_string(d), f.track = "compute";
-      f.kind = 'F', f.stage = d, f.microbatch = m, f.name = std::to_string(d) + "F" + std::to_string(m);
+      f.kind = 'F', f.stage = d, f.microbatch = m,
+      f.name = std::to_string(d) + "F" + std::to_string(m);
       f.start_us = (d + m) * cost, f.dur_us = cost;
       Span b = f;
       b.kind = 'B', b.name = std::to_string(d) + "B" + std::to_string(m);
@@ -68,7 +72,8 @@ TEST(Svg, OneRectPerSpanAndWellNested) {
   EXPECT_EQ(count(svg, "<svg "), 1);
   EXPECT_EQ(check_nesting(svg), "");
   EXPECT_NE(svg.find(">tandem timeline</text>"), std::string::npos);
-  for (int d = 0; d < 4; ++d) EXPECT_NE(svg.find(">cpu:" + std::to_string(d) + "</text>"), std::string::npos);
+  for (int d = 0; d < 4; ++d)
+    EXPECT_NE(svg.find(">cpu:" + std::to_string(d) + "</text>"), std::string::npos);
 }
 
 TEST(Svg, WideBoxesAreLabelledWithTheMicrobatch) {
@@ -106,6 +111,22 @@ TEST(Svg, LegendListsKindsPresentPlusIdle) {
   EXPECT_NE(svg.find(">backward (weight)</text>"), std::string::npos);
   EXPECT_NE(svg.find(">idle</text>"), std::string::npos);
   EXPECT_EQ(svg.find(">optimizer</text>"), std::string::npos);
+}
+
+TEST(Svg, UnknownKindsAreOtherAndLightBoxesGetDarkText) {
+  Trace t;
+  for (char kind : std::string("FIx")) {
+    Span s;
+    s.device_name = "cpu:0", s.track = "compute", s.kind = kind;
+    s.microbatch = int(t.spans.size()), s.start_us = 10.0 * t.spans.size(), s.dur_us = 10;
+    t.spans.push_back(s);
+  }
+  const std::string svg = render_svg(t);
+  EXPECT_NE(svg.find(">other</text>"), std::string::npos);
+  EXPECT_EQ(count(svg, "<rect class=\"legend\""), 4);  // forward, backward (input), other, idle
+  EXPECT_EQ(count(svg, "fill=\"#ffffff\">0</text>"), 1);  // white on blue
+  EXPECT_EQ(count(svg, "fill=\"#222222\">1</text>"), 1);  // dark on orange
+  EXPECT_EQ(count(svg, "fill=\"#222222\">2</text>"), 1);  // dark on light grey
 }
 
 TEST(Svg, KindColoursAreDistinct) {

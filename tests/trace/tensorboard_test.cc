@@ -1,3 +1,5 @@
+#include "tandem/trace/tensorboard.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 #include <thread>
 
 #include "tandem/common/check.h"
-#include "tandem/trace/tensorboard.h"
 #include "tandem/trace/tfrecord.h"
 
 namespace tandem::trace {
@@ -16,7 +17,8 @@ namespace {
 
 std::string unhex(const std::string& hex) {
   std::string out;
-  for (std::size_t i = 0; i + 1 < hex.size(); i += 2) out += char(std::stoi(hex.substr(i, 2), nullptr, 16));
+  for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
+    out += char(std::stoi(hex.substr(i, 2), nullptr, 16));
   return out;
 }
 
@@ -28,22 +30,39 @@ std::string fresh_dir(const std::string& name) {
 
 // Golden bytes from `protoc --encode=Event` on the messages listed in tensorboard.h.
 TEST(TensorBoard, ScalarEventGoldenBytes) {
-  EXPECT_EQ(encode_scalar_event("loss", 0.5f, 3, 1.5),
-            unhex("09000000000000f83f" "1003" "2a0d" "0a0b" "0a046c6f7373" "150000003f"));
+  EXPECT_EQ(encode_scalar_event("loss", 0.5f, 3, 1.5), unhex("09000000000000f83f"
+                                                             "1003"
+                                                             "2a0d"
+                                                             "0a0b"
+                                                             "0a046c6f7373"
+                                                             "150000003f"));
 }
 
 TEST(TensorBoard, FileVersionEventGoldenBytes) {
-  EXPECT_EQ(encode_file_version_event(1.5), unhex("09000000000000f83f1a0d627261696e2e4576656e743a32"));
+  EXPECT_EQ(encode_file_version_event(1.5),
+            unhex("09000000000000f83f1a0d627261696e2e4576656e743a32"));
 }
 
 TEST(TensorBoard, ZeroStepIsLeftOutLikeProto3) {
-  EXPECT_EQ(encode_scalar_event("a", 0.0f, 0, 1.5), unhex("09000000000000f83f" "2a0a" "0a08" "0a0161" "1500000000"));
+  EXPECT_EQ(encode_scalar_event("a", 0.0f, 0, 1.5), unhex("09000000000000f83f"
+                                                          "2a0a"
+                                                          "0a08"
+                                                          "0a0161"
+                                                          "1500000000"));
 }
 
 TEST(TensorBoard, DecodesNegativeStepsAndSeveralValues) {
   // protoc: wall_time 1700000000.25, step -2, values a=0 and b=-1.25.
-  DecodedEvent event = decode_event(unhex("0900001040fc54d941" "10feffffffffffffffff01" "2a14"
-                                          "0a08" "0a0161" "1500000000" "0a08" "0a0162" "150000a0bf"));
+  DecodedEvent event =
+      decode_event(unhex("0900001040fc54d941"
+                         "10feffffffffffffffff01"
+                         "2a14"
+                         "0a08"
+                         "0a0161"
+                         "1500000000"
+                         "0a08"
+                         "0a0162"
+                         "150000a0bf"));
   EXPECT_EQ(event.wall_time, 1700000000.25);
   EXPECT_EQ(event.step, -2);
   ASSERT_EQ(event.scalars.size(), 2u);

@@ -1,10 +1,11 @@
+#include "tandem/trace/tfrecord.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "tandem/common/check.h"
 #include "tandem/trace/crc32c.h"
-#include "tandem/trace/tfrecord.h"
 
 namespace tandem::trace {
 namespace {
@@ -59,7 +60,8 @@ TEST(TfRecord, ErrorNamesSourceAndOffset) {
     parse_records(bad, "run/events");
     FAIL() << "expected tandem::Error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("run/events: record at byte 18 has corrupt data"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("run/events: record at byte 18 has corrupt data"),
+              std::string::npos)
         << e.what();
   }
 }

@@ -1,8 +1,8 @@
+#include "tandem/trace/time_axis.h"
+
 #include <gtest/gtest.h>
 
 #include <vector>
-
-#include "tandem/trace/time_axis.h"
 
 namespace tandem::trace {
 namespace {
@@ -17,7 +17,8 @@ TEST(TimeAxis, PicksTheLargestUnitAtLeastOne) {
 TEST(TimeAxis, NiceTicks) {
   EXPECT_EQ(nice_ticks(0, 10, 5), (std::vector<double>{0, 2, 4, 6, 8, 10}));
   EXPECT_EQ(nice_ticks(3, 97, 8), (std::vector<double>{10, 20, 30, 40, 50, 60, 70, 80, 90}));
-  EXPECT_EQ(nice_ticks(0, 7000, 8), (std::vector<double>{0, 1000, 2000, 3000, 4000, 5000, 6000, 7000}));
+  EXPECT_EQ(nice_ticks(0, 7000, 8),
+            (std::vector<double>{0, 1000, 2000, 3000, 4000, 5000, 6000, 7000}));
   EXPECT_EQ(nice_ticks(5, 5), (std::vector<double>{5}));
 }
 

@@ -22,7 +22,7 @@ namespace tandem::trace {
 
 class Progress {
  public:
-  enum class Mode { kAuto, kBar, kLine, kNone };  // auto: bar on a terminal, else line
+  enum class Mode { kAuto, kBar, kLine, kNone };               // auto: bar on a terminal, else line
   using Values = std::vector<std::pair<std::string, double>>;  // printed in this order
   using Clock = std::function<double()>;                       // seconds, never decreasing
 
@@ -55,12 +55,12 @@ class Progress {
   double min_interval_s_;
   double start_s_;
   double last_print_s_ = 0;
-  bool printed_ = false;    // anything printed yet
-  bool pending_ = false;    // the latest update was held back by the rate limit
+  bool printed_ = false;  // anything printed yet
+  bool pending_ = false;  // the latest update was held back by the rate limit
   bool finished_ = false;
   int64_t step_ = 0;
   Values values_;
-  int width_ = 0;           // terminal columns for the bar (0: unknown, no truncation)
+  int width_ = 0;  // terminal columns for the bar (0: unknown, no truncation)
 };
 
 // "auto", "bar", "line" or "none"; throws tandem::Error naming the valid values otherwise.

@@ -25,10 +25,10 @@ namespace tandem::trace {
 
 struct SvgOptions {
   std::string title = "tandem timeline";
-  int width_px = 1200;        // whole picture
-  int label_width_px = 110;   // the device-name column
-  int row_height_px = 26;     // compute band
-  int comm_height_px = 6;     // comm band under it
+  int width_px = 1200;       // whole picture
+  int label_width_px = 110;  // the device-name column
+  int row_height_px = 26;    // compute band
+  int comm_height_px = 6;    // comm band under it
   int font_px = 11;
   // Time window; unset: from the earliest start to the latest end in the trace.
   // Spans outside the window are not drawn; spans crossing its edges are clipped.

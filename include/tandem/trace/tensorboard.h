@@ -26,7 +26,8 @@ namespace tandem::trace {
 double unix_seconds();
 
 std::string encode_file_version_event(double wall_time);
-std::string encode_scalar_event(const std::string& tag, float value, int64_t step, double wall_time);
+std::string encode_scalar_event(const std::string& tag, float value, int64_t step,
+                                double wall_time);
 
 // The fields of an Event this reader understands; others are skipped.
 struct DecodedEvent {
@@ -61,7 +62,8 @@ class EventWriter {
   EventWriter(const EventWriter&) = delete;
   EventWriter& operator=(const EventWriter&) = delete;
 
-  void add_scalar(const std::string& tag, float value, int64_t step, double wall_time = unix_seconds());
+  void add_scalar(const std::string& tag, float value, int64_t step,
+                  double wall_time = unix_seconds());
   // Pushes buffered records to the operating system; TensorBoard sees them after this.
   void flush();
   const std::string& path() const { return path_; }
