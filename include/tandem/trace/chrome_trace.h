@@ -10,7 +10,8 @@
 //      viewer draws an arrow from the send to its receive
 //   C  one counter event per Counter, args {"value": v}
 // Times are microseconds, written as JSON numbers without rounding, so read_chrome_trace
-// gives back exactly the Trace that was written (span order and counter order included).
+// gives back exactly the Trace that was written (span order and counter order included),
+// except that a span without a device_name comes back with the one device_names() gave it.
 #pragma once
 
 #include <nlohmann/json.hpp>
