@@ -1,0 +1,58 @@
+// The MPI environment of one process: MPI_Init_thread in the constructor, MPI_Finalize in the
+// destructor. Construct exactly one, on the main thread, before anything else touches MPI, and
+// destroy it last (after every MpiTransport).
+//
+// Thread level: MPI_THREAD_SERIALIZED. While an MpiTransport exists, its progress thread makes
+// every MPI call of the process (sends, receives, all-reduces, the helpers, MPI_Abort); before
+// and after, the main thread does (init, finalize, communicator setup). So MPI is called from
+// more than one thread, never from two at once. FUNNELED would forbid the progress thread
+// (it is not the thread that called MPI_Init_thread); MULTIPLE is not needed and is slower or
+// missing in some MPI builds. The constructor throws if MPI provides less than SERIALIZED.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+
+namespace tandem::mpi {
+
+class Environment {
+ public:
+  // Initializes MPI (argc/argv may be null). Throws tandem::Error when MPI is already
+  // initialized in this process, or when it provides a thread level below SERIALIZED.
+  Environment(int* argc = nullptr, char*** argv = nullptr);
+  ~Environment();
+  Environment(const Environment&) = delete;
+  Environment& operator=(const Environment&) = delete;
+  Environment(Environment&&) = delete;
+  Environment& operator=(Environment&&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // MPI_Get_processor_name: the node this rank runs on.
+  const std::string& hostname() const { return hostname_; }
+  // The level MPI provided (>= MPI_THREAD_SERIALIZED).
+  int thread_level() const { return thread_level_; }
+  // "[r2/4]": the prefix of every line a rank prints about the job.
+  std::string prefix() const;
+  MPI_Comm world() const { return MPI_COMM_WORLD; }
+
+  // True when this process was started by an MPI launcher (mpirun/mpiexec of OpenMPI, MPICH
+  // or Intel MPI, a PMIx launcher, or srun), judged from the environment variables launchers
+  // set. Does not initialize MPI.
+  static bool launched_by_mpirun();
+  // The number of ranks the launcher started, from the same variables; 1 when not launched
+  // (or when the launcher does not say). The CLI uses the MPI transport when this is > 1.
+  static int launched_world_size();
+
+  // "MPI_THREAD_SERIALIZED" for MPI_THREAD_SERIALIZED, and so on.
+  static std::string thread_level_name(int level);
+
+ private:
+  int rank_ = 0;
+  int size_ = 1;
+  int thread_level_ = MPI_THREAD_SINGLE;
+  std::string hostname_;
+};
+
+}  // namespace tandem::mpi
