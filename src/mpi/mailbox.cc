@@ -1,0 +1,73 @@
+#include "tandem/mpi/mailbox.h"
+
+#include "tandem/mpi/wire.h"
+
+namespace tandem::mpi {
+
+void Mailbox::deliver(int peer, const transport::MessageKey& key, torch::Tensor tensor) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stash_[{peer, key}].push_back(std::move(tensor));
+  }
+  cv_.notify_all();
+}
+
+torch::Tensor Mailbox::take(int peer, const transport::MessageKey& key,
+                            Clock::time_point deadline) {
+  // Counts this receiver in waiting_ from its first wait until it returns or throws.
+  struct WaitCount {
+    std::atomic<int>& n;
+    bool counted = false;
+    void raise() { counted = true; ++n; }
+    ~WaitCount() { if (counted) --n; }
+  } count{waiting_};
+
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto slot = std::make_pair(peer, key);
+  for (;;) {
+    if (aborted_.load()) throw transport::Aborted("the transport was aborted: " + reason_);
+    auto it = stash_.find(slot);
+    if (it != stash_.end()) {
+      torch::Tensor t = std::move(it->second.front());
+      it->second.pop_front();
+      if (it->second.empty()) stash_.erase(it);
+      return t;
+    }
+    if (Clock::now() >= deadline) return {};
+    if (!count.counted) {
+      count.raise();
+      if (on_wait_) {
+        lock.unlock();
+        on_wait_();
+        lock.lock();
+        continue;  // it may have arrived meanwhile
+      }
+    }
+    cv_.wait_until(lock, deadline);
+  }
+}
+
+bool Mailbox::abort(const std::string& reason) {
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!aborted_.load()) {
+      first = true;
+      reason_ = reason;
+      aborted_.store(true);
+    }
+  }
+  cv_.notify_all();
+  return first;
+}
+
+std::vector<transport::MessageKey> Mailbox::stashed(int peer) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<transport::MessageKey> keys;
+  for (const auto& [slot, tensors] : stash_) {
+    if (slot.first == peer) keys.insert(keys.end(), tensors.size(), slot.second);
+  }
+  return keys;
+}
+
+}  // namespace tandem::mpi

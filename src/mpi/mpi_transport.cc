@@ -1,0 +1,152 @@
+#include "tandem/mpi/mpi_transport.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "tandem/common/check.h"
+#include "tandem/mpi/collectives.h"
+#include "tandem/mpi/staging.h"
+#include "tandem/mpi/wire.h"
+
+namespace tandem::mpi {
+
+namespace {
+
+// How long abort() lets the progress thread call MPI_Abort before calling it itself.
+constexpr std::chrono::seconds kAbortGrace{5};
+constexpr double kMinShutdownTimeout_s = 60.0;
+
+}  // namespace
+
+MpiTransport::MpiTransport(const Environment& env, Layout layout, MpiTransportOptions options)
+    : rank_(env.rank()),
+      size_(env.size()),
+      prefix_(env.prefix()),
+      layout_(layout),
+      options_(options),
+      mailbox_([this] {
+        if (engine_) engine_->wake();
+      }) {
+  layout_.validate(size_);
+  TANDEM_CHECK(options_.comm_timeout_s > 0, "the communication timeout must be positive, got {} s",
+               options_.comm_timeout_s);
+  tensor_comm_ = Communicator::dup(env.world());
+  control_comm_ = Communicator::dup(env.world());
+  data_parallel_comm_ = Communicator::split(env.world(), layout_.stage_device_of(rank_),
+                                            layout_.replica_of(rank_));
+  ProgressEngine::Options engine_options;
+  engine_options.comm = tensor_comm_.get();
+  engine_options.pin_receive_buffers = pinned_memory_available();
+  // Ranks reach the end at different times (the last stage finishes last), and a rank that
+  // waited out a short timeout arrives late: give shutdown at least a minute.
+  engine_options.shutdown_timeout =
+      std::chrono::duration<double>(std::max(options_.comm_timeout_s, kMinShutdownTimeout_s));
+  engine_options.prefix = prefix_;
+  engine_ = std::make_unique<ProgressEngine>(std::move(engine_options), mailbox_);
+}
+
+MpiTransport::~MpiTransport() = default;
+
+void MpiTransport::check_local(int device, const char* what) const {
+  TANDEM_CHECK(device == rank_,
+               "{} the MPI transport on rank {} owns device {} only, not device {} (device = "
+               "rank under MPI)",
+               what, rank_, rank_, device);
+}
+
+void MpiTransport::send(int from_device, int to_device, const transport::MessageKey& key,
+                        const torch::Tensor& tensor, transport::ReadyEvent ready) {
+  check_local(from_device, "send:");
+  TANDEM_CHECK(to_device >= 0 && to_device < size_,
+               "send of {}: device {} does not exist; the job has ranks 0..{}", format_key(key),
+               to_device, size_ - 1);
+  TANDEM_CHECK(tensor.defined() && tensor.layout() == c10::kStrided,
+               "send of {}: only defined dense tensors can be sent", format_key(key));
+  if (mailbox_.aborted()) throw transport::Aborted("send of " + format_key(key) + " after abort");
+
+  torch::Tensor payload = host_payload(tensor, ready);
+  if (to_device == rank_) {
+    // To itself: no MPI, but still a tensor of its own, like every other receive.
+    if (payload.is_alias_of(tensor)) payload = payload.clone();
+    mailbox_.deliver(rank_, key, std::move(payload));
+    return;
+  }
+  WireHeader header{key, payload.scalar_type(), payload.sizes().vec(),
+                    payload.numel() * static_cast<int64_t>(payload.element_size())};
+  engine_->submit(make_send(tensor_comm_.get(), to_device, encode_header(header),
+                            std::move(payload)));
+}
+
+torch::Tensor MpiTransport::recv(int to_device, int from_device, const transport::MessageKey& key,
+                                 c10::Device into) {
+  check_local(to_device, "recv:");
+  TANDEM_CHECK(from_device >= 0 && from_device < size_,
+               "recv of {}: device {} does not exist; the job has ranks 0..{}", format_key(key),
+               from_device, size_ - 1);
+  auto timeout = std::chrono::duration<double>(options_.comm_timeout_s);
+  auto deadline = Mailbox::Clock::now() +
+                  std::chrono::duration_cast<Mailbox::Clock::duration>(timeout);
+  torch::Tensor host = mailbox_.take(from_device, key, deadline);
+  if (!host.defined()) {
+    throw transport::CommTimeout(fmt::format(
+        "{} rank {} waited {:g} s for message '{}' from rank {} and it did not arrive; {}",
+        prefix_, rank_, options_.comm_timeout_s, format_key(key), from_device,
+        stashed_note(from_device)));
+  }
+  return host_to_device(std::move(host), into);
+}
+
+std::string MpiTransport::stashed_note(int peer) const {
+  std::vector<transport::MessageKey> keys = mailbox_.stashed(peer);
+  if (keys.empty()) return fmt::format("no other message from rank {} is waiting either", peer);
+  constexpr size_t kShown = 8;
+  std::vector<std::string> shown;
+  for (size_t i = 0; i < keys.size() && i < kShown; ++i) shown.push_back("'" + format_key(keys[i]) + "'");
+  return fmt::format("{} message{} from rank {} arrived and wait{} unreceived: {}{}", keys.size(),
+                     keys.size() == 1 ? "" : "s", peer, keys.size() == 1 ? "s" : "",
+                     fmt::join(shown, ", "), keys.size() > kShown ? ", ..." : "");
+}
+
+void MpiTransport::abort(const std::string& reason) {
+  if (mailbox_.abort(reason)) {
+    std::fprintf(stderr, "%s %s\n", prefix_.c_str(), reason.c_str());
+    std::fflush(stderr);
+  }
+  engine_->request_abort();
+  // The progress thread ends the job at its next iteration. Should it be stuck in a blocking
+  // helper (a collective some rank never joined), end it from here: that breaks the one-thread
+  // rule of MPI_THREAD_SERIALIZED, but it is the last MPI call this process makes.
+  std::this_thread::sleep_for(kAbortGrace);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);  // not reached: MPI_Abort does not return
+}
+
+void MpiTransport::agree_on(uint64_t config_hash, const std::string& description) {
+  engine_->call([&] { mpi::agree_on(control_comm_.get(), config_hash, description); });
+}
+
+double MpiTransport::clock_offset_us() {
+  double offset = 0.0;
+  engine_->call([&] { offset = mpi::clock_offset_us(control_comm_.get()); });
+  return offset;
+}
+
+std::vector<std::string> MpiTransport::gather_strings(const std::string& text) {
+  std::vector<std::string> all;
+  engine_->call([&] { all = mpi::gather_strings(control_comm_.get(), text); });
+  return all;
+}
+
+double MpiTransport::raw_pingpong_gbps(size_t bytes, int iters, int peer) {
+  double gbps = 0.0;
+  engine_->call([&] { gbps = mpi::raw_pingpong_gbps(control_comm_.get(), bytes, iters, peer); });
+  return gbps;
+}
+
+void MpiTransport::barrier() {
+  engine_->call([&] { check_mpi(MPI_Barrier(control_comm_.get()), "MPI_Barrier"); });
+}
+
+}  // namespace tandem::mpi

@@ -1,0 +1,168 @@
+#include "tandem/mpi/progress_engine.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+
+#include "tandem/common/check.h"
+
+namespace tandem::mpi {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Headers taken per iteration before the thread goes back to its other work.
+constexpr int kMaxHeadersPerRound = 64;
+
+[[noreturn]] void die(const std::string& prefix, const std::string& what) {
+  std::fprintf(stderr, "%s MPI progress thread: %s\n", prefix.c_str(), what.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();  // MPI_Abort does not return; this tells the compiler so
+}
+
+}  // namespace
+
+ProgressEngine::ProgressEngine(Options options, Mailbox& mailbox)
+    : options_(std::move(options)), mailbox_(mailbox) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+ProgressEngine::~ProgressEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    woken_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void ProgressEngine::submit(std::unique_ptr<Operation> op) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    TANDEM_ASSERT(!stop_, "MPI operation submitted while the transport shuts down");
+    queue_.push_back(std::move(op));
+  }
+  cv_.notify_all();
+}
+
+void ProgressEngine::call(std::function<void()> fn) {
+  TANDEM_ASSERT(std::this_thread::get_id() != thread_.get_id(),
+                "ProgressEngine::call from the progress thread would wait for itself");
+  auto done = std::make_shared<Completion>();
+  submit(make_call(std::move(fn), done));
+  done->wait(Clock::time_point::max(), {});
+}
+
+void ProgressEngine::wake() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    woken_ = true;
+  }
+  cv_.notify_all();
+}
+
+void ProgressEngine::request_abort() {
+  abort_requested_.store(true);
+  wake();
+}
+
+void ProgressEngine::loop() {
+  std::vector<std::unique_ptr<Operation>> active;
+  Request shutdown_barrier;
+  bool barrier_posted = false;
+  Clock::time_point give_up = Clock::time_point::max();
+  int idle_rounds = 0;
+  try {
+    for (;;) {
+      if (abort_requested_.load()) MPI_Abort(MPI_COMM_WORLD, 1);
+      std::vector<std::unique_ptr<Operation>> fresh;
+      bool stopping = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        fresh.swap(queue_);
+        stopping = stop_;
+        woken_ = false;
+      }
+      bool progressed = !fresh.empty();
+      for (auto& op : fresh) {
+        op->start();
+        active.push_back(std::move(op));
+      }
+      progressed |= receive_headers(active);
+      auto finished = std::remove_if(active.begin(), active.end(),
+                                     [](const std::unique_ptr<Operation>& op) { return op->test(); });
+      progressed |= finished != active.end();
+      active.erase(finished, active.end());
+
+      if (stopping) {
+        if (give_up == Clock::time_point::max()) {
+          give_up = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                       options_.shutdown_timeout);
+        }
+        // Our own operations are done, so every message we sent was received: tell the others.
+        if (!barrier_posted && active.empty()) {
+          check_mpi(MPI_Ibarrier(options_.comm, shutdown_barrier.ptr()), "MPI_Ibarrier");
+          barrier_posted = true;
+        }
+        if (barrier_posted && shutdown_barrier.test() && active.empty()) break;
+        if (Clock::now() >= give_up) {
+          std::fprintf(stderr,
+                       "%s MPI transport: not every rank reached shutdown within %.0f s; "
+                       "leaving %zu operations in flight\n",
+                       options_.prefix.c_str(), options_.shutdown_timeout.count(), active.size());
+          // Leak what MPI may still write or read: buffers and requests (OpenMPI cannot free
+          // an active non-blocking barrier). The process is in trouble anyway.
+          for (auto& op : active) op.release();
+          if (barrier_posted) new Request(std::move(shutdown_barrier));
+          break;
+        }
+      }
+      if (progressed) {
+        idle_rounds = 0;
+      } else {
+        idle_wait(++idle_rounds, stopping || !active.empty() || mailbox_.waiting() > 0);
+      }
+    }
+  } catch (const std::exception& e) {
+    die(options_.prefix, e.what());
+  }
+}
+
+bool ProgressEngine::receive_headers(std::vector<std::unique_ptr<Operation>>& active) {
+  for (int n = 0; n < kMaxHeadersPerRound; ++n) {
+    int found = 0;
+    MPI_Message message;
+    MPI_Status status;
+    check_mpi(MPI_Improbe(MPI_ANY_SOURCE, kHeaderTag, options_.comm, &found, &message, &status),
+              "MPI_Improbe");
+    if (!found) return n > 0;
+    int count = 0;
+    check_mpi(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
+    std::vector<char> bytes(count);
+    check_mpi(MPI_Mrecv(bytes.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+    auto op = make_receive(options_.comm, status.MPI_SOURCE, decode_header(bytes.data(), count),
+                           options_.pin_receive_buffers, mailbox_);
+    op->start();
+    active.push_back(std::move(op));
+  }
+  return true;
+}
+
+void ProgressEngine::idle_wait(int idle_rounds, bool busy) {
+  using std::chrono::microseconds;
+  // A few yields first: a reply often comes within microseconds of the last message.
+  if (busy && idle_rounds <= 16) {
+    std::this_thread::yield();
+    return;
+  }
+  microseconds limit = busy ? microseconds(200) : microseconds(2000);
+  int doublings = std::clamp((idle_rounds - 16) / 8, 0, 7);
+  microseconds pause = std::min(limit, microseconds(20 << doublings));
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, pause, [this] { return woken_ || !queue_.empty(); });
+}
+
+}  // namespace tandem::mpi

@@ -1,0 +1,120 @@
+#include "tandem/mpi/wire.h"
+
+#include <cstring>
+
+#include "tandem/common/check.h"
+
+namespace tandem::mpi {
+
+namespace {
+
+constexpr uint32_t kMagic = 0x746e646d;  // "tndm"
+constexpr uint32_t kVersion = 1;
+
+template <typename T>
+void put(std::vector<char>& out, T value) {
+  const char* p = reinterpret_cast<const char*>(&value);
+  out.insert(out.end(), p, p + sizeof(T));
+}
+
+// Reads values from a header, refusing to run past its end.
+class Reader {
+ public:
+  Reader(const char* data, size_t size) : data_(data), size_(size) {}
+  template <typename T>
+  T get() {
+    T value;
+    need(sizeof(T));
+    std::memcpy(&value, data_ + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return value;
+  }
+  std::string get_string(size_t n) {
+    need(n);
+    std::string s(data_ + pos_, n);
+    pos_ += n;
+    return s;
+  }
+  bool done() const { return pos_ == size_; }
+
+ private:
+  void need(size_t n) {
+    TANDEM_CHECK(pos_ + n <= size_, "a tensor message header of {} bytes ends early (at byte {})",
+                 size_, pos_);
+  }
+  const char* data_;
+  size_t size_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+std::vector<char> encode_header(const WireHeader& h) {
+  std::vector<char> out;
+  out.reserve(64 + 8 * h.sizes.size() + h.key.tensor.size());
+  put<uint32_t>(out, kMagic);
+  put<uint32_t>(out, kVersion);
+  put<int32_t>(out, h.key.step);
+  put<int32_t>(out, h.key.microbatch);
+  put<uint8_t>(out, h.key.gradient ? 1 : 0);
+  put<int32_t>(out, h.key.from_stage);
+  put<int32_t>(out, h.key.to_stage);
+  put<int16_t>(out, static_cast<int16_t>(h.dtype));
+  put<int32_t>(out, static_cast<int32_t>(h.sizes.size()));
+  for (int64_t s : h.sizes) put<int64_t>(out, s);
+  put<int64_t>(out, h.nbytes);
+  put<uint32_t>(out, static_cast<uint32_t>(h.key.tensor.size()));
+  out.insert(out.end(), h.key.tensor.begin(), h.key.tensor.end());
+  return out;
+}
+
+WireHeader decode_header(const char* data, size_t size) {
+  Reader r(data, size);
+  uint32_t magic = r.get<uint32_t>();
+  uint32_t version = r.get<uint32_t>();
+  TANDEM_CHECK(magic == kMagic && version == kVersion,
+               "a message on tandem's header tag is not a tandem header of version {} (magic "
+               "{:#x}, version {}); are all ranks running the same build?",
+               kVersion, magic, version);
+  WireHeader h;
+  h.key.step = r.get<int32_t>();
+  h.key.microbatch = r.get<int32_t>();
+  h.key.gradient = r.get<uint8_t>() != 0;
+  h.key.from_stage = r.get<int32_t>();
+  h.key.to_stage = r.get<int32_t>();
+  h.dtype = static_cast<c10::ScalarType>(r.get<int16_t>());
+  int32_t ndim = r.get<int32_t>();
+  TANDEM_CHECK(ndim >= 0 && ndim <= 64, "a tensor message header has {} dimensions", ndim);
+  h.sizes.resize(ndim);
+  for (auto& s : h.sizes) s = r.get<int64_t>();
+  h.nbytes = r.get<int64_t>();
+  h.key.tensor = r.get_string(r.get<uint32_t>());
+  TANDEM_CHECK(r.done(), "a tensor message header of {} bytes has trailing bytes", size);
+  return h;
+}
+
+int64_t chunk_count(int64_t nbytes) { return (nbytes + kMaxChunkBytes - 1) / kMaxChunkBytes; }
+
+int chunk_bytes(int64_t nbytes, int64_t index) {
+  return static_cast<int>(std::min(kMaxChunkBytes, nbytes - index * kMaxChunkBytes));
+}
+
+std::string format_key(const transport::MessageKey& key) {
+  return fmt::format("{} s{}->s{} step {} mb {} {}", key.tensor, key.from_stage, key.to_stage,
+                     key.step, key.microbatch, key.gradient ? "grad" : "fwd");
+}
+
+MPI_Datatype mpi_sum_type(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::ScalarType::Float: return MPI_FLOAT;
+    case c10::ScalarType::Double: return MPI_DOUBLE;
+    case c10::ScalarType::Long: return MPI_INT64_T;
+    case c10::ScalarType::Int: return MPI_INT32_T;
+    case c10::ScalarType::Short: return MPI_INT16_T;
+    case c10::ScalarType::Char: return MPI_INT8_T;
+    case c10::ScalarType::Byte: return MPI_UINT8_T;
+    default: return MPI_DATATYPE_NULL;
+  }
+}
+
+}  // namespace tandem::mpi
