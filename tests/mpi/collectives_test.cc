@@ -1,0 +1,154 @@
+// Collective tests: all-reduce over data-parallel groups, configuration agreement, text
+// gathering, clock alignment and the raw ping-pong. Run under mpirun with 2 and 4 ranks.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "tandem/common/check.h"
+#include "tandem/mpi/collectives.h"
+#include "tandem/mpi/environment.h"
+#include "tandem/mpi/mpi_transport.h"
+
+namespace tandem::mpi {
+Environment& test_environment();
+namespace {
+
+class MpiCollectivesTest : public ::testing::Test {
+ protected:
+  Environment& env() { return test_environment(); }
+  const int rank_ = test_environment().rank();
+  const int size_ = test_environment().size();
+};
+
+// Gradients whose values name the rank; small integers, so float sums are exact.
+std::vector<torch::Tensor> gradients(int rank) {
+  return {torch::full({3, 4}, float(rank + 1)),
+          torch::arange(5, torch::kLong) * (rank + 1),
+          torch::full({2}, double(rank) + 0.5),
+          torch::full({7}, c10::Scalar(rank + 1), torch::kHalf),
+          torch::full({6}, float(10 * rank))};
+}
+
+TEST_F(MpiCollectivesTest, AllReduceSumsOverEachDataParallelGroup) {
+  // 4 ranks: 2 stage devices x 2 replicas, groups {0,2} and {1,3}. 2 ranks: 1 x 2, group {0,1}.
+  Layout layout = size_ % 2 == 0 && size_ >= 4 ? Layout{size_ / 2, 2} : Layout{1, size_};
+  MpiTransport t(env(), layout, MpiTransportOptions{30.0});
+  std::vector<int> group = t.data_parallel_group();
+  ASSERT_EQ(static_cast<int>(group.size()), layout.replicas);
+  if (size_ == 4) {
+    EXPECT_EQ(group, (std::vector<int>{rank_ % 2, rank_ % 2 + 2}));
+  }
+
+  std::vector<torch::Tensor> mine = gradients(rank_);
+  // A leaf that requires grad is summed in place too (as a .grad never is, but a weight may be).
+  mine.push_back(torch::full({2}, float(rank_)).requires_grad_());
+  std::vector<torch::Tensor> expected = gradients(0);
+  expected.push_back(torch::zeros({2}));
+  for (auto& e : expected) e.zero_();
+  for (int r : group) {
+    std::vector<torch::Tensor> g = gradients(r);
+    g.push_back(torch::full({2}, float(r)));
+    for (size_t i = 0; i < g.size(); ++i) expected[i] += g[i];
+  }
+  t.all_reduce_sum(rank_, mine);
+  for (size_t i = 0; i < mine.size(); ++i) {
+    EXPECT_EQ(mine[i].scalar_type(), expected[i].scalar_type()) << "tensor " << i;
+    EXPECT_TRUE(mine[i].detach().equal(expected[i])) << "tensor " << i << ": " << mine[i];
+  }
+}
+
+TEST_F(MpiCollectivesTest, AllReduceWithOneReplicaLeavesTensorsAlone) {
+  MpiTransport t(env(), Layout{size_, 1}, MpiTransportOptions{30.0});
+  std::vector<torch::Tensor> mine = gradients(rank_);
+  t.all_reduce_sum(rank_, mine);
+  EXPECT_TRUE(mine[0].equal(gradients(rank_)[0]));
+}
+
+TEST_F(MpiCollectivesTest, AllReduceRefusesBoolTensors) {
+  MpiTransport t(env(), Layout{1, size_}, MpiTransportOptions{30.0});
+  std::vector<torch::Tensor> flags = {torch::ones({2}, torch::kBool)};
+  EXPECT_THROW(t.all_reduce_sum(rank_, flags), Error);
+}
+
+TEST_F(MpiCollectivesTest, AgreeingConfigurationsPass) {
+  MpiTransport t(env(), Layout{size_, 1}, MpiTransportOptions{30.0});
+  EXPECT_NO_THROW(t.agree_on(0x1234abcdULL, "stages=2 microbatches=4"));
+}
+
+TEST_F(MpiCollectivesTest, AMismatchIsRefusedOnEveryRankNamingTheRank) {
+  MpiTransport t(env(), Layout{size_, 1}, MpiTransportOptions{30.0});
+  const int odd = size_ - 1;
+  const bool differs = rank_ == odd;
+  try {
+    t.agree_on(differs ? 2 : 1, differs ? "stages=3" : "stages=2");
+    ADD_FAILURE() << "a configuration mismatch was accepted";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("ranks disagree on the configuration"), std::string::npos) << m;
+    EXPECT_NE(m.find(fmt::format("rank {} has 'stages=3'", odd)), std::string::npos) << m;
+    EXPECT_NE(m.find("'stages=2'"), std::string::npos) << m;
+  }
+}
+
+TEST_F(MpiCollectivesTest, FreeFunctionsWorkWithoutATransport) {
+  // No transport alive: this thread may call MPI itself.
+  EXPECT_NO_THROW(agree_on(env().world(), 42, "same"));
+  EXPECT_THROW(agree_on(env().world(), rank_ == 0 ? 1 : 2, fmt::format("r{}", rank_)), Error);
+  std::vector<std::string> all = all_gather_strings(env().world(), std::string(rank_, 'x'));
+  ASSERT_EQ(static_cast<int>(all.size()), size_);
+  for (int r = 0; r < size_; ++r) EXPECT_EQ(all[r], std::string(r, 'x'));
+}
+
+TEST_F(MpiCollectivesTest, GatherStringsOnRankZero) {
+  MpiTransport t(env(), Layout{size_, 1}, MpiTransportOptions{30.0});
+  // Rank 1 contributes an empty string.
+  std::string mine = rank_ == 1 ? "" : fmt::format("trace of rank {}", rank_);
+  std::vector<std::string> all = t.gather_strings(mine);
+  if (rank_ != 0) {
+    EXPECT_TRUE(all.empty());
+    return;
+  }
+  ASSERT_EQ(static_cast<int>(all.size()), size_);
+  for (int r = 0; r < size_; ++r) {
+    EXPECT_EQ(all[r], r == 1 ? "" : fmt::format("trace of rank {}", r));
+  }
+}
+
+TEST_F(MpiCollectivesTest, ClockOffsetIsSmallOnOneMachine) {
+  MpiTransport t(env(), Layout{size_, 1}, MpiTransportOptions{30.0});
+  double offset = t.clock_offset_us();
+  if (rank_ == 0) {
+    EXPECT_EQ(offset, 0.0);
+  } else {
+    // All ranks here share one steady clock (CLOCK_MONOTONIC), so the true offset is 0 and
+    // the estimate is off by at most half the best round trip: well under 20 ms even when
+    // four ranks share two cores.
+    EXPECT_LT(std::abs(offset), 20000.0) << offset;
+  }
+}
+
+TEST_F(MpiCollectivesTest, RawPingPongMeasuresSomething) {
+  MpiTransport t(env(), Layout{size_, 1}, MpiTransportOptions{30.0});
+  const int peer = rank_ ^ 1;
+  if (peer >= size_) GTEST_SKIP() << "no partner rank";
+  double gbps = t.raw_pingpong_gbps(1 << 20, 5, peer);
+  EXPECT_GT(gbps, 0.0);
+  EXPECT_TRUE(std::isfinite(gbps));
+  // Empty messages still travel (a latency probe) and count as 0 bytes.
+  EXPECT_EQ(t.raw_pingpong_gbps(0, 3, peer), 0.0);
+  EXPECT_THROW(t.raw_pingpong_gbps(8, 1, rank_), Error);
+}
+
+TEST_F(MpiCollectivesTest, ATransportForTheWrongWorldSizeIsRefused) {
+  try {
+    MpiTransport t(env(), Layout{size_ + 1, 1});
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fmt::format("the job has {}", size_)), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tandem::mpi
