@@ -1,0 +1,67 @@
+// Devices: where a stage runs. `cpu:N` is a worker thread with its own thread budget and
+// memory account; `cuda:N` is a worker thread with its own stream on GPU N. Several devices
+// may name the same GPU (`cuda:0,cuda:0`): each still gets its own stream.
+#pragma once
+
+#include <c10/core/Device.h>
+#include <c10/core/Event.h>
+#include <c10/core/Stream.h>
+#include <torch/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tandem {
+
+struct DeviceSpec {
+  std::string name;    // "cpu:1", "cuda:0"
+  c10::Device device;  // kCPU for every cpu:N
+  int threads = 1;     // intra-op threads of this device's worker
+};
+
+// Parses "4" (four cpu devices), "cpu:0,cpu:1" or "cuda:0,cuda:0,...". `threads_per_device`
+// 0 means: the machine's cores divided among the cpu devices, at least 1.
+std::vector<DeviceSpec> parse_devices(const std::string& spec, int threads_per_device = 0);
+
+// The execution context of one device's worker thread: its stream and the events that order
+// transfers. All methods are called from that worker thread only.
+class DeviceContext {
+ public:
+  explicit DeviceContext(DeviceSpec spec);
+  DeviceContext(const DeviceContext&) = delete;
+  DeviceContext& operator=(const DeviceContext&) = delete;
+
+  const DeviceSpec& spec() const { return spec_; }
+  bool is_cpu() const { return spec_.device.is_cpu(); }
+
+  // Called once on the worker thread: sets its intra-op thread count and makes this device's
+  // stream the thread's current stream.
+  void enter_worker_thread();
+
+  // An event recorded on this device's stream after everything enqueued so far; null on CPU.
+  std::shared_ptr<c10::Event> record_ready() const;
+
+  // A copy of `src` in this device's memory that shares no storage with `src`. Waits (on the
+  // stream, not the host) for `ready` before reading `src`, and tells the allocator that `src`
+  // is in use by this stream until the copy is done.
+  torch::Tensor copy_in(const torch::Tensor& src, const std::shared_ptr<c10::Event>& ready) const;
+
+  // Waits on the host for all work on this device's stream.
+  void synchronize() const;
+
+ private:
+  DeviceSpec spec_;
+  std::optional<c10::Stream> stream_;  // set for non-CPU devices
+};
+
+// Limits BLAS (OpenBLAS) to `n` threads for the whole process; stage workers then scale with
+// their own intra-op budgets instead of fighting over nested pools. Returns false when the
+// loaded BLAS offers no such control.
+bool set_blas_threads(int n);
+
+// Number of cores this process may use.
+int available_cores();
+
+}  // namespace tandem

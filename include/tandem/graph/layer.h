@@ -1,0 +1,53 @@
+// A layer: one named module of the model with named input and output tensors.
+//
+// Any torch::nn module with a single-tensor forward becomes a layer through make_layer();
+// anything else (several inputs, several outputs, a plain function) supplies its own forward.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tandem::graph {
+
+using Tensors = std::vector<torch::Tensor>;
+// Computes the layer's outputs from its inputs, in the order of Layer::inputs/outputs.
+using ForwardFn = std::function<Tensors(const Tensors& inputs)>;
+
+struct Layer {
+  std::string name;
+  // Owns the parameters and buffers; may be null for a layer without state (concat, flatten).
+  std::shared_ptr<torch::nn::Module> module;
+  ForwardFn forward;
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+  // Multiply-adds per sample of one forward, where known (Linear, Conv); 0 when unknown.
+  // Used for FLOP/s in reports, never for correctness.
+  double forward_flops_per_sample = 0;
+};
+
+// Wraps a module holder (torch::nn::Linear, torch::nn::Conv3d, ...) whose forward takes one
+// tensor and returns one tensor.
+template <typename Holder>
+Layer make_layer(std::string name, Holder holder, std::string input, std::string output) {
+  Layer l;
+  l.name = std::move(name);
+  l.module = holder.ptr();
+  l.forward = [holder](const Tensors& in) mutable { return Tensors{holder->forward(in[0])}; };
+  l.inputs = {std::move(input)};
+  l.outputs = {std::move(output)};
+  return l;
+}
+
+// A layer with no parameters computed by `fn`.
+Layer make_function_layer(std::string name, ForwardFn fn, std::vector<std::string> inputs,
+                          std::vector<std::string> outputs);
+
+// Parameters of a layer (empty when it has no module), named "<layer>.<parameter>".
+std::vector<std::pair<std::string, torch::Tensor>> named_parameters(const Layer& layer);
+
+}  // namespace tandem::graph

@@ -1,0 +1,34 @@
+// Building blocks for models: layers that need tandem's call context.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include "tandem/graph/layer.h"
+
+namespace tandem::models {
+
+// Dropout whose mask comes from a random stream keyed by (seed, step, micro-batch, layer)
+// (graph::current_call), so the same run draws the same masks under any schedule, partition
+// and device count, and a recomputed forward draws the mask of the original one. The mask is
+// drawn on the CPU and moved to the tensor's device, so every device type gives the same mask.
+class KeyedDropoutImpl : public torch::nn::Module {
+ public:
+  explicit KeyedDropoutImpl(double p);
+  torch::Tensor forward(const torch::Tensor& x);
+  double p() const { return p_; }
+
+ private:
+  double p_;
+};
+TORCH_MODULE(KeyedDropout);
+
+// Layer helpers. Shapes in the comments: B batch.
+graph::Layer flatten_layer(std::string name, std::string input, std::string output);  // [B,...] -> [B,N]
+graph::Layer relu_layer(std::string name, std::string input, std::string output);
+graph::Layer dropout_layer(std::string name, double p, std::string input, std::string output);
+// Linear (+ optional relu) with its FLOPs recorded.
+graph::Layer linear_layer(std::string name, int64_t in, int64_t out, bool relu, std::string input,
+                          std::string output);
+
+}  // namespace tandem::models

@@ -1,0 +1,118 @@
+// Pipeline: one model split into stages on devices, trained with a schedule.
+//
+// Each local device has one worker thread that interprets its action list of the (lowered)
+// schedule: receive inputs, run its stages' layers forward, send outputs; receive output
+// gradients, run autograd backward, send input gradients. Weight gradients stay on the stage;
+// with replicas they are summed across the data-parallel group before the optimizer step.
+//
+// Shapes: input [B, ...] and target [B, ...] on the CPU, B the batch of all local replicas.
+//
+// Thread-safety: one thread drives a Pipeline; its methods are not reentrant.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tandem/common/device.h"
+#include "tandem/graph/model.h"
+#include "tandem/graph/partition.h"
+#include "tandem/runtime/timing.h"
+#include "tandem/schedule/schedule.h"
+#include "tandem/transport/transport.h"
+
+namespace tandem::runtime {
+
+struct PipelineOptions {
+  // One entry per device of one replica's pipeline (stage s runs on devices[stage_device[s]]).
+  std::vector<DeviceSpec> devices;
+  // Device of each stage; empty means stage s on device s (then stages == devices.size()),
+  // or as the schedule places them (interleaved: stage s on device s % devices).
+  std::vector<int> stage_device;
+  std::string schedule = "1f1b";
+  int microbatches = 1;
+  int virtual_stages = 1;
+  int replicas = 1;
+  uint64_t seed = 0;
+  // true: keep only each stage's inputs per micro-batch and recompute its forward in the
+  // backward (same dropout masks).
+  bool recompute = false;
+  std::chrono::milliseconds comm_timeout{std::chrono::seconds(300)};
+  // Set to run across processes (MPI); null: an in-process transport is built.
+  std::shared_ptr<transport::Transport> transport;
+};
+
+// Builds a stage's optimizer from its parameters.
+using OptimizerFactory =
+    std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<torch::Tensor> params)>;
+
+struct StepStats {
+  double loss = 0;        // mean loss over the batch (all replicas when local)
+  double metric_sum = 0;  // Model::metric summed over the samples
+  int64_t samples = 0;
+  double seconds = 0;
+  // Largest number of micro-batches whose activations a stage held at once, per stage.
+  std::vector<int> peak_inflight;
+};
+
+class Pipeline {
+ public:
+  Pipeline(graph::Model model, graph::Partition partition, PipelineOptions options);
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  // Zeroes the gradients, then runs forward and backward of every micro-batch; afterwards each
+  // parameter's grad holds d(mean loss over the whole batch)/d(parameter), summed across
+  // replicas. Throws tandem::Error (StepError) naming device, stage, action and micro-batch
+  // when any device fails; no device is left waiting.
+  StepStats forward_backward(const torch::Tensor& input, const torch::Tensor& target);
+  // Forward only, no gradients, dropout off.
+  StepStats evaluate(const torch::Tensor& input, const torch::Tensor& target);
+
+  // One optimizer per stage, stepped on the stage's own worker.
+  void set_optimizer(const OptimizerFactory& factory);
+  void optimizer_step();
+
+  // Parameters of the local stages as "<layer>.<name>" (stage order), on their devices.
+  std::vector<std::pair<std::string, torch::Tensor>> named_parameters() const;
+  const graph::Model& model() const;
+  const graph::Partition& partition() const;
+  const graph::Flow& flow() const;
+  // The lowered schedule every device interprets.
+  const schedule::Schedule& schedule() const;
+  const std::vector<int>& stage_device() const;
+  const std::vector<DeviceSpec>& devices() const;
+  int64_t step() const;
+  // Stages this process owns (all of them in process; one device's stages under MPI).
+  std::vector<int> local_stages() const;
+  bool owns_loss() const;
+
+  // What each device executed in the last step, with times since the step's start.
+  const std::vector<ActionTiming>& last_timings() const;
+
+  // A table: stage, device, layers, parameters.
+  std::string placement_table() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The error a failed step throws: the first failure on any device.
+class StepError : public Error {
+ public:
+  StepError(const std::string& what, int device, int stage, std::string action, int microbatch)
+      : Error(what), device(device), stage(stage), action(std::move(action)), microbatch(microbatch) {}
+  int device;
+  int stage;
+  std::string action;
+  int microbatch;
+};
+
+}  // namespace tandem::runtime

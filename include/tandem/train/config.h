@@ -1,0 +1,48 @@
+// The configuration of a training run: what `tandem train` parses, and what a program may
+// fill in directly. Every field has the CLI's default.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tandem::train {
+
+struct Config {
+  // Model.
+  std::string model = "mlp";
+  int64_t width = 128;
+  int blocks = 2;
+  double dropout = 0.2;
+  // Data.
+  std::string data = "mnist";
+  std::string data_dir;  // empty: the data set's default folder
+  // Placement.
+  std::string devices = "4";
+  int threads_per_device = 0;  // 0: cores / cpu devices
+  std::vector<int> balance;    // layers per stage; empty: even split by parameters
+  int stages = 0;              // 0: one stage per device
+  int replicas = 1;
+  std::string transport = "auto";  // auto | inprocess | mpi
+  // Schedule.
+  std::string schedule = "1f1b";
+  int microbatches = 8;
+  int virtual_stages = 1;
+  bool recompute = false;
+  // Optimization.
+  int batch = 64;  // per replica
+  int epochs = 1;
+  int64_t steps = 0;  // > 0: stop after this many steps
+  std::string optimizer = "adam";  // adam | sgd
+  double lr = 1e-3;
+  double momentum = 0.9;
+  uint64_t seed = 0;
+  int eval_batch = 1000;
+  double comm_timeout_s = 300;
+  std::string progress = "auto";  // auto | bar | line | none
+};
+
+// One line "key=value ..." of every field, for logs and the configuration hash.
+std::string describe(const Config& c);
+
+}  // namespace tandem::train

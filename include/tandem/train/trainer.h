@@ -1,0 +1,52 @@
+// A training run: model, data, pipeline, optimizer, epochs, evaluation.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "tandem/runtime/pipeline.h"
+#include "tandem/train/config.h"
+#include "tandem/train/source.h"
+
+namespace tandem::train {
+
+struct Result {
+  int64_t steps = 0;
+  double loss = 0;           // mean training loss of the last step
+  double test_metric = 0;    // accuracy (or the model's metric) on the held-out set
+  std::string metric_name = "accuracy";
+  double samples_per_s = 0;  // training samples per second over all steps (all replicas)
+  double seconds = 0;        // training time, evaluation excluded
+};
+
+// Called after every step: (step, total steps, loss, samples per second so far).
+using StepCallback = std::function<void(int64_t, int64_t, double, double)>;
+
+class Trainer {
+ public:
+  // Builds the model, reads the data, partitions and places the stages. `transport` null:
+  // in-process devices. Throws tandem::Error for bad configurations, with the values.
+  Trainer(Config config, std::shared_ptr<transport::Transport> transport = nullptr);
+
+  runtime::Pipeline& pipeline() { return *pipeline_; }
+  const Config& config() const { return config_; }
+  const Source& source() const { return *source_; }
+  int64_t total_steps() const;
+
+  Result run(const StepCallback& on_step = nullptr);
+  // Evaluation over the whole held-out set: the model's metric per sample.
+  double evaluate();
+
+ private:
+  Config config_;
+  std::unique_ptr<Source> source_;
+  std::unique_ptr<runtime::Pipeline> pipeline_;
+  int replica_ = 0;
+};
+
+// Builds a model by name from the configuration (mlp, ...).
+graph::Model make_model(const Config& c);
+
+}  // namespace tandem::train

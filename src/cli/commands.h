@@ -1,0 +1,22 @@
+// The subcommands of `tandem`. Each registers its options on the CLI11 app and returns the
+// function that runs it once the command line has parsed.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace tandem::cli {
+
+// Exit statuses: 0 success, 1 a failure while running, 2 bad options or an impossible
+// combination, 3 a device ran out of its memory budget.
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitOutOfMemory = 3;
+
+using Runner = std::function<int()>;
+
+Runner add_train(CLI::App& app);
+Runner add_schedule(CLI::App& app);
+
+}  // namespace tandem::cli

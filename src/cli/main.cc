@@ -1,0 +1,26 @@
+// tandem: train one network split across devices and processes.
+#include <cstdio>
+
+#include "commands.h"
+#include "tandem/common/check.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"tandem: train one neural network split across devices and processes, with "
+               "pipeline schedules and exact gradients."};
+  app.require_subcommand(1);
+  app.get_formatter()->column_width(34);
+  auto train = tandem::cli::add_train(app);
+  auto schedule = tandem::cli::add_schedule(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "tandem: %s (see --help)\n", e.what());
+    return tandem::cli::kExitUsage;
+  }
+  if (app.got_subcommand("train")) return train();
+  return schedule();
+}

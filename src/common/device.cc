@@ -1,0 +1,126 @@
+#include "tandem/common/device.h"
+
+#include <ATen/Parallel.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <dlfcn.h>
+#include <sched.h>
+
+#include <thread>
+
+#include "tandem/common/check.h"
+
+namespace tandem {
+
+namespace {
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    size_t pos = s.find(sep, start);
+    out.push_back(s.substr(start, pos - start));
+    if (pos == std::string::npos) break;
+    start = pos + 1;
+  }
+  return out;
+}
+}  // namespace
+
+int available_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::vector<DeviceSpec> parse_devices(const std::string& spec, int threads_per_device) {
+  TANDEM_CHECK(!spec.empty(), "--devices is empty; give a count (4) or a list (cpu:0,cpu:1)");
+  std::vector<DeviceSpec> out;
+  bool all_digits = spec.find_first_not_of("0123456789") == std::string::npos;
+  if (all_digits) {
+    int n = std::stoi(spec);
+    TANDEM_CHECK(n >= 1 && n <= 1024, "--devices {} must be between 1 and 1024", spec);
+    for (int i = 0; i < n; ++i) out.push_back({fmt::format("cpu:{}", i), c10::Device(c10::kCPU), 1});
+  } else {
+    for (const auto& item : split(spec, ',')) {
+      auto colon = item.find(':');
+      std::string type = item.substr(0, colon);
+      TANDEM_CHECK(colon != std::string::npos && colon + 1 < item.size() &&
+                       item.find_first_not_of("0123456789", colon + 1) == std::string::npos,
+                   "device '{}' in --devices {} is not of the form cpu:N or cuda:N", item, spec);
+      int index = std::stoi(item.substr(colon + 1));
+      if (type == "cpu") {
+        out.push_back({item, c10::Device(c10::kCPU), 1});
+      } else if (type == "cuda") {
+        TANDEM_CHECK(torch::cuda::is_available(),
+                     "device '{}' needs CUDA, but this LibTorch has no CUDA or no GPU is visible; "
+                     "use cpu devices (--devices 4)",
+                     item);
+        TANDEM_CHECK(index < static_cast<int>(torch::cuda::device_count()),
+                     "device '{}' does not exist: {} GPU(s) visible", item, torch::cuda::device_count());
+        out.push_back({item, c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index)), 1});
+      } else {
+        TANDEM_CHECK(false, "device type '{}' in --devices {} is unknown; use cpu:N or cuda:N", type, spec);
+      }
+    }
+  }
+  int cpu_devices = 0;
+  for (const auto& d : out) cpu_devices += d.device.is_cpu();
+  int threads = threads_per_device > 0
+                    ? threads_per_device
+                    : std::max(1, available_cores() / std::max(1, cpu_devices));
+  for (auto& d : out) d.threads = threads;
+  return out;
+}
+
+DeviceContext::DeviceContext(DeviceSpec spec) : spec_(std::move(spec)) {
+  if (!spec_.device.is_cpu()) {
+    c10::impl::VirtualGuardImpl impl(spec_.device.type());
+    stream_ = impl.getStreamFromGlobalPool(spec_.device, /*isHighPriority=*/false);
+  }
+}
+
+void DeviceContext::enter_worker_thread() {
+  at::set_num_threads(spec_.threads);
+  if (stream_) {
+    c10::impl::VirtualGuardImpl impl(spec_.device.type());
+    impl.exchangeDevice(spec_.device);
+    impl.exchangeStream(*stream_);  // the thread's current stream for this device, from now on
+  }
+}
+
+std::shared_ptr<c10::Event> DeviceContext::record_ready() const {
+  if (!stream_) return nullptr;
+  auto ev = std::make_shared<c10::Event>(spec_.device.type());
+  ev->record(*stream_);
+  return ev;
+}
+
+torch::Tensor DeviceContext::copy_in(const torch::Tensor& src,
+                                     const std::shared_ptr<c10::Event>& ready) const {
+  if (!stream_) {
+    // CPU: the producer finished before it sent; a plain copy owns fresh storage.
+    return src.device().is_cpu() ? src.clone(at::MemoryFormat::Contiguous)
+                                 : src.to(spec_.device, /*non_blocking=*/false, /*copy=*/true);
+  }
+  if (ready) ready->block(*stream_);
+  torch::Tensor out = src.to(spec_.device, /*non_blocking=*/true, /*copy=*/true);
+  if (!src.device().is_cpu()) {
+    c10::impl::VirtualGuardImpl impl(src.device().type());
+    impl.recordDataPtrOnStream(src.storage().data_ptr(), *stream_);
+  }
+  return out;
+}
+
+void DeviceContext::synchronize() const {
+  if (stream_) stream_->synchronize();
+}
+
+bool set_blas_threads(int n) {
+  using SetThreads = void (*)(int);
+  auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (!fn) return false;
+  fn(n);
+  return true;
+}
+
+}  // namespace tandem

@@ -1,0 +1,30 @@
+#include "tandem/graph/call_context.h"
+
+namespace tandem::graph {
+
+namespace {
+thread_local CallContext current;
+
+// SplitMix64: a fast, well-mixed 64-bit hash step.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+}  // namespace
+
+uint64_t CallContext::stream_seed() const {
+  uint64_t h = mix(seed);
+  h = mix(h ^ static_cast<uint64_t>(step));
+  h = mix(h ^ static_cast<uint64_t>(microbatch));
+  h = mix(h ^ static_cast<uint64_t>(layer));
+  return h;
+}
+
+const CallContext& current_call() { return current; }
+
+ScopedCall::ScopedCall(const CallContext& ctx) : previous_(current) { current = ctx; }
+ScopedCall::~ScopedCall() { current = previous_; }
+
+}  // namespace tandem::graph

@@ -1,0 +1,57 @@
+#include "tandem/models/layers.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/modules/linear.h>
+
+#include "tandem/common/check.h"
+#include "tandem/graph/call_context.h"
+
+namespace tandem::models {
+
+KeyedDropoutImpl::KeyedDropoutImpl(double p) : p_(p) {
+  TANDEM_CHECK(p >= 0 && p < 1, "dropout probability must be in [0, 1), not {}", p);
+}
+
+torch::Tensor KeyedDropoutImpl::forward(const torch::Tensor& x) {
+  const auto& call = graph::current_call();
+  if (!call.training || p_ == 0) return x;
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(call.stream_seed());
+  torch::Tensor keep = torch::empty(x.sizes(), torch::TensorOptions().dtype(x.dtype()))
+                           .bernoulli_(1.0 - p_, gen)
+                           .div_(1.0 - p_);
+  return x * keep.to(x.device());
+}
+
+graph::Layer flatten_layer(std::string name, std::string input, std::string output) {
+  return graph::make_function_layer(
+      std::move(name), [](const graph::Tensors& in) { return graph::Tensors{in[0].flatten(1)}; },
+      {std::move(input)}, {std::move(output)});
+}
+
+graph::Layer relu_layer(std::string name, std::string input, std::string output) {
+  return graph::make_function_layer(
+      std::move(name), [](const graph::Tensors& in) { return graph::Tensors{torch::relu(in[0])}; },
+      {std::move(input)}, {std::move(output)});
+}
+
+graph::Layer dropout_layer(std::string name, double p, std::string input, std::string output) {
+  return graph::make_layer(std::move(name), KeyedDropout(p), std::move(input), std::move(output));
+}
+
+graph::Layer linear_layer(std::string name, int64_t in, int64_t out, bool relu, std::string input,
+                          std::string output) {
+  torch::nn::Linear lin(in, out);
+  graph::Layer l;
+  l.name = std::move(name);
+  l.module = lin.ptr();
+  l.forward = [lin, relu](const graph::Tensors& x) mutable {
+    torch::Tensor y = lin->forward(x[0]);
+    return graph::Tensors{relu ? torch::relu(y) : y};
+  };
+  l.inputs = {std::move(input)};
+  l.outputs = {std::move(output)};
+  l.forward_flops_per_sample = 2.0 * static_cast<double>(in) * static_cast<double>(out);
+  return l;
+}
+
+}  // namespace tandem::models

@@ -1,0 +1,250 @@
+#include "executor.h"
+
+#include <torch/autograd.h>
+
+#include "tandem/graph/call_context.h"
+#include "tandem/runtime/pipeline.h"
+
+namespace tandem::runtime {
+
+using schedule::Action;
+using schedule::Kind;
+using schedule::Op;
+
+namespace {
+double since_us(TimePoint origin) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - origin).count();
+}
+}  // namespace
+
+int Executor::global_device(int stage) const {
+  return plan_->replica * plan_->pipeline_size + (*plan_->stage_device)[stage];
+}
+
+bool Executor::is_local(int stage) const { return (*plan_->stage_device)[stage] == device_; }
+
+transport::MessageKey Executor::key(const std::string& tensor, int mb, bool grad, int from,
+                                    int to) const {
+  return transport::MessageKey{tensor, static_cast<int>(plan_->step), mb, grad, from, to};
+}
+
+DeviceResult Executor::run(const StepPlan& plan) {
+  plan_ = &plan;
+  state_.clear();
+  inflight_.clear();
+  result_ = DeviceResult{};
+  for (const Action& a : plan.lowered->device_actions[device_]) {
+    const double start = since_us(plan.origin);
+    try {
+      execute(a);
+    } catch (const transport::Aborted&) {
+      throw;  // another device failed first; its error is the one reported
+    } catch (const std::exception& e) {
+      std::string msg = fmt::format(
+          "step {} failed on device {} ({}), stage {}, action {} (micro-batch {}): {}\n{}", plan.step,
+          device_, context_.spec().name, a.stage, schedule::to_string(a), a.microbatch, e.what(),
+          schedule::format_grid(*plan.lowered, &a));
+      plan.transport->abort(msg);
+      throw StepError(msg, device_, a.stage, schedule::to_string(a), a.microbatch);
+    }
+    result_.timings.push_back({device_, a, start, since_us(plan.origin)});
+  }
+  if (plan.training) {
+    TANDEM_ASSERT(state_.empty(), "device {} ends the step holding {} micro-batch states", device_,
+                  state_.size());
+  }
+  state_.clear();
+  return std::move(result_);
+}
+
+void Executor::execute(const Action& a) {
+  switch (a.kind) {
+    case Kind::kCompute:
+      if (a.op == Op::kForward) return forward(a.stage, a.microbatch);
+      TANDEM_ASSERT(a.op == Op::kBackward, "action {} is not supported by this executor",
+                    schedule::to_string(a));
+      return backward(a.stage, a.microbatch);
+    case Kind::kSend:
+      if (a.op == Op::kForward) return send_forward(a.stage, a.microbatch, a.peer);
+      return send_backward(a.stage, a.microbatch, a.peer);
+    case Kind::kRecv:
+      if (a.op == Op::kForward) return recv_forward(a.stage, a.microbatch, a.peer);
+      return recv_backward(a.stage, a.microbatch, a.peer);
+  }
+}
+
+void Executor::recv_forward(int stage, int mb, int from) {
+  MicrobatchState& st = state_[{stage, mb}];
+  for (const auto& c : plan_->flow->inputs[stage]) {
+    if (c.from_stage != from) continue;
+    torch::Tensor t = plan_->transport->recv(global_device(stage), global_device(from),
+                                             key(c.tensor, mb, false, from, stage),
+                                             context_.spec().device);
+    st.inputs[c.tensor] = plan_->training ? t.requires_grad_(true) : t;
+  }
+}
+
+void Executor::forward(int stage, int mb) {
+  MicrobatchState& st = state_[{stage, mb}];
+  const auto [offset, size] = plan_->slices[mb];
+  const bool loss_stage = stage == plan_->flow->loss_stage;
+  for (const auto& c : plan_->flow->inputs[stage]) {
+    if (c.from_stage < 0) {
+      st.inputs[c.tensor] = context_.copy_in(plan_->input.narrow(0, offset, size), nullptr);
+    } else {
+      TANDEM_ASSERT(st.inputs.count(c.tensor), "stage {} mb {} misses input '{}' from stage {}",
+                    stage, mb, c.tensor, c.from_stage);
+    }
+  }
+  if (loss_stage) st.target = context_.copy_in(plan_->target.narrow(0, offset, size), nullptr);
+
+  // With recomputation the forward runs without autograd; the backward runs it again.
+  const bool keep_graph = plan_->training && !plan_->recompute;
+  {
+    torch::AutoGradMode grad_mode(keep_graph);
+    run_layers(stage, mb, st, /*first_pass=*/true);
+  }
+  st.ready = context_.record_ready();
+  if (plan_->training) {
+    int& n = inflight_[stage];
+    ++n;
+    result_.peak_inflight[stage] = std::max(result_.peak_inflight[stage], n);
+  }
+  // Consumers on this device get their inputs directly (same memory: no copy needed).
+  for (const auto& c : plan_->flow->outputs[stage]) {
+    if (!is_local(c.to_stage)) continue;
+    torch::Tensor leaf = st.outputs.at(c.tensor).detach();
+    state_[{c.to_stage, mb}].inputs[c.tensor] = plan_->training ? leaf.requires_grad_(true) : leaf;
+  }
+  if (!plan_->training) {
+    // Forward only: keep the outputs until their last send (see send_forward).
+    st.inputs.clear();
+    st.target = torch::Tensor();
+    for (const auto& c : plan_->flow->outputs[stage]) st.pending_sends += !is_local(c.to_stage);
+    if (st.pending_sends == 0) state_.erase({stage, mb});
+  }
+}
+
+void Executor::run_layers(int stage, int mb, MicrobatchState& st, bool first_pass) {
+  const auto& model = *plan_->model;
+  const auto [begin, end] = plan_->partition->layers_of(stage);
+  std::map<std::string, torch::Tensor> env = st.inputs;
+  for (int i = begin; i < end; ++i) {
+    const auto& layer = model.layers[i];
+    graph::Tensors in;
+    in.reserve(layer.inputs.size());
+    for (const auto& name : layer.inputs) in.push_back(env.at(name));
+    graph::ScopedCall call({plan_->seed, plan_->step, mb, i, plan_->training});
+    graph::Tensors out = layer.forward(in);
+    TANDEM_CHECK(out.size() == layer.outputs.size(), "layer '{}' returned {} tensors but names {}",
+                 layer.name, out.size(), layer.outputs.size());
+    for (size_t k = 0; k < out.size(); ++k) env[layer.outputs[k]] = std::move(out[k]);
+  }
+  {
+    for (const auto& c : plan_->flow->outputs[stage]) {
+      const torch::Tensor& t = env.at(c.tensor);
+      TANDEM_CHECK(t.is_floating_point(),
+                   "tensor '{}' crosses from stage {} to stage {} but has dtype {}; only floating "
+                   "point tensors may cross stages",
+                   c.tensor, stage, c.to_stage, std::string(t.dtype().name()));
+      st.outputs[c.tensor] = t;
+    }
+  }
+  if (stage == plan_->flow->loss_stage) {
+    const torch::Tensor& output = env.at(model.output);
+    torch::Tensor loss = model.loss(output, st.target);
+    TANDEM_CHECK(loss.dim() == 0, "the loss of model '{}' must be a scalar, not of shape {}",
+                 model.name, fmt::join(loss.sizes(), "x"));
+    const double weight = static_cast<double>(plan_->slices[mb].second) / plan_->global_batch;
+    st.loss = loss * weight;
+    if (first_pass) {
+      result_.microbatch_losses.emplace_back(mb, loss.detach());
+      result_.loss = result_.loss.defined() ? result_.loss + st.loss.detach() : st.loss.detach();
+      result_.samples += plan_->slices[mb].second;
+      if (!plan_->training && model.metric) result_.metric_sum += model.metric(output, st.target);
+    }
+  }
+}
+
+void Executor::send_forward(int stage, int mb, int to) {
+  MicrobatchState& st = state_.at({stage, mb});
+  for (const auto& c : plan_->flow->outputs[stage]) {
+    if (c.to_stage != to) continue;
+    plan_->transport->send(global_device(stage), global_device(to),
+                           key(c.tensor, mb, false, stage, to), st.outputs.at(c.tensor).detach(),
+                           st.ready);
+    if (!plan_->training) --st.pending_sends;
+  }
+  if (!plan_->training && st.pending_sends == 0) state_.erase({stage, mb});
+}
+
+void Executor::recv_backward(int stage, int mb, int from) {
+  MicrobatchState& st = state_.at({stage, mb});
+  for (const auto& c : plan_->flow->outputs[stage]) {
+    if (c.to_stage != from) continue;
+    st.output_grads[c.tensor][from] =
+        plan_->transport->recv(global_device(stage), global_device(from),
+                               key(c.tensor, mb, true, from, stage), context_.spec().device);
+  }
+}
+
+void Executor::backward(int stage, int mb) {
+  MicrobatchState& st = state_.at({stage, mb});
+  if (plan_->recompute) {
+    st.outputs.clear();
+    run_layers(stage, mb, st, /*first_pass=*/false);
+  }
+  std::vector<torch::Tensor> roots, grads;
+  for (const auto& [name, out] : st.outputs) {
+    auto it = st.output_grads.find(name);
+    TANDEM_ASSERT(it != st.output_grads.end(), "stage {} mb {}: no gradient arrived for '{}'", stage,
+                  mb, name);
+    torch::Tensor g;
+    for (const auto& [consumer, gi] : it->second) g = g.defined() ? g + gi : gi;
+    if (out.requires_grad()) {
+      roots.push_back(out);
+      grads.push_back(g);
+    }
+  }
+  if (st.loss.defined() && st.loss.requires_grad()) {
+    roots.push_back(st.loss);
+    grads.push_back(torch::ones_like(st.loss));
+  }
+  if (!roots.empty()) torch::autograd::backward(roots, grads);
+
+  for (const auto& c : plan_->flow->inputs[stage]) {
+    if (c.from_stage < 0) continue;
+    const torch::Tensor& leaf = st.inputs.at(c.tensor);
+    torch::Tensor g = leaf.grad().defined() ? leaf.grad() : torch::zeros_like(leaf);
+    if (is_local(c.from_stage)) {
+      state_.at({c.from_stage, mb}).output_grads[c.tensor][stage] = g;
+    } else {
+      st.input_grads[c.from_stage][c.tensor] = g;
+    }
+  }
+  --inflight_[stage];
+  st.inputs.clear();
+  st.outputs.clear();
+  st.output_grads.clear();
+  st.loss = torch::Tensor();
+  st.target = torch::Tensor();
+  st.ready = context_.record_ready();
+  if (st.input_grads.empty()) state_.erase({stage, mb});
+}
+
+void Executor::send_backward(int stage, int mb, int to) {
+  auto it = state_.find({stage, mb});
+  TANDEM_ASSERT(it != state_.end(), "stage {} mb {}: nothing to send to stage {}", stage, mb, to);
+  MicrobatchState& st = it->second;
+  auto grads = st.input_grads.find(to);
+  TANDEM_ASSERT(grads != st.input_grads.end(), "stage {} mb {}: no gradients for stage {}", stage,
+                mb, to);
+  for (const auto& [name, g] : grads->second) {
+    plan_->transport->send(global_device(stage), global_device(to), key(name, mb, true, stage, to), g,
+                           st.ready);
+  }
+  st.input_grads.erase(grads);
+  if (st.input_grads.empty()) state_.erase(it);
+}
+
+}  // namespace tandem::runtime

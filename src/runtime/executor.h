@@ -1,0 +1,99 @@
+// The executor of one device: walks that device's lowered action list for one step.
+//
+//   Recv  tF m <s   receive stage t's inputs of micro-batch m from stage s (leaves needing grad)
+//   F     s m       run stage s's layers; hand outputs to local consumer stages
+//   Send  sF m >t   send stage s's outputs of micro-batch m to stage t
+//   Recv  sB m <t   receive d(loss)/d(outputs of s) from consumer stage t
+//   B     s m       autograd backward from the outputs (and the loss) with those gradients;
+//                   weight gradients accumulate in place; d(loss)/d(inputs) kept for sending
+//   Send  sB m >p   send d(loss)/d(inputs of s) to producer stage p
+//
+// Private to the runtime.
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include "tandem/common/device.h"
+#include "tandem/graph/partition.h"
+#include "tandem/runtime/timing.h"
+#include "tandem/schedule/schedule.h"
+#include "tandem/transport/transport.h"
+
+namespace tandem::runtime {
+
+// Everything an executor needs for one step; shared read-only by all executors.
+struct StepPlan {
+  const graph::Model* model = nullptr;
+  const graph::Flow* flow = nullptr;
+  const graph::Partition* partition = nullptr;
+  const schedule::Schedule* lowered = nullptr;
+  const std::vector<int>* stage_device = nullptr;  // stage -> device of the pipeline
+  transport::Transport* transport = nullptr;
+  int replica = 0;
+  int pipeline_size = 1;  // devices per replica; global device = replica * size + device
+  int64_t step = 0;
+  uint64_t seed = 0;
+  bool training = true;
+  bool recompute = false;
+  // [offset, size) of each micro-batch within `input`/`target` (this replica's batch, CPU).
+  std::vector<std::pair<int64_t, int64_t>> slices;
+  torch::Tensor input, target;
+  int64_t global_batch = 0;  // samples over all replicas: the loss weight's denominator
+  TimePoint origin;          // timings are measured from here
+};
+
+struct DeviceResult {
+  torch::Tensor loss;  // weighted loss summed over micro-batches (loss stage only)
+  std::vector<std::pair<int, torch::Tensor>> microbatch_losses;  // unweighted, for finiteness
+  double metric_sum = 0;
+  int64_t samples = 0;
+  std::map<int, int> peak_inflight;  // by stage
+  std::vector<ActionTiming> timings;
+};
+
+class Executor {
+ public:
+  Executor(int device, const DeviceContext& context) : device_(device), context_(context) {}
+
+  // Runs this device's action list. Throws StepError for a failure here, transport::Aborted
+  // when another device failed first.
+  DeviceResult run(const StepPlan& plan);
+
+ private:
+  struct MicrobatchState {
+    std::map<std::string, torch::Tensor> inputs;   // leaves and graph inputs, by tensor name
+    std::map<std::string, torch::Tensor> outputs;  // tensors sent to other stages
+    torch::Tensor loss;                            // weighted loss, loss stage only
+    torch::Tensor target;
+    std::shared_ptr<c10::Event> ready;             // recorded after the forward
+    int pending_sends = 0;                         // forward only: sends still to make
+    // d(loss)/d(output) by tensor name, then by consumer stage (summed in stage order).
+    std::map<std::string, std::map<int, torch::Tensor>> output_grads;
+    // d(loss)/d(input) by producer stage, then by tensor name; waiting to be sent.
+    std::map<int, std::map<std::string, torch::Tensor>> input_grads;
+  };
+
+  void execute(const schedule::Action& a);
+  void forward(int stage, int mb);
+  // Runs the stage's layers on st.inputs, filling st.outputs (and st.loss). `first_pass`:
+  // the forward proper, whose loss counts in the result; false for a recomputation.
+  void run_layers(int stage, int mb, MicrobatchState& st, bool first_pass);
+  void backward(int stage, int mb);
+  void send_forward(int stage, int mb, int to);
+  void recv_forward(int stage, int mb, int from);
+  void send_backward(int stage, int mb, int to);
+  void recv_backward(int stage, int mb, int from);
+  int global_device(int stage) const;
+  bool is_local(int stage) const;
+  transport::MessageKey key(const std::string& tensor, int mb, bool grad, int from, int to) const;
+
+  int device_;
+  const DeviceContext& context_;
+  const StepPlan* plan_ = nullptr;
+  std::map<std::pair<int, int>, MicrobatchState> state_;  // (stage, micro-batch)
+  std::map<int, int> inflight_;  // by stage: forwards done whose backward is not
+  DeviceResult result_;
+};
+
+}  // namespace tandem::runtime

@@ -1,0 +1,355 @@
+#include "tandem/runtime/pipeline.h"
+
+#include <cmath>
+#include <numeric>
+
+#include "executor.h"
+#include "placement.h"
+#include "tandem/runtime/worker_pool.h"
+#include "tandem/schedule/all.h"
+#include "tandem/transport/inprocess.h"
+
+namespace tandem::runtime {
+
+struct Pipeline::Impl {
+  graph::Model model;
+  graph::Partition partition;
+  PipelineOptions options;
+  graph::Flow flow;
+  schedule::StageGraph stage_graph;
+  schedule::Schedule train_schedule;  // lowered
+  schedule::Schedule eval_schedule;   // lowered, forward only
+  std::vector<int> stage_device;
+  int pipeline_size = 0;
+  int replica = 0;
+  std::vector<int> local;  // devices of the pipeline this process runs
+  std::vector<std::unique_ptr<DeviceContext>> contexts;  // by pipeline device (local only)
+  std::shared_ptr<transport::Transport> transport;
+  transport::InProcessTransport* inprocess = nullptr;
+  std::vector<std::unique_ptr<Executor>> executors;  // by pipeline device (local only)
+  std::unique_ptr<WorkerPool> pool;
+  std::vector<std::unique_ptr<torch::optim::Optimizer>> optimizers;  // by stage (local only)
+  int64_t step = 0;
+  std::vector<ActionTiming> timings;
+
+  schedule::Schedule build_schedule(const std::string& name, int microbatches) const;
+  std::vector<std::pair<int64_t, int64_t>> slices(int64_t batch) const;
+  StepStats run(const torch::Tensor& input, const torch::Tensor& target, bool training);
+  std::vector<torch::Tensor> stage_parameters(int stage) const;
+};
+
+schedule::Schedule Pipeline::Impl::build_schedule(const std::string& name, int microbatches) const {
+  schedule::Options o;
+  o.stages = partition.num_stages;
+  o.microbatches = microbatches;
+  o.virtual_stages = options.virtual_stages;
+  if (name == "interleaved" || name == "zb-v") {
+    // These generators take the device count and place the stages themselves.
+    o.stages = pipeline_size;
+  }
+  schedule::Schedule s = schedule::make(name, o);
+  TANDEM_CHECK(s.num_stages == partition.num_stages,
+               "schedule '{}' on {} devices has {} stages but the partition has {}: give {} stages "
+               "(--balance with that many entries)",
+               name, pipeline_size, s.num_stages, partition.num_stages, s.num_stages);
+  if (!options.stage_device.empty()) {
+    s = place_stages(s, stage_graph, stage_device, pipeline_size);
+  } else if (s.num_devices != pipeline_size) {
+    TANDEM_CHECK(false, "schedule '{}' needs {} devices but {} are given", name, s.num_devices,
+                 pipeline_size);
+  }
+  schedule::Schedule lowered = schedule::lower(s, stage_graph);
+  schedule::validate(lowered, stage_graph);
+  return lowered;
+}
+
+std::vector<std::pair<int64_t, int64_t>> Pipeline::Impl::slices(int64_t batch) const {
+  const int m = options.microbatches;
+  TANDEM_CHECK(m <= batch,
+               "{} micro-batches cannot be cut from a batch of {} samples; use at most {} "
+               "micro-batches or a larger batch",
+               m, batch, batch);
+  std::vector<std::pair<int64_t, int64_t>> out;
+  int64_t offset = 0;
+  for (int i = 0; i < m; ++i) {
+    int64_t size = batch / m + (i < batch % m ? 1 : 0);
+    out.emplace_back(offset, size);
+    offset += size;
+  }
+  return out;
+}
+
+std::vector<torch::Tensor> Pipeline::Impl::stage_parameters(int stage) const {
+  std::vector<torch::Tensor> params;
+  auto [b, e] = partition.layers_of(stage);
+  for (int i = b; i < e; ++i) {
+    for (auto& p : graph::named_parameters(model.layers[i])) params.push_back(p.second);
+  }
+  return params;
+}
+
+Pipeline::Pipeline(graph::Model model, graph::Partition partition, PipelineOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.model = std::move(model);
+  m.partition = std::move(partition);
+  m.options = std::move(options);
+  m.flow = graph::analyze(m.model, m.partition);
+  m.stage_graph.num_stages = m.partition.num_stages;
+  m.stage_graph.consumers = m.flow.consumers();
+  m.pipeline_size = static_cast<int>(m.options.devices.size());
+  TANDEM_CHECK(m.pipeline_size >= 1, "a pipeline needs at least one device");
+  TANDEM_CHECK(m.options.microbatches >= 1, "--microbatches must be at least 1, not {}",
+               m.options.microbatches);
+  TANDEM_CHECK(m.options.replicas >= 1, "--replicas must be at least 1, not {}", m.options.replicas);
+
+  // Stage -> device.
+  const int stages = m.partition.num_stages;
+  if (!m.options.stage_device.empty()) {
+    TANDEM_CHECK(static_cast<int>(m.options.stage_device.size()) == stages,
+                 "{} stage placements given for {} stages", m.options.stage_device.size(), stages);
+    for (int d : m.options.stage_device) {
+      TANDEM_CHECK(d >= 0 && d < m.pipeline_size, "a stage is placed on device {} but there are {} devices",
+                   d, m.pipeline_size);
+    }
+    m.stage_device = m.options.stage_device;
+  }
+  m.train_schedule = m.build_schedule(m.options.schedule, m.options.microbatches);
+  m.stage_device = m.train_schedule.stage_device;
+  m.eval_schedule = schedule::lower(
+      place_stages(schedule::forward_only(stages, m.options.microbatches), m.stage_graph,
+                   m.stage_device, m.pipeline_size),
+      m.stage_graph);
+  schedule::validate(m.eval_schedule, m.stage_graph);
+
+  // Devices this process runs, and the transport between them.
+  const int world = m.pipeline_size * m.options.replicas;
+  if (m.options.transport) {
+    m.transport = m.options.transport;
+    TANDEM_CHECK(m.transport->num_devices() == world,
+                 "the transport connects {} devices but {} devices x {} replicas = {} are needed",
+                 m.transport->num_devices(), m.pipeline_size, m.options.replicas, world);
+    for (int g : m.transport->local_devices()) m.local.push_back(g % m.pipeline_size);
+    m.replica = m.transport->local_devices().front() / m.pipeline_size;
+  } else {
+    TANDEM_CHECK(m.options.replicas == 1,
+                 "{} replicas need one process per replica: run under mpirun with --replicas",
+                 m.options.replicas);
+    m.local.resize(m.pipeline_size);
+    std::iota(m.local.begin(), m.local.end(), 0);
+  }
+  m.contexts.resize(m.pipeline_size);
+  m.executors.resize(m.pipeline_size);
+  std::vector<const DeviceContext*> all(m.pipeline_size, nullptr);
+  for (int d : m.local) {
+    m.contexts[d] = std::make_unique<DeviceContext>(m.options.devices[d]);
+    m.executors[d] = std::make_unique<Executor>(d, *m.contexts[d]);
+    all[d] = m.contexts[d].get();
+  }
+  if (!m.transport) {
+    auto t = std::make_shared<transport::InProcessTransport>(all, m.options.comm_timeout);
+    m.inprocess = t.get();
+    m.transport = t;
+  }
+  // BLAS threads are process-wide: give it the per-device budget so that devices working at
+  // once do not each start a pool over all cores (nested pools fight; measured in DESIGN.md).
+  int blas_threads = 0;
+  for (int d : m.local) {
+    if (!m.options.devices[d].device.is_cpu()) continue;
+    blas_threads = blas_threads ? std::min(blas_threads, m.options.devices[d].threads)
+                                : m.options.devices[d].threads;
+  }
+  if (blas_threads > 0) set_blas_threads(blas_threads);
+  m.pool = std::make_unique<WorkerPool>(static_cast<int>(m.local.size()), [&m](int w) {
+    m.contexts[m.local[w]]->enter_worker_thread();
+  });
+  // Parameters move to their stage's device on that device's worker.
+  m.optimizers.resize(stages);
+  auto errors = m.pool->run([&m](int w) {
+    const int d = m.local[w];
+    for (int s = 0; s < m.partition.num_stages; ++s) {
+      if (m.stage_device[s] != d) continue;
+      auto [b, e] = m.partition.layers_of(s);
+      for (int i = b; i < e; ++i) {
+        if (m.model.layers[i].module) m.model.layers[i].module->to(m.options.devices[d].device);
+      }
+    }
+  });
+  if (!errors.empty()) std::rethrow_exception(errors.front());
+}
+
+Pipeline::~Pipeline() = default;
+
+StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& target, bool training) {
+  TANDEM_CHECK(input.defined() && target.defined() && input.size(0) == target.size(0),
+               "input and target must have the same number of samples ({} vs {})",
+               input.defined() ? input.size(0) : 0, target.defined() ? target.size(0) : 0);
+  StepPlan plan;
+  plan.model = &model;
+  plan.flow = &flow;
+  plan.partition = &partition;
+  plan.lowered = training ? &train_schedule : &eval_schedule;
+  plan.stage_device = &stage_device;
+  plan.transport = transport.get();
+  plan.replica = replica;
+  plan.pipeline_size = pipeline_size;
+  plan.step = step;
+  plan.seed = options.seed;
+  plan.training = training;
+  plan.recompute = options.recompute;
+  plan.slices = slices(input.size(0));
+  plan.input = input;
+  plan.target = target;
+  plan.global_batch = input.size(0) * options.replicas;
+  plan.origin = Clock::now();
+
+  if (training) {
+    for (int s : [&] {
+           std::vector<int> v;
+           for (int st = 0; st < partition.num_stages; ++st)
+             if (std::count(local.begin(), local.end(), stage_device[st])) v.push_back(st);
+           return v;
+         }()) {
+      for (auto& p : stage_parameters(s)) {
+        if (p.grad().defined()) p.grad().zero_();
+      }
+    }
+  }
+  std::vector<DeviceResult> results(pipeline_size);
+  torch::AutoGradMode grad_mode(training);
+  auto errors = pool->run([&](int w) {
+    const int d = local[w];
+    torch::AutoGradMode worker_grad_mode(training);
+    results[d] = executors[d]->run(plan);
+  });
+  if (!errors.empty()) {
+    if (inprocess) inprocess->reset();
+    std::exception_ptr first = errors.front();
+    for (auto& e : errors) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const transport::Aborted&) {
+        continue;
+      } catch (...) {
+        first = e;
+        break;
+      }
+    }
+    std::rethrow_exception(first);
+  }
+  StepStats stats;
+  stats.seconds = std::chrono::duration<double>(Clock::now() - plan.origin).count();
+  stats.peak_inflight.assign(partition.num_stages, 0);
+  timings.clear();
+  for (int d : local) {
+    DeviceResult& r = results[d];
+    for (auto [s, peak] : r.peak_inflight) stats.peak_inflight[s] = peak;
+    timings.insert(timings.end(), r.timings.begin(), r.timings.end());
+    if (!r.loss.defined()) continue;
+    for (const auto& [mb, l] : r.microbatch_losses) {
+      const double v = l.item<double>();
+      TANDEM_CHECK(std::isfinite(v),
+                   "the loss of step {} is {} in micro-batch {} (samples {}..{} of the batch); "
+                   "lower the learning rate or check the data",
+                   step, v, mb, plan.slices[mb].first, plan.slices[mb].first + plan.slices[mb].second - 1);
+    }
+    stats.loss = r.loss.item<double>() * options.replicas;
+    stats.metric_sum = r.metric_sum;
+    stats.samples = r.samples;
+  }
+  return stats;
+}
+
+StepStats Pipeline::forward_backward(const torch::Tensor& input, const torch::Tensor& target) {
+  StepStats s = impl_->run(input, target, /*training=*/true);
+  Impl& m = *impl_;
+  if (m.options.replicas > 1) {
+    auto errors = m.pool->run([&m](int w) {
+      const int d = m.local[w];
+      for (int s = 0; s < m.partition.num_stages; ++s) {
+        if (m.stage_device[s] != d) continue;
+        std::vector<torch::Tensor> grads;
+        for (auto& p : m.stage_parameters(s)) {
+          if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+          grads.push_back(p.grad());
+        }
+        m.transport->all_reduce_sum(m.replica * m.pipeline_size + d, grads);
+      }
+    });
+    if (!errors.empty()) std::rethrow_exception(errors.front());
+  }
+  ++m.step;
+  return s;
+}
+
+StepStats Pipeline::evaluate(const torch::Tensor& input, const torch::Tensor& target) {
+  return impl_->run(input, target, /*training=*/false);
+}
+
+void Pipeline::set_optimizer(const OptimizerFactory& factory) {
+  Impl& m = *impl_;
+  for (int s : local_stages()) m.optimizers[s] = factory(m.stage_parameters(s));
+}
+
+void Pipeline::optimizer_step() {
+  Impl& m = *impl_;
+  auto errors = m.pool->run([&m](int w) {
+    const int d = m.local[w];
+    for (int s = 0; s < m.partition.num_stages; ++s) {
+      if (m.stage_device[s] == d && m.optimizers[s]) m.optimizers[s]->step();
+    }
+  });
+  if (!errors.empty()) std::rethrow_exception(errors.front());
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> Pipeline::named_parameters() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (int s : local_stages()) {
+    auto [b, e] = impl_->partition.layers_of(s);
+    for (int i = b; i < e; ++i) {
+      for (auto& p : graph::named_parameters(impl_->model.layers[i])) out.push_back(p);
+    }
+  }
+  return out;
+}
+
+std::vector<int> Pipeline::local_stages() const {
+  std::vector<int> v;
+  for (int s = 0; s < impl_->partition.num_stages; ++s) {
+    for (int d : impl_->local) {
+      if (impl_->stage_device[s] == d) v.push_back(s);
+    }
+  }
+  return v;
+}
+
+bool Pipeline::owns_loss() const {
+  const int loss_device = impl_->stage_device[impl_->flow.loss_stage];
+  return std::count(impl_->local.begin(), impl_->local.end(), loss_device) > 0;
+}
+
+const graph::Model& Pipeline::model() const { return impl_->model; }
+const graph::Partition& Pipeline::partition() const { return impl_->partition; }
+const graph::Flow& Pipeline::flow() const { return impl_->flow; }
+const schedule::Schedule& Pipeline::schedule() const { return impl_->train_schedule; }
+const std::vector<int>& Pipeline::stage_device() const { return impl_->stage_device; }
+const std::vector<DeviceSpec>& Pipeline::devices() const { return impl_->options.devices; }
+int64_t Pipeline::step() const { return impl_->step; }
+const std::vector<ActionTiming>& Pipeline::last_timings() const { return impl_->timings; }
+
+std::string Pipeline::placement_table() const {
+  const Impl& m = *impl_;
+  std::string out = fmt::format("{:<6} {:<10} {:<28} {:>12}\n", "stage", "device", "layers", "parameters");
+  for (int s = 0; s < m.partition.num_stages; ++s) {
+    auto [b, e] = m.partition.layers_of(s);
+    std::string layers = m.model.layers[b].name;
+    if (e - b > 1) layers += ".." + m.model.layers[e - 1].name;
+    int64_t params = 0;
+    for (auto& p : m.stage_parameters(s)) params += p.numel();
+    out += fmt::format("{:<6} {:<10} {:<28} {:>12}\n", s, m.options.devices[m.stage_device[s]].name,
+                       fmt::format("{} ({})", layers, e - b), params);
+  }
+  return out;
+}
+
+}  // namespace tandem::runtime

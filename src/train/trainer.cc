@@ -1,0 +1,136 @@
+#include "tandem/train/trainer.h"
+
+#include <torch/optim/adam.h>
+#include <torch/optim/sgd.h>
+
+#include "tandem/common/check.h"
+#include "tandem/models/mlp.h"
+
+namespace tandem::train {
+
+graph::Model make_model(const Config& c) {
+  if (c.model == "mlp") {
+    models::MlpOptions o;
+    o.width = c.width;
+    o.blocks = c.blocks;
+    o.dropout = c.dropout;
+    return models::mlp(o);
+  }
+  TANDEM_CHECK(false, "unknown model '{}'; use mlp", c.model);
+}
+
+namespace {
+
+std::unique_ptr<Source> make_source(const Config& c) {
+  if (c.data == "mnist" || c.data == "fashion-mnist") {
+    return make_image_source(c.data, c.data_dir, c.seed);
+  }
+  TANDEM_CHECK(false, "unknown data set '{}'; use mnist or fashion-mnist", c.data);
+}
+
+runtime::OptimizerFactory make_optimizer(const Config& c) {
+  TANDEM_CHECK(c.lr > 0, "--lr must be positive, not {}", c.lr);
+  if (c.optimizer == "adam") {
+    return [lr = c.lr](std::vector<torch::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
+      return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr));
+    };
+  }
+  if (c.optimizer == "sgd") {
+    return [lr = c.lr, m = c.momentum](std::vector<torch::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
+      return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr).momentum(m));
+    };
+  }
+  TANDEM_CHECK(false, "unknown optimizer '{}'; use adam or sgd", c.optimizer);
+}
+
+}  // namespace
+
+Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport)
+    : config_(std::move(config)) {
+  const Config& c = config_;
+  TANDEM_CHECK(c.batch >= 1, "--batch must be at least 1, not {}", c.batch);
+  TANDEM_CHECK(c.epochs >= 1 || c.steps > 0, "give --epochs >= 1 or --steps > 0");
+  torch::manual_seed(c.seed);  // parameter initialization
+  graph::Model model = make_model(c);
+  runtime::PipelineOptions po;
+  po.devices = parse_devices(c.devices, c.threads_per_device);
+  po.schedule = c.schedule;
+  po.microbatches = c.microbatches;
+  po.virtual_stages = c.virtual_stages;
+  po.replicas = c.replicas;
+  po.seed = c.seed;
+  po.recompute = c.recompute;
+  po.comm_timeout = std::chrono::milliseconds(static_cast<int64_t>(c.comm_timeout_s * 1000));
+  po.transport = transport;
+  int stages = c.stages > 0 ? c.stages : static_cast<int>(po.devices.size());
+  if (!c.balance.empty()) stages = static_cast<int>(c.balance.size());
+  if (c.schedule == "interleaved") {
+    TANDEM_CHECK(c.stages == 0 || c.stages == static_cast<int>(po.devices.size()) * c.virtual_stages,
+                 "interleaved on {} devices with {} virtual stages has {} stages, not {}",
+                 po.devices.size(), c.virtual_stages, po.devices.size() * c.virtual_stages, c.stages);
+    if (c.balance.empty()) stages = static_cast<int>(po.devices.size()) * c.virtual_stages;
+  }
+  graph::Partition partition = c.balance.empty() ? graph::partition_by_parameters(model, stages)
+                                                 : graph::partition_by_balance(model, c.balance);
+  if (c.schedule != "interleaved" && stages != static_cast<int>(po.devices.size())) {
+    // More stages than devices: stage s on device s mod devices.
+    TANDEM_CHECK(stages > static_cast<int>(po.devices.size()),
+                 "{} stages on {} devices leaves devices idle; give as many stages as devices",
+                 stages, po.devices.size());
+    for (int s = 0; s < stages; ++s) po.stage_device.push_back(s % static_cast<int>(po.devices.size()));
+  }
+  source_ = make_source(c);
+  pipeline_ = std::make_unique<runtime::Pipeline>(std::move(model), std::move(partition), po);
+  pipeline_->set_optimizer(make_optimizer(c));
+  if (transport) replica_ = transport->local_devices().front() / static_cast<int>(po.devices.size());
+}
+
+int64_t Trainer::total_steps() const {
+  const int64_t global_batch = static_cast<int64_t>(config_.batch) * config_.replicas;
+  const int64_t per_epoch = source_->train_size() / global_batch;
+  TANDEM_CHECK(per_epoch >= 1, "a global batch of {} is larger than the {} training samples",
+               global_batch, source_->train_size());
+  return config_.steps > 0 ? config_.steps : per_epoch * config_.epochs;
+}
+
+Result Trainer::run(const StepCallback& on_step) {
+  const int64_t global_batch = static_cast<int64_t>(config_.batch) * config_.replicas;
+  const int64_t per_epoch = source_->train_size() / global_batch;
+  const int64_t total = total_steps();
+  Result r;
+  r.metric_name = pipeline_->model().metric_name;
+  int64_t samples = 0;
+  for (int64_t step = 0; step < total; ++step) {
+    const int64_t epoch = step / per_epoch;
+    const int64_t begin = (step % per_epoch) * global_batch + replica_ * config_.batch;
+    Batch b = source_->train_batch(epoch, begin, begin + config_.batch);
+    runtime::StepStats s = pipeline_->forward_backward(b.input, b.target);
+    pipeline_->optimizer_step();
+    r.seconds += s.seconds;
+    samples += global_batch;
+    r.loss = s.loss;
+    r.steps = step + 1;
+    if (on_step) on_step(step + 1, total, s.loss, samples / r.seconds);
+  }
+  r.samples_per_s = r.seconds > 0 ? samples / r.seconds : 0;
+  r.test_metric = evaluate();
+  return r;
+}
+
+double Trainer::evaluate() {
+  const int64_t n = source_->test_size();
+  double metric = 0;
+  int64_t count = 0;
+  const int64_t chunk = std::max<int64_t>(config_.eval_batch, config_.microbatches);
+  for (int64_t begin = 0; begin < n; begin += chunk) {
+    const int64_t end = std::min(n, begin + chunk);
+    if (end - begin < config_.microbatches) break;  // too few samples left for every micro-batch
+    Batch b = source_->test_batch(begin, end);
+    runtime::StepStats s = pipeline_->evaluate(b.input, b.target);
+    metric += s.metric_sum;
+    count += s.samples;
+  }
+  return count ? metric / count : 0;
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,87 @@
+#include "tandem/transport/inprocess.h"
+
+namespace tandem::transport {
+
+std::string MessageKey::to_string() const {
+  return fmt::format("'{}' s{}->s{} step {} mb {} {}", tensor, from_stage, to_stage, step,
+                     microbatch, gradient ? "grad" : "fwd");
+}
+
+InProcessTransport::InProcessTransport(std::vector<const DeviceContext*> devices,
+                                       std::chrono::milliseconds timeout)
+    : devices_(std::move(devices)), timeout_(timeout), mailboxes_(devices_.size()) {}
+
+std::vector<int> InProcessTransport::local_devices() const {
+  std::vector<int> all(devices_.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  return all;
+}
+
+void InProcessTransport::send(int from_device, int to_device, const MessageKey& key,
+                              const torch::Tensor& tensor, ReadyEvent ready) {
+  TANDEM_ASSERT(to_device >= 0 && to_device < num_devices(), "send to device {}", to_device);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_) throw Aborted(abort_reason_);
+    auto [it, inserted] =
+        mailboxes_[to_device].messages.emplace(std::make_pair(from_device, key), Message{tensor, ready});
+    TANDEM_ASSERT(inserted, "message {} sent twice to device {}", key.to_string(), to_device);
+  }
+  cv_.notify_all();
+}
+
+torch::Tensor InProcessTransport::recv(int to_device, int from_device, const MessageKey& key,
+                                       c10::Device into) {
+  Message msg;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto& box = mailboxes_[to_device].messages;
+    auto id = std::make_pair(from_device, key);
+    bool arrived = cv_.wait_for(lock, timeout_, [&] { return aborted_ || box.count(id); });
+    if (aborted_) throw Aborted(abort_reason_);
+    if (!arrived) {
+      throw CommTimeout(fmt::format(
+          "device {} waited {:.1f} s for {} from device {}; the sender never sent it (raise "
+          "--comm-timeout if a step legitimately takes this long)",
+          to_device, timeout_.count() / 1000.0, key.to_string(), from_device));
+    }
+    auto it = box.find(id);
+    msg = std::move(it->second);
+    box.erase(it);
+  }
+  TANDEM_ASSERT(into == devices_[to_device]->spec().device, "recv into {} on device {}", into.str(), to_device);
+  return devices_[to_device]->copy_in(msg.tensor, msg.ready);
+}
+
+void InProcessTransport::all_reduce_sum(int, std::vector<torch::Tensor>&) {}
+
+void InProcessTransport::abort(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_) return;
+    aborted_ = true;
+    abort_reason_ = reason;
+  }
+  cv_.notify_all();
+}
+
+bool InProcessTransport::aborted() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return aborted_;
+}
+
+void InProcessTransport::reset() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& b : mailboxes_) b.messages.clear();
+  aborted_ = false;
+  abort_reason_.clear();
+}
+
+size_t InProcessTransport::pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& b : mailboxes_) n += b.messages.size();
+  return n;
+}
+
+}  // namespace tandem::transport

@@ -1,0 +1,118 @@
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "tandem/graph/partition.h"
+#include "tandem/models/mlp.h"
+
+namespace tandem::graph {
+namespace {
+
+Layer fn(std::string name, std::vector<std::string> in, std::vector<std::string> out) {
+  return make_function_layer(
+      std::move(name), [](const Tensors& t) { return Tensors{t[0]}; }, std::move(in), std::move(out));
+}
+
+Model chain(int n) {
+  Model m;
+  m.name = "chain";
+  std::string prev = "input";
+  for (int i = 0; i < n; ++i) {
+    std::string out = i == n - 1 ? "output" : "t" + std::to_string(i);
+    m.layers.push_back(fn("l" + std::to_string(i), {prev}, {out}));
+    prev = out;
+  }
+  m.loss = [](const torch::Tensor& o, const torch::Tensor&) { return o.sum(); };
+  return m;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const tandem::Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(Model, UnknownTensorIsNamed) {
+  Model m = chain(3);
+  m.layers[2].inputs = {"nope"};
+  EXPECT_NE(error_of([&] { m.validate(); }).find("layer 'l2' consumes tensor 'nope'"), std::string::npos);
+}
+
+TEST(Model, TensorProducedTwice) {
+  Model m = chain(3);
+  m.layers[2].outputs = {"t0"};
+  EXPECT_NE(error_of([&] { m.validate(); }).find("tensor 't0' is produced twice"), std::string::npos);
+}
+
+TEST(Model, LaterTensorUsedEarlier) {
+  Model m = chain(3);
+  m.layers[0].inputs = {"t1"};
+  EXPECT_NE(error_of([&] { m.validate(); }).find("which no earlier layer produces"), std::string::npos);
+}
+
+TEST(Model, DuplicateLayerNameAndMissingOutput) {
+  Model m = chain(3);
+  m.layers[1].name = "l0";
+  EXPECT_NE(error_of([&] { m.validate(); }).find("two layers named 'l0'"), std::string::npos);
+  Model n = chain(2);
+  n.output = "missing";
+  EXPECT_NE(error_of([&] { n.validate(); }).find("the loss reads tensor 'missing'"), std::string::npos);
+}
+
+TEST(Partition, BalanceMustCoverTheModel) {
+  Model m = chain(10);
+  EXPECT_EQ(error_of([&] { partition_by_balance(m, {3, 4}); }),
+            "balance 3,4 covers 7 layers but the model has 10 (layers: l0, l1, l2, l3, l4, l5, l6, "
+            "l7, l8, l9)");
+  EXPECT_NE(error_of([&] { partition_by_balance(m, {3, 0, 7}); }).find("at least one"), std::string::npos);
+  EXPECT_EQ(partition_by_balance(m, {3, 4, 3}).balance(), (std::vector<int>{3, 4, 3}));
+}
+
+TEST(Partition, ByParametersBalancesWeight) {
+  torch::manual_seed(0);
+  models::MlpOptions o;
+  o.width = 64;
+  o.blocks = 2;
+  Model m = models::mlp(o);  // flatten, dense0 (784x64), 4 x (64x64), dropout, logits
+  Partition p = partition_by_parameters(m, 2);
+  EXPECT_EQ(p.balance(), (std::vector<int>{2, 6}));
+  EXPECT_NE(error_of([&] { partition_by_parameters(m, 9); }).find("9 stages need at least 9 layers"),
+            std::string::npos);
+}
+
+TEST(Partition, ByPlacementFormsStagesFromRuns) {
+  Model m = chain(5);
+  std::vector<int> devices;
+  Partition p = partition_by_placement(m, {0, 0, 1, 1, 0}, &devices);
+  EXPECT_EQ(p.balance(), (std::vector<int>{2, 2, 1}));
+  EXPECT_EQ(devices, (std::vector<int>{0, 1, 0}));
+  EXPECT_NE(error_of([&] { partition_by_placement(m, {0, 1}, nullptr); }).find("names 2 devices but the model has 5"),
+            std::string::npos);
+}
+
+TEST(Flow, SkipsGoDirectlyAndTensorsWithTwoConsumerStages) {
+  Model m;
+  m.layers = {fn("a", {"input"}, {"x1"}), fn("b", {"x1"}, {"x2"}), fn("c", {"x2"}, {"x3"}),
+              fn("d", {"x3", "x1"}, {"x4"}), fn("e", {"x4", "x2"}, {"output"})};
+  m.loss = [](const torch::Tensor& o, const torch::Tensor&) { return o.sum(); };
+  Flow f = analyze(m, partition_by_balance(m, {1, 1, 1, 2}));
+  ASSERT_EQ(f.outputs[0].size(), 2u);
+  EXPECT_EQ(f.outputs[0][0].to_stage, 1);
+  EXPECT_EQ(f.outputs[0][1].to_stage, 3);
+  EXPECT_EQ(f.outputs[0][1].tensor, "x1");
+  EXPECT_EQ(f.consumers(), (std::vector<std::vector<int>>{{1, 3}, {2, 3}, {3}, {}}));
+  ASSERT_EQ(f.inputs[3].size(), 3u);  // x1 from 0, x2 from 1, x3 from 2
+  EXPECT_EQ(f.inputs[0][0].from_stage, -1);
+}
+
+TEST(Flow, LossMustBeInTheLastStage) {
+  Model m = chain(3);
+  m.layers.push_back(fn("after", {"output"}, {"unused"}));
+  EXPECT_NE(error_of([&] { analyze(m, partition_by_balance(m, {3, 1})); }).find("produced in stage 0 but the last stage is 1"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::graph
