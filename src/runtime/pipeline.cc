@@ -302,16 +302,29 @@ void Pipeline::optimizer_step() {
   if (!errors.empty()) std::rethrow_exception(errors.front());
 }
 
-std::vector<std::pair<std::string, torch::Tensor>> Pipeline::named_parameters() const {
+std::vector<std::pair<std::string, torch::Tensor>> Pipeline::stage_named_parameters(int stage) const {
   std::vector<std::pair<std::string, torch::Tensor>> out;
-  for (int s : local_stages()) {
-    auto [b, e] = impl_->partition.layers_of(s);
-    for (int i = b; i < e; ++i) {
-      for (auto& p : graph::named_parameters(impl_->model.layers[i])) out.push_back(p);
-    }
+  auto [b, e] = impl_->partition.layers_of(stage);
+  for (int i = b; i < e; ++i) {
+    for (auto& p : graph::named_parameters(impl_->model.layers[i])) out.push_back(p);
   }
   return out;
 }
+
+std::vector<std::pair<std::string, torch::Tensor>> Pipeline::named_parameters() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (int s : local_stages()) {
+    for (auto& p : stage_named_parameters(s)) out.push_back(p);
+  }
+  return out;
+}
+
+torch::optim::Optimizer* Pipeline::optimizer(int stage) const {
+  TANDEM_CHECK(stage >= 0 && stage < impl_->partition.num_stages, "stage {} does not exist", stage);
+  return impl_->optimizers[stage].get();
+}
+
+void Pipeline::set_step(int64_t step) { impl_->step = step; }
 
 std::vector<int> Pipeline::local_stages() const {
   std::vector<int> v;

@@ -78,6 +78,12 @@ class Pipeline {
   // One optimizer per stage, stepped on the stage's own worker.
   void set_optimizer(const OptimizerFactory& factory);
   void optimizer_step();
+  // The optimizer of a local stage (null before set_optimizer), e.g. to save its state.
+  torch::optim::Optimizer* optimizer(int stage) const;
+  // Parameters of one local stage, in the order its optimizer holds them.
+  std::vector<std::pair<std::string, torch::Tensor>> stage_named_parameters(int stage) const;
+  // Continues the step count (dropout streams are keyed by it), e.g. after a resume.
+  void set_step(int64_t step);
 
   // Parameters of the local stages as "<layer>.<name>" (stage order), on their devices.
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() const;
