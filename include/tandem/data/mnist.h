@@ -1,0 +1,42 @@
+// MNIST and Fashion-MNIST from their IDX files (plain or gzip).
+//
+// Shapes: N images, H x W pixels (28 x 28 for both data sets).
+#pragma once
+
+#include <torch/types.h>
+
+#include <string>
+
+namespace tandem::data {
+
+enum class Split { kTrain, kTest };
+
+// A labelled image data set held in memory.
+struct ImageDataset {
+  torch::Tensor images;  // [N,1,H,W] float32 in [0,1] (pixel / 255)
+  torch::Tensor labels;  // [N] int64 in 0..9
+  int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
+};
+
+// Where `make demo` / scripts/setup put the MNIST files, relative to the repository root.
+inline constexpr const char* kDefaultMnistDir = "data/mnist";
+// Where Debian's dataset-fashion-mnist package installs its files.
+inline constexpr const char* kDefaultFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+
+// Loads an images file (IDX, ubyte, 3 dims) and a labels file (IDX, ubyte, 1 dim). Throws
+// tandem::Error naming the file for a wrong type or rank, a count mismatch between the two
+// files, or a label outside 0..9.
+ImageDataset load_image_pair(const std::string& images_path, const std::string& labels_path);
+
+// Loads MNIST from `dir`, which holds {train,t10k}-{images-idx3,labels-idx1}-ubyte, each
+// either plain or with a `.gz` suffix. A missing file throws naming every name tried and
+// how to install the data.
+ImageDataset load_mnist(const std::string& dir, Split split);
+
+// Loads Fashion-MNIST; the same file names and checks as load_mnist.
+ImageDataset load_fashion_mnist(const std::string& dir, Split split);
+inline ImageDataset load_fashion_mnist(Split split) {
+  return load_fashion_mnist(kDefaultFashionMnistDir, split);
+}
+
+}  // namespace tandem::data

