@@ -1,0 +1,15 @@
+// A batch of 3D volumes with voxel-wise targets, as the volume data sets return it.
+//
+// Shapes: B batch, C channels, S crop/volume side (D = H = W = S).
+#pragma once
+
+#include <torch/types.h>
+
+namespace tandem::data {
+
+struct VolumeBatch {
+  torch::Tensor input;   // [B,C,S,S,S] float32 (C = 1 for segmentation data)
+  torch::Tensor target;  // [B,1,S,S,S] float32: 0/1 masks for segmentation, reals for regression
+};
+
+}  // namespace tandem::data
