@@ -4,6 +4,10 @@
 #include <cstdio>
 #include <exception>
 
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
 #include "tandem/common/check.h"
 
 namespace tandem::mpi {
@@ -74,7 +78,12 @@ void ProgressEngine::loop() {
   Request shutdown_barrier;
   bool barrier_posted = false;
   Clock::time_point give_up = Clock::time_point::max();
-  int idle_rounds = 0;
+  Clock::time_point last_progress = Clock::now();
+#ifdef __linux__
+  // Sleep as long as asked, not up to 50 µs more (the default timer slack): the sleeps below
+  // are what a waiting receiver's latency is made of.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
+#endif
   try {
     for (;;) {
       if (abort_requested_.load()) MPI_Abort(MPI_COMM_WORLD, 1);
@@ -121,9 +130,10 @@ void ProgressEngine::loop() {
         }
       }
       if (progressed) {
-        idle_rounds = 0;
+        last_progress = Clock::now();
       } else {
-        idle_wait(++idle_rounds, stopping || !active.empty() || mailbox_.waiting() > 0);
+        idle_wait(Clock::now() - last_progress,
+                  stopping || !active.empty() || mailbox_.waiting() > 0);
       }
     }
   } catch (const std::exception& e) {
@@ -151,16 +161,19 @@ bool ProgressEngine::receive_headers(std::vector<std::unique_ptr<Operation>>& ac
   return true;
 }
 
-void ProgressEngine::idle_wait(int idle_rounds, bool busy) {
+void ProgressEngine::idle_wait(Clock::duration idle_for, bool busy) {
   using std::chrono::microseconds;
-  // A few yields first: a reply often comes within microseconds of the last message.
-  if (busy && idle_rounds <= 16) {
+  // Busy (a receiver or an operation waits on MPI): yield for the first 200 µs without
+  // progress, since the next message often follows within microseconds, then sleep 50 µs
+  // doubling to 200 µs. Idle: sleep up to 2 ms. Receivers waiting means this rank's device has
+  // nothing to compute, so the spinning costs the computation little.
+  if (busy && idle_for < microseconds(200)) {
     std::this_thread::yield();
     return;
   }
-  microseconds limit = busy ? microseconds(200) : microseconds(2000);
-  int doublings = std::clamp((idle_rounds - 16) / 8, 0, 7);
-  microseconds pause = std::min(limit, microseconds(20 << doublings));
+  const auto idle_us = std::chrono::duration_cast<microseconds>(idle_for).count();
+  microseconds pause = std::clamp(microseconds(idle_us / 4), microseconds(50),
+                                  busy ? microseconds(200) : microseconds(2000));
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, pause, [this] { return woken_ || !queue_.empty(); });
 }
