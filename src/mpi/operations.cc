@@ -60,6 +60,9 @@ class SendOp : public Operation {
     }
   }
   bool test() override { return test_all(requests_); }
+  int64_t bytes() const override {
+    return payload_.numel() * static_cast<int64_t>(payload_.element_size());
+  }
 
  private:
   MPI_Comm comm_;
@@ -96,6 +99,7 @@ class ReceiveOp : public Operation {
     mailbox_.deliver(peer_, header_.key, std::move(buffer_));
     return true;
   }
+  int64_t bytes() const override { return header_.nbytes; }
 
  private:
   MPI_Comm comm_;
@@ -130,6 +134,9 @@ class AllReduceOp : public Operation {
     if (!test_all(requests_)) return false;
     done_->finish();
     return true;
+  }
+  int64_t bytes() const override {
+    return buffer_.numel() * static_cast<int64_t>(buffer_.element_size());
   }
 
  private:

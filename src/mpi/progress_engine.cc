@@ -132,8 +132,10 @@ void ProgressEngine::loop() {
       if (progressed) {
         last_progress = Clock::now();
       } else {
+        int64_t bytes_in_flight = 0;
+        for (const auto& op : active) bytes_in_flight += op->bytes();
         idle_wait(Clock::now() - last_progress,
-                  stopping || !active.empty() || mailbox_.waiting() > 0);
+                  stopping || !active.empty() || mailbox_.waiting() > 0, bytes_in_flight);
       }
     }
   } catch (const std::exception& e) {
@@ -161,13 +163,16 @@ bool ProgressEngine::receive_headers(std::vector<std::unique_ptr<Operation>>& ac
   return true;
 }
 
-void ProgressEngine::idle_wait(Clock::duration idle_for, bool busy) {
+void ProgressEngine::idle_wait(Clock::duration idle_for, bool busy, int64_t bytes_in_flight) {
   using std::chrono::microseconds;
-  // Busy (a receiver or an operation waits on MPI): yield for the first 200 µs without
-  // progress, since the next message often follows within microseconds, then sleep 50 µs
-  // doubling to 200 µs. Idle: sleep up to 2 ms. Receivers waiting means this rank's device has
-  // nothing to compute, so the spinning costs the computation little.
-  if (busy && idle_for < microseconds(200)) {
+  // Busy (a receiver or an operation waits on MPI): keep polling, yielding in between, for
+  // 200 µs without progress, or as long as the bytes in flight take at 1 GB/s if longer. Large
+  // messages move in fragments that advance only while both sides call MPI, and finishing an
+  // operation is the only progress this loop sees. Then sleep 50 µs doubling to 200 µs. Idle:
+  // sleep up to 2 ms. Spinning while receivers wait costs little: this rank's device has
+  // nothing to compute then.
+  const microseconds spin = std::max(microseconds(200), microseconds(bytes_in_flight / 1000));
+  if (busy && idle_for < spin) {
     std::this_thread::yield();
     return;
   }

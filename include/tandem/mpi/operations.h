@@ -27,6 +27,8 @@ class Operation {
   virtual void start() = 0;
   // True once every request is complete and the result is handed on. Never blocks.
   virtual bool test() = 0;
+  // The bytes it moves: how long the progress thread should keep polling it without a pause.
+  virtual int64_t bytes() const { return 0; }
 };
 
 // Tells a waiting caller that an operation finished, and carries an exception out of it.

@@ -8,14 +8,16 @@
 // else, and an abort is acted on within one polling interval.
 //
 // Polling: right after any progress it polls again at once; with receivers waiting or
-// operations in flight it yields for 200 µs, then sleeps 50 µs growing to 200 µs; with nothing
-// to do, up to 2 ms. A submit() or a receiver starting to wait wakes it immediately.
+// operations in flight it keeps polling (yielding) for 200 µs or the time the bytes in flight
+// take at 1 GB/s, then sleeps 50 µs growing to 200 µs; with nothing to do, up to 2 ms. A
+// submit() or a receiver starting to wait wakes it immediately.
 #pragma once
 
 #include <mpi.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -60,7 +62,7 @@ class ProgressEngine {
  private:
   void loop();
   bool receive_headers(std::vector<std::unique_ptr<Operation>>& active);
-  void idle_wait(std::chrono::steady_clock::duration idle_for, bool busy);
+  void idle_wait(std::chrono::steady_clock::duration idle_for, bool busy, int64_t bytes_in_flight);
 
   Options options_;
   Mailbox& mailbox_;
