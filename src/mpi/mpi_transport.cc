@@ -60,11 +60,11 @@ void MpiTransport::send(int from_device, int to_device, const transport::Message
                         const torch::Tensor& tensor, transport::ReadyEvent ready) {
   check_local(from_device, "send:");
   TANDEM_CHECK(to_device >= 0 && to_device < size_,
-               "send of {}: device {} does not exist; the job has ranks 0..{}", format_key(key),
+               "send of {}: device {} does not exist; the job has ranks 0..{}", key.to_string(),
                to_device, size_ - 1);
   TANDEM_CHECK(tensor.defined() && tensor.layout() == c10::kStrided,
-               "send of {}: only defined dense tensors can be sent", format_key(key));
-  if (mailbox_.aborted()) throw transport::Aborted("send of " + format_key(key) + " after abort");
+               "send of {}: only defined dense tensors can be sent", key.to_string());
+  if (mailbox_.aborted()) throw transport::Aborted("send of " + key.to_string() + " after abort");
 
   torch::Tensor payload = host_payload(tensor, ready);
   if (to_device == rank_) {
@@ -83,7 +83,7 @@ torch::Tensor MpiTransport::recv(int to_device, int from_device, const transport
                                  c10::Device into) {
   check_local(to_device, "recv:");
   TANDEM_CHECK(from_device >= 0 && from_device < size_,
-               "recv of {}: device {} does not exist; the job has ranks 0..{}", format_key(key),
+               "recv of {}: device {} does not exist; the job has ranks 0..{}", key.to_string(),
                from_device, size_ - 1);
   auto timeout = std::chrono::duration<double>(options_.comm_timeout_s);
   auto deadline = Mailbox::Clock::now() +
@@ -91,8 +91,8 @@ torch::Tensor MpiTransport::recv(int to_device, int from_device, const transport
   torch::Tensor host = mailbox_.take(from_device, key, deadline);
   if (!host.defined()) {
     throw transport::CommTimeout(fmt::format(
-        "{} rank {} waited {:g} s for message '{}' from rank {} and it did not arrive; {}",
-        prefix_, rank_, options_.comm_timeout_s, format_key(key), from_device,
+        "{} rank {} waited {:g} s for message {} from rank {} and it did not arrive; {}",
+        prefix_, rank_, options_.comm_timeout_s, key.to_string(), from_device,
         stashed_note(from_device)));
   }
   return host_to_device(std::move(host), into);
@@ -103,7 +103,7 @@ std::string MpiTransport::stashed_note(int peer) const {
   if (keys.empty()) return fmt::format("no other message from rank {} is waiting either", peer);
   constexpr size_t kShown = 8;
   std::vector<std::string> shown;
-  for (size_t i = 0; i < keys.size() && i < kShown; ++i) shown.push_back("'" + format_key(keys[i]) + "'");
+  for (size_t i = 0; i < keys.size() && i < kShown; ++i) shown.push_back(keys[i].to_string());
   return fmt::format("{} message{} from rank {} arrived and wait{} unreceived: {}{}", keys.size(),
                      keys.size() == 1 ? "" : "s", peer, keys.size() == 1 ? "s" : "",
                      fmt::join(shown, ", "), keys.size() > kShown ? ", ..." : "");

@@ -81,7 +81,7 @@ class ReceiveOp : public Operation {
     int64_t expect = buffer_.numel() * static_cast<int64_t>(buffer_.element_size());
     TANDEM_CHECK(expect == header_.nbytes,
                  "message {} from rank {} announces {} bytes but its shape {} of {} needs {}",
-                 format_key(header_.key), peer_, header_.nbytes, header_.sizes,
+                 header_.key.to_string(), peer_, header_.nbytes, header_.sizes,
                  c10::toString(header_.dtype), expect);
   }
 

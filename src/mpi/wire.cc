@@ -99,11 +99,6 @@ int chunk_bytes(int64_t nbytes, int64_t index) {
   return static_cast<int>(std::min(kMaxChunkBytes, nbytes - index * kMaxChunkBytes));
 }
 
-std::string format_key(const transport::MessageKey& key) {
-  return fmt::format("{} s{}->s{} step {} mb {} {}", key.tensor, key.from_stage, key.to_stage,
-                     key.step, key.microbatch, key.gradient ? "grad" : "fwd");
-}
-
 MPI_Datatype mpi_sum_type(c10::ScalarType dtype) {
   switch (dtype) {
     case c10::ScalarType::Float: return MPI_FLOAT;

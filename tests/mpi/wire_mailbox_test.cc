@@ -44,11 +44,6 @@ TEST(Wire, ChunksCoverLargePayloads) {
   EXPECT_EQ(chunk_bytes(kMaxChunkBytes + 5, 1), 5);
 }
 
-TEST(Wire, FormatsKeys) {
-  EXPECT_EQ(format_key(MessageKey{"h1", 2, 3, false, 0, 1}), "h1 s0->s1 step 2 mb 3 fwd");
-  EXPECT_EQ(format_key(MessageKey{"h1", 2, 3, true, 1, 0}), "h1 s1->s0 step 2 mb 3 grad");
-}
-
 TEST(Mailbox, TakesByKeyWhateverTheArrivalOrder) {
   Mailbox box;
   MessageKey a{"a", 0, 0, false, 0, 1}, b{"b", 0, 0, false, 0, 1};

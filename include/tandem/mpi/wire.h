@@ -44,10 +44,6 @@ WireHeader decode_header(const char* data, size_t size);
 int64_t chunk_count(int64_t nbytes);
 int chunk_bytes(int64_t nbytes, int64_t index);
 
-// "h1 s0->s1 step 2 mb 3 fwd": the same text as MessageKey::to_string, here so this library
-// does not depend on where that is defined.
-std::string format_key(const transport::MessageKey& key);
-
 // The MPI datatype that sums `dtype` element by element, or MPI_DATATYPE_NULL when MPI has no
 // such type (half, bfloat16, bool, complex): those are summed in a wider type by the caller.
 MPI_Datatype mpi_sum_type(c10::ScalarType dtype);
