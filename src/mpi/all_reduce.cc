@@ -48,11 +48,12 @@ void MpiTransport::all_reduce_sum(int device, std::vector<torch::Tensor>& tensor
 
     auto done = std::make_shared<Completion>();
     engine_->submit(make_all_reduce(data_parallel_comm_.get(), buffer, mpi_sum_type(wide), done));
-    auto deadline = Completion::Clock::now() +
-                    std::chrono::duration_cast<Completion::Clock::duration>(
-                        std::chrono::duration<double>(options_.comm_timeout_s));
+    auto deadline =
+        Completion::Clock::now() + std::chrono::duration_cast<Completion::Clock::duration>(
+                                       std::chrono::duration<double>(options_.comm_timeout_s));
     switch (done->wait(deadline, [this] { return mailbox_.aborted(); })) {
-      case Completion::Outcome::kDone: break;
+      case Completion::Outcome::kDone:
+        break;
       case Completion::Outcome::kAborted:
         throw transport::Aborted("all_reduce_sum interrupted by abort");
       case Completion::Outcome::kTimedOut:

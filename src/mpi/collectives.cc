@@ -59,15 +59,16 @@ int64_t message_count(size_t n) { return std::max<int64_t>(1, chunk_count(n)); }
 
 void send_bytes(MPI_Comm comm, char* data, size_t n, int peer) {
   for (int64_t i = 0; i < message_count(n); ++i) {
-    check_mpi(MPI_Send(data + i * kMaxChunkBytes, chunk_bytes(n, i), MPI_BYTE, peer, kPingTag, comm),
-              "MPI_Send");
+    check_mpi(
+        MPI_Send(data + i * kMaxChunkBytes, chunk_bytes(n, i), MPI_BYTE, peer, kPingTag, comm),
+        "MPI_Send");
   }
 }
 
 void recv_bytes(MPI_Comm comm, char* data, size_t n, int peer) {
   for (int64_t i = 0; i < message_count(n); ++i) {
-    check_mpi(MPI_Recv(data + i * kMaxChunkBytes, chunk_bytes(n, i), MPI_BYTE, peer, kPingTag,
-                       comm, MPI_STATUS_IGNORE),
+    check_mpi(MPI_Recv(data + i * kMaxChunkBytes, chunk_bytes(n, i), MPI_BYTE, peer, kPingTag, comm,
+                       MPI_STATUS_IGNORE),
               "MPI_Recv");
   }
 }
@@ -96,9 +97,9 @@ void agree_on(MPI_Comm comm, uint64_t config_hash, const std::string& descriptio
   for (uint64_t h : order) {
     const auto& ranks = ranks_of[h];
     if (!clauses.empty()) clauses += "; ";
-    clauses += fmt::format("{} {} {} '{}'", ranks.size() == 1 ? "rank" : "ranks",
-                           fmt::join(ranks, ", "), ranks.size() == 1 ? "has" : "have",
-                           descriptions[ranks.front()]);
+    clauses +=
+        fmt::format("{} {} {} '{}'", ranks.size() == 1 ? "rank" : "ranks", fmt::join(ranks, ", "),
+                    ranks.size() == 1 ? "has" : "have", descriptions[ranks.front()]);
   }
   TANDEM_CHECK(false,
                "ranks disagree on the configuration: {}. Start every rank with the same "
@@ -149,8 +150,8 @@ std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& text) 
   check_mpi(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm), "MPI_Gather");
   std::vector<int> displ = rank == 0 ? displacements(lengths) : std::vector<int>{};
   std::string joined(rank == 0 && size > 0 ? displ.back() + lengths.back() : 0, '\0');
-  check_mpi(MPI_Gatherv(text.data(), length, MPI_CHAR, joined.data(), lengths.data(),
-                        displ.data(), MPI_CHAR, 0, comm),
+  check_mpi(MPI_Gatherv(text.data(), length, MPI_CHAR, joined.data(), lengths.data(), displ.data(),
+                        MPI_CHAR, 0, comm),
             "MPI_Gatherv");
   if (rank != 0) return {};
   return split(joined, lengths, displ);

@@ -67,8 +67,7 @@ Request::~Request() {
   if (!finalized) MPI_Request_free(&req_);
 }
 
-Request::Request(Request&& other) noexcept
-    : req_(std::exchange(other.req_, MPI_REQUEST_NULL)) {}
+Request::Request(Request&& other) noexcept : req_(std::exchange(other.req_, MPI_REQUEST_NULL)) {}
 
 Request& Request::operator=(Request&& other) noexcept {
   if (this != &other) {

@@ -18,8 +18,13 @@ torch::Tensor Mailbox::take(int peer, const transport::MessageKey& key,
   struct WaitCount {
     std::atomic<int>& n;
     bool counted = false;
-    void raise() { counted = true; ++n; }
-    ~WaitCount() { if (counted) --n; }
+    void raise() {
+      counted = true;
+      ++n;
+    }
+    ~WaitCount() {
+      if (counted) --n;
+    }
   } count{waiting_};
 
   std::unique_lock<std::mutex> lock(mu_);

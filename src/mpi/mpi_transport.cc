@@ -34,8 +34,8 @@ MpiTransport::MpiTransport(const Environment& env, Layout layout, MpiTransportOp
                options_.comm_timeout_s);
   tensor_comm_ = Communicator::dup(env.world());
   control_comm_ = Communicator::dup(env.world());
-  data_parallel_comm_ = Communicator::split(env.world(), layout_.stage_device_of(rank_),
-                                            layout_.replica_of(rank_));
+  data_parallel_comm_ =
+      Communicator::split(env.world(), layout_.stage_device_of(rank_), layout_.replica_of(rank_));
   ProgressEngine::Options engine_options;
   engine_options.comm = tensor_comm_.get();
   engine_options.pin_receive_buffers = pinned_memory_available();
@@ -75,8 +75,8 @@ void MpiTransport::send(int from_device, int to_device, const transport::Message
   }
   WireHeader header{key, payload.scalar_type(), payload.sizes().vec(),
                     payload.numel() * static_cast<int64_t>(payload.element_size())};
-  engine_->submit(make_send(tensor_comm_.get(), to_device, encode_header(header),
-                            std::move(payload)));
+  engine_->submit(
+      make_send(tensor_comm_.get(), to_device, encode_header(header), std::move(payload)));
 }
 
 torch::Tensor MpiTransport::recv(int to_device, int from_device, const transport::MessageKey& key,
@@ -86,14 +86,13 @@ torch::Tensor MpiTransport::recv(int to_device, int from_device, const transport
                "recv of {}: device {} does not exist; the job has ranks 0..{}", key.to_string(),
                from_device, size_ - 1);
   auto timeout = std::chrono::duration<double>(options_.comm_timeout_s);
-  auto deadline = Mailbox::Clock::now() +
-                  std::chrono::duration_cast<Mailbox::Clock::duration>(timeout);
+  auto deadline =
+      Mailbox::Clock::now() + std::chrono::duration_cast<Mailbox::Clock::duration>(timeout);
   torch::Tensor host = mailbox_.take(from_device, key, deadline);
   if (!host.defined()) {
     throw transport::CommTimeout(fmt::format(
-        "{} rank {} waited {:g} s for message {} from rank {} and it did not arrive; {}",
-        prefix_, rank_, options_.comm_timeout_s, key.to_string(), from_device,
-        stashed_note(from_device)));
+        "{} rank {} waited {:g} s for message {} from rank {} and it did not arrive; {}", prefix_,
+        rank_, options_.comm_timeout_s, key.to_string(), from_device, stashed_note(from_device)));
   }
   return host_to_device(std::move(host), into);
 }

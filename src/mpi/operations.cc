@@ -54,8 +54,8 @@ class SendOp : public Operation {
                         kHeaderTag, comm_, requests_[0].ptr()),
               "MPI_Isend");
     for (int64_t i = 0; i < chunks; ++i) {
-      check_mpi(MPI_Isend(bytes_of(payload_) + i * kMaxChunkBytes, chunk_bytes(nbytes, i),
-                          MPI_BYTE, peer_, kPayloadTag, comm_, requests_[1 + i].ptr()),
+      check_mpi(MPI_Isend(bytes_of(payload_) + i * kMaxChunkBytes, chunk_bytes(nbytes, i), MPI_BYTE,
+                          peer_, kPayloadTag, comm_, requests_[1 + i].ptr()),
                 "MPI_Isend");
     }
   }
@@ -178,8 +178,8 @@ std::unique_ptr<Operation> make_receive(MPI_Comm comm, int peer, WireHeader head
   return std::make_unique<ReceiveOp>(comm, peer, std::move(header), pinned, mailbox);
 }
 
-std::unique_ptr<Operation> make_all_reduce(MPI_Comm comm, torch::Tensor buffer,
-                                           MPI_Datatype type, std::shared_ptr<Completion> done) {
+std::unique_ptr<Operation> make_all_reduce(MPI_Comm comm, torch::Tensor buffer, MPI_Datatype type,
+                                           std::shared_ptr<Completion> done) {
   return std::make_unique<AllReduceOp>(comm, std::move(buffer), type, std::move(done));
 }
 

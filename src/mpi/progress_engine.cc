@@ -101,15 +101,16 @@ void ProgressEngine::loop() {
         active.push_back(std::move(op));
       }
       progressed |= receive_headers(active);
-      auto finished = std::remove_if(active.begin(), active.end(),
-                                     [](const std::unique_ptr<Operation>& op) { return op->test(); });
+      auto finished =
+          std::remove_if(active.begin(), active.end(),
+                         [](const std::unique_ptr<Operation>& op) { return op->test(); });
       progressed |= finished != active.end();
       active.erase(finished, active.end());
 
       if (stopping) {
         if (give_up == Clock::time_point::max()) {
-          give_up = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                       options_.shutdown_timeout);
+          give_up =
+              Clock::now() + std::chrono::duration_cast<Clock::duration>(options_.shutdown_timeout);
         }
         // Our own operations are done, so every message we sent was received: tell the others.
         if (!barrier_posted && active.empty()) {

@@ -20,7 +20,8 @@ torch::Tensor host_payload(const torch::Tensor& tensor, const transport::ReadyEv
     c10::impl::VirtualGuardImpl impl(t.device().type());
     ready->block(impl.getStream(t.device()));
   }
-  auto options = t.options().device(c10::kCPU).pinned_memory(t.is_cuda() && pinned_memory_available());
+  auto options =
+      t.options().device(c10::kCPU).pinned_memory(t.is_cuda() && pinned_memory_available());
   torch::Tensor host = torch::empty(t.sizes(), options);
   host.copy_(t, /*non_blocking=*/false);
   return host;

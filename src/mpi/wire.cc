@@ -101,14 +101,22 @@ int chunk_bytes(int64_t nbytes, int64_t index) {
 
 MPI_Datatype mpi_sum_type(c10::ScalarType dtype) {
   switch (dtype) {
-    case c10::ScalarType::Float: return MPI_FLOAT;
-    case c10::ScalarType::Double: return MPI_DOUBLE;
-    case c10::ScalarType::Long: return MPI_INT64_T;
-    case c10::ScalarType::Int: return MPI_INT32_T;
-    case c10::ScalarType::Short: return MPI_INT16_T;
-    case c10::ScalarType::Char: return MPI_INT8_T;
-    case c10::ScalarType::Byte: return MPI_UINT8_T;
-    default: return MPI_DATATYPE_NULL;
+    case c10::ScalarType::Float:
+      return MPI_FLOAT;
+    case c10::ScalarType::Double:
+      return MPI_DOUBLE;
+    case c10::ScalarType::Long:
+      return MPI_INT64_T;
+    case c10::ScalarType::Int:
+      return MPI_INT32_T;
+    case c10::ScalarType::Short:
+      return MPI_INT16_T;
+    case c10::ScalarType::Char:
+      return MPI_INT8_T;
+    case c10::ScalarType::Byte:
+      return MPI_UINT8_T;
+    default:
+      return MPI_DATATYPE_NULL;
   }
 }
 

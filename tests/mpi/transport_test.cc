@@ -19,13 +19,12 @@ namespace {
 using transport::MessageKey;
 using namespace std::chrono_literals;
 
-
 // The value sent from `rank` for micro-batch `m`: a shape that changes with m, values that
 // name the sender. Shapes include a scalar, an empty tensor and a 16 MiB one (MPI's
 // rendezvous path).
 torch::Tensor payload(int rank, int m, c10::ScalarType dtype) {
-  static const std::vector<std::vector<int64_t>> shapes = {
-      {3}, {2, 5}, {}, {0, 4}, {4, 1, 3}, {1024, 4096}};
+  static const std::vector<std::vector<int64_t>> shapes = {{3},    {2, 5},    {},
+                                                           {0, 4}, {4, 1, 3}, {1024, 4096}};
   const auto& shape = shapes[m % shapes.size()];
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
@@ -46,8 +45,10 @@ TEST_F(MpiTransportTest, RingOfFloatAndInt64TensorsOfChangingShapes) {
   const int next = (rank_ + 1) % size_, prev = (rank_ + size_ - 1) % size_;
   const int kMicrobatches = 6;
   for (int m = 0; m < kMicrobatches; ++m) {
-    t.send(rank_, next, MessageKey{"act", 0, m, false, rank_, next}, payload(rank_, m, c10::kFloat), nullptr);
-    t.send(rank_, next, MessageKey{"ids", 0, m, false, rank_, next}, payload(rank_, m, c10::kLong), nullptr);
+    t.send(rank_, next, MessageKey{"act", 0, m, false, rank_, next}, payload(rank_, m, c10::kFloat),
+           nullptr);
+    t.send(rank_, next, MessageKey{"ids", 0, m, false, rank_, next}, payload(rank_, m, c10::kLong),
+           nullptr);
   }
   for (int m = 0; m < kMicrobatches; ++m) {
     torch::Tensor a = t.recv(rank_, prev, MessageKey{"act", 0, m, false, prev, rank_}, c10::kCPU);
@@ -170,7 +171,8 @@ TEST_F(MpiTransportTest, ManyThreadsSendAndReceiveAtOnce) {
                torch::full({m + 1}, double(rank_ * 100 + m)), nullptr);
       }
       for (int m = kMessages - 1; m >= 0; --m) {  // the reverse of the sending order
-        torch::Tensor r = t.recv(rank_, prev, MessageKey{name, 0, m, false, prev, rank_}, c10::kCPU);
+        torch::Tensor r =
+            t.recv(rank_, prev, MessageKey{name, 0, m, false, prev, rank_}, c10::kCPU);
         if (!r.equal(torch::full({m + 1}, double(prev * 100 + m)))) ++bad;
       }
     });

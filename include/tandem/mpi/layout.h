@@ -18,7 +18,9 @@ struct Layout {
   int stages_devices = 1;  // S: devices (ranks) one pipeline is split across
   int replicas = 1;        // R: copies of the pipeline (data parallelism)
 
-  int rank_of(int replica, int stage_device) const { return replica * stages_devices + stage_device; }
+  int rank_of(int replica, int stage_device) const {
+    return replica * stages_devices + stage_device;
+  }
   int replica_of(int rank) const { return rank / stages_devices; }
   int stage_device_of(int rank) const { return rank % stages_devices; }
   int world_size() const { return stages_devices * replicas; }

@@ -61,8 +61,8 @@ std::unique_ptr<Operation> make_receive(MPI_Comm comm, int peer, WireHeader head
                                         Mailbox& mailbox);
 
 // Sums `buffer` (contiguous CPU, elements of MPI type `type`) in place over `comm`.
-std::unique_ptr<Operation> make_all_reduce(MPI_Comm comm, torch::Tensor buffer,
-                                           MPI_Datatype type, std::shared_ptr<Completion> done);
+std::unique_ptr<Operation> make_all_reduce(MPI_Comm comm, torch::Tensor buffer, MPI_Datatype type,
+                                           std::shared_ptr<Completion> done);
 
 // Runs `fn` on the progress thread (it may make blocking MPI calls).
 std::unique_ptr<Operation> make_call(std::function<void()> fn, std::shared_ptr<Completion> done);
