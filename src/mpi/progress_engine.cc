@@ -112,7 +112,8 @@ void ProgressEngine::loop() {
           give_up =
               Clock::now() + std::chrono::duration_cast<Clock::duration>(options_.shutdown_timeout);
         }
-        // Our own operations are done, so every message we sent was received: tell the others.
+        // Our sends are complete (received, or buffered by MPI) and our receives are filed:
+        // tell the others, and keep receiving until they all say the same.
         if (!barrier_posted && active.empty()) {
           check_mpi(MPI_Ibarrier(options_.comm, shutdown_barrier.ptr()), "MPI_Ibarrier");
           barrier_posted = true;
