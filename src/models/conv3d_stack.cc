@@ -1,0 +1,62 @@
+#include "tandem/models/conv3d_stack.h"
+
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/conv.h>
+
+#include "tandem/common/check.h"
+
+namespace tandem::models {
+
+graph::Layer conv3d_layer(std::string name, int64_t in, int64_t out, int64_t kernel, bool relu,
+                          std::string input, std::string output, int64_t voxels) {
+  torch::nn::Conv3d conv(torch::nn::Conv3dOptions(in, out, kernel).padding(kernel / 2));
+  graph::Layer l;
+  l.name = std::move(name);
+  l.module = conv.ptr();
+  l.forward = [conv, relu](const graph::Tensors& x) mutable {
+    torch::Tensor y = conv->forward(x[0]);
+    return graph::Tensors{relu ? torch::relu(y) : y};
+  };
+  l.inputs = {std::move(input)};
+  l.outputs = {std::move(output)};
+  l.forward_flops_per_sample = 2.0 * static_cast<double>(in) * static_cast<double>(out) *
+                               static_cast<double>(kernel * kernel * kernel) *
+                               static_cast<double>(voxels);
+  return l;
+}
+
+torch::Tensor mse_loss(const torch::Tensor& output, const torch::Tensor& target) {
+  TANDEM_CHECK(output.sizes() == target.sizes(),
+               "the MSE loss needs output and target of the same shape, not [{}] and [{}]",
+               fmt::join(output.sizes(), ","), fmt::join(target.sizes(), ","));
+  return torch::nn::functional::mse_loss(output, target);
+}
+
+double mse_per_sample_sum(const torch::Tensor& output, const torch::Tensor& target) {
+  return (output - target).square().flatten(1).mean(1).sum().item<double>();
+}
+
+graph::Model conv3d_stack(const Conv3dStackOptions& o) {
+  TANDEM_CHECK(o.convs >= 1, "the Conv3D stack needs at least 1 convolution, not {}", o.convs);
+  TANDEM_CHECK(o.filters >= 1, "the Conv3D stack needs at least 1 filter, not {}", o.filters);
+  TANDEM_CHECK(o.in_channels >= 1, "the Conv3D stack needs at least 1 input channel, not {}",
+               o.in_channels);
+  TANDEM_CHECK(o.volume >= 0, "the volume side must be positive (or 0: unknown), not {}", o.volume);
+  const int64_t voxels = o.volume * o.volume * o.volume;
+  graph::Model m;
+  m.name = "conv3d";
+  std::string prev = m.input;
+  for (int i = 0; i < o.convs; ++i) {
+    const bool last = i == o.convs - 1;
+    const std::string out = last ? m.output : fmt::format("h{}", i);
+    m.layers.push_back(conv3d_layer(fmt::format("conv{}", i), i == 0 ? o.in_channels : o.filters,
+                                    last ? 1 : o.filters, 3, /*relu=*/!last, prev, out, voxels));
+    prev = out;
+  }
+  m.loss = mse_loss;
+  m.metric = mse_per_sample_sum;
+  m.metric_name = "mse";
+  return m;
+}
+
+}  // namespace tandem::models
