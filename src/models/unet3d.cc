@@ -1,0 +1,179 @@
+#include "tandem/models/unet3d.h"
+
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/conv.h>
+
+#include "tandem/common/check.h"
+#include "tandem/models/conv3d_stack.h"
+#include "tandem/models/layers.h"
+
+namespace tandem::models {
+
+namespace {
+
+// Voxels per sample at `level` of an S^3 input (0 when S is unknown).
+int64_t voxels_at(int64_t volume, int level) {
+  const int64_t s = volume >> level;
+  return s * s * s;
+}
+
+// MaxPool3D(2): [B,C,D,H,W] -> [B,C,D/2,H/2,W/2]. `levels` only words the error.
+graph::Layer pool_layer(int level, int levels) {
+  std::string name = fmt::format("pool{}", level);
+  return graph::make_function_layer(
+      name,
+      [name, levels](const graph::Tensors& in) {
+        const torch::Tensor& x = in[0];
+        TANDEM_CHECK(x.dim() == 5, "layer '{}' needs a [B,C,D,H,W] tensor, not one of shape [{}]",
+                     name, fmt::join(x.sizes(), ","));
+        for (int d = 2; d < 5; ++d) {
+          TANDEM_CHECK(x.size(d) % 2 == 0,
+                       "layer '{}' halves a volume of [{}] with an odd side; a 3D U-Net with {} "
+                       "levels needs sides divisible by {}: crop or pad the volume, or use fewer "
+                       "levels",
+                       name, fmt::join(x.sizes().slice(2), ","), levels,
+                       int64_t{1} << (levels - 1));
+        }
+        return graph::Tensors{torch::max_pool3d(x, 2)};
+      },
+      {fmt::format("skip{}", level)}, {name});
+}
+
+// Conv3DTranspose(2x2x2, stride 2): [B,in,D,H,W] -> [B,out,2D,2H,2W]. `voxels_in` per sample.
+graph::Layer up_layer(int level, int64_t in, int64_t out, std::string input, int64_t voxels_in) {
+  torch::nn::ConvTranspose3d up(torch::nn::ConvTranspose3dOptions(in, out, 2).stride(2));
+  graph::Layer l;
+  l.name = fmt::format("up{}", level);
+  l.module = up.ptr();
+  l.forward = [up](const graph::Tensors& x) mutable { return graph::Tensors{up->forward(x[0])}; };
+  l.inputs = {std::move(input)};
+  l.outputs = {fmt::format("up{}", level)};
+  l.forward_flops_per_sample = 2.0 * static_cast<double>(in) * static_cast<double>(out) * 8.0 *
+                               static_cast<double>(voxels_in);
+  return l;
+}
+
+// The decoder's first convolution with the skip concatenation fused in:
+// {up [B,F_l,..], skip [B,F_l,..]} -> cat along C [B,2F_l,..] -> Conv3D(3x3x3) + relu [B,F_l,..].
+graph::Layer concat_conv_layer(int level, int64_t filters, int64_t voxels) {
+  const int64_t in = 2 * filters;
+  torch::nn::Conv3d conv(torch::nn::Conv3dOptions(in, filters, 3).padding(1));
+  graph::Layer l;
+  l.name = fmt::format("dec{}.conv0", level);
+  l.module = conv.ptr();
+  l.forward = [conv](const graph::Tensors& x) mutable {
+    return graph::Tensors{torch::relu(conv->forward(torch::cat({x[0], x[1]}, 1)))};
+  };
+  l.inputs = {fmt::format("up{}", level), fmt::format("skip{}", level)};
+  l.outputs = {fmt::format("dec{}.a", level)};
+  l.forward_flops_per_sample = 2.0 * static_cast<double>(in) * static_cast<double>(filters) * 27.0 *
+                               static_cast<double>(voxels);
+  return l;
+}
+
+// Conv3D(1x1x1, F -> 1) + sigmoid: [B,F,D,H,W] -> [B,1,D,H,W] probabilities.
+graph::Layer final_layer(int64_t filters, std::string input, int64_t voxels) {
+  graph::Layer l =
+      conv3d_layer("final", filters, 1, 1, /*relu=*/false, std::move(input), "output", voxels);
+  graph::ForwardFn conv = l.forward;
+  l.forward = [conv](const graph::Tensors& x) {
+    return graph::Tensors{torch::sigmoid(conv(x)[0])};
+  };
+  return l;
+}
+
+void check_same_shape(const char* what, const torch::Tensor& output, const torch::Tensor& target) {
+  TANDEM_CHECK(output.sizes() == target.sizes() && output.dim() >= 2,
+               "the {} needs output and target of the same shape [B,...], not [{}] and [{}]", what,
+               fmt::join(output.sizes(), ","), fmt::join(target.sizes(), ","));
+}
+
+}  // namespace
+
+torch::Tensor soft_dice_loss(const torch::Tensor& output, const torch::Tensor& target) {
+  check_same_shape("Dice loss", output, target);
+  const torch::Tensor p = output.flatten(1);  // [B,N]
+  const torch::Tensor t = target.flatten(1).to(p.dtype());
+  const torch::Tensor dice = (2 * (p * t).sum(1) + 1) / (p.sum(1) + t.sum(1) + 1);  // [B]
+  return (1 - dice).mean();
+}
+
+torch::Tensor bce_loss(const torch::Tensor& output, const torch::Tensor& target) {
+  check_same_shape("binary cross-entropy", output, target);
+  return torch::nn::functional::binary_cross_entropy(output, target.to(output.dtype()));
+}
+
+double hard_dice_sum(const torch::Tensor& output, const torch::Tensor& target) {
+  check_same_shape("Dice score", output, target);
+  const torch::Tensor p = output.detach().flatten(1).gt(0.5).to(torch::kFloat64);  // [B,N]
+  const torch::Tensor t = target.flatten(1).gt(0.5).to(torch::kFloat64);
+  const torch::Tensor both = (p * t).sum(1);
+  const torch::Tensor total = p.sum(1) + t.sum(1);
+  // Both masks empty: a perfect answer, score 1 (and no division by 0).
+  const torch::Tensor dice =
+      torch::where(total > 0, 2 * both / total.clamp_min(1), torch::ones_like(total));
+  return dice.sum().item<double>();
+}
+
+graph::Model unet3d(const Unet3dOptions& o) {
+  TANDEM_CHECK(o.levels >= 1, "the 3D U-Net needs at least 1 level, not {}", o.levels);
+  TANDEM_CHECK(o.levels <= 16, "the 3D U-Net takes at most 16 levels, not {}", o.levels);
+  TANDEM_CHECK(o.filters >= 1, "the 3D U-Net needs at least 1 filter, not {}", o.filters);
+  TANDEM_CHECK(o.in_channels >= 1, "the 3D U-Net needs at least 1 input channel, not {}",
+               o.in_channels);
+  TANDEM_CHECK(o.dropout >= 0 && o.dropout < 1, "dropout must be in [0, 1), not {}", o.dropout);
+  const int64_t divisor = int64_t{1} << (o.levels - 1);
+  TANDEM_CHECK(o.volume >= 0, "the volume side must be positive (or 0: unknown), not {}", o.volume);
+  TANDEM_CHECK(o.volume % divisor == 0,
+               "a 3D U-Net with {} levels needs a volume side divisible by {}, not {}; use {} or "
+               "fewer levels",
+               o.levels, divisor, o.volume, (o.volume / divisor + 1) * divisor);
+  const int bottom = o.levels - 1;
+  auto filters = [&](int level) { return o.filters << level; };
+  auto voxels = [&](int level) { return voxels_at(o.volume, level); };
+
+  graph::Model m;
+  m.name = "unet3d";
+  std::string prev = m.input;
+  int64_t channels = o.in_channels;
+  for (int l = 0; l < bottom; ++l) {
+    m.layers.push_back(conv3d_layer(fmt::format("enc{}.conv0", l), channels, filters(l), 3, true,
+                                    prev, fmt::format("enc{}.a", l), voxels(l)));
+    m.layers.push_back(conv3d_layer(fmt::format("enc{}.conv1", l), filters(l), filters(l), 3, true,
+                                    fmt::format("enc{}.a", l), fmt::format("skip{}", l),
+                                    voxels(l)));
+    m.layers.push_back(pool_layer(l, o.levels));
+    prev = fmt::format("pool{}", l);
+    channels = filters(l);
+  }
+  m.layers.push_back(conv3d_layer("bottom.conv0", channels, filters(bottom), 3, true, prev,
+                                  "bottom.a", voxels(bottom)));
+  m.layers.push_back(conv3d_layer("bottom.conv1", filters(bottom), filters(bottom), 3, true,
+                                  "bottom.a", "bottom", voxels(bottom)));
+  prev = "bottom";
+  if (o.dropout > 0) {
+    m.layers.push_back(dropout_layer("bottom.dropout", o.dropout, prev, "bottom.dropped"));
+    prev = "bottom.dropped";
+  }
+  for (int l = bottom - 1; l >= 0; --l) {
+    m.layers.push_back(up_layer(l, filters(l + 1), filters(l), prev, voxels(l + 1)));
+    m.layers.push_back(concat_conv_layer(l, filters(l), voxels(l)));
+    m.layers.push_back(conv3d_layer(fmt::format("dec{}.conv1", l), filters(l), filters(l), 3, true,
+                                    fmt::format("dec{}.a", l), fmt::format("dec{}", l), voxels(l)));
+    prev = fmt::format("dec{}", l);
+  }
+  m.layers.push_back(final_layer(filters(0), prev, voxels(0)));
+
+  if (o.bce) {
+    m.loss = [](const torch::Tensor& output, const torch::Tensor& target) {
+      return soft_dice_loss(output, target) + bce_loss(output, target);
+    };
+  } else {
+    m.loss = soft_dice_loss;
+  }
+  m.metric = hard_dice_sum;
+  m.metric_name = "dice";
+  return m;
+}
+
+}  // namespace tandem::models
