@@ -1,0 +1,126 @@
+#include "tandem/train/volume_source.h"
+
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "tandem/common/check.h"
+#include "tandem/data/batching.h"
+#include "tandem/data/mri.h"
+#include "tandem/data/regression.h"
+#include "tandem/data/spheres.h"
+
+namespace tandem::train {
+
+namespace {
+
+// Draws `count` consecutive samples starting at `first` of the training set (held_out false)
+// or of the held-out set, with the indices each set uses on its own ([0, size)).
+using DrawFn = std::function<data::VolumeBatch(int64_t first, int count, bool held_out)>;
+
+class VolumeSource : public Source {
+ public:
+  VolumeSource(std::string description, DrawFn draw, uint64_t seed, int64_t train_size,
+               int64_t test_size)
+      : description_(std::move(description)),
+        draw_(std::move(draw)),
+        seed_(seed),
+        train_size_(train_size),
+        test_size_(test_size) {}
+
+  int64_t train_size() const override { return train_size_; }
+  int64_t test_size() const override { return test_size_; }
+
+  Batch train_batch(int64_t epoch, int64_t begin, int64_t end) const override {
+    TANDEM_CHECK(epoch >= 0, "epoch {} must be >= 0", epoch);
+    check_range("training", begin, end, train_size_);
+    std::vector<int64_t> idx;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (epoch != order_epoch_) {
+        order_ = data::shuffled_indices(train_size_, seed_, epoch);
+        order_epoch_ = epoch;
+      }
+      idx.assign(order_.begin() + begin, order_.begin() + end);
+    }
+    // Shuffled indices are rarely consecutive: draw sample by sample.
+    std::vector<torch::Tensor> inputs, targets;
+    for (int64_t i : idx) {
+      data::VolumeBatch b = draw_(i, 1, /*held_out=*/false);
+      inputs.push_back(b.input);
+      targets.push_back(b.target);
+    }
+    return {torch::cat(inputs), torch::cat(targets)};
+  }
+
+  Batch test_batch(int64_t begin, int64_t end) const override {
+    check_range("held-out", begin, end, test_size_);
+    data::VolumeBatch b = draw_(begin, static_cast<int>(end - begin), /*held_out=*/true);
+    return {b.input, b.target};
+  }
+
+  std::string describe() const override { return description_; }
+
+ private:
+  static void check_range(const char* set, int64_t begin, int64_t end, int64_t size) {
+    TANDEM_CHECK(0 <= begin && begin < end && end <= size,
+                 "{} samples [{}, {}) are not a non-empty range within the {} {} samples", set,
+                 begin, end, size, set);
+  }
+
+  std::string description_;
+  DrawFn draw_;
+  uint64_t seed_;
+  int64_t train_size_, test_size_;
+  mutable std::mutex mutex_;  // guards the epoch order cache below
+  mutable int64_t order_epoch_ = -1;
+  mutable std::vector<int64_t> order_;
+};
+
+}  // namespace
+
+std::unique_ptr<Source> make_volume_source(const std::string& name, int volume, int64_t channels,
+                                           uint64_t seed, int64_t train_size, int64_t test_size,
+                                           const std::string& mri_dir) {
+  TANDEM_CHECK(name == "spheres" || name == "mri" || name == "regression",
+               "unknown volume data set '{}'; use spheres, mri or regression", name);
+  TANDEM_CHECK(volume >= 1, "the volume side must be at least 1, not {}", volume);
+  TANDEM_CHECK(channels >= 1, "the number of input channels must be at least 1, not {}", channels);
+  TANDEM_CHECK(train_size >= 1, "the training set needs at least 1 sample, not {}", train_size);
+  TANDEM_CHECK(test_size >= 0, "the held-out set cannot have {} samples; use 0 or more", test_size);
+  TANDEM_CHECK(name == "regression" || channels == 1,
+               "the {} data set has 1 input channel, not {}; use 1 channel, or the regression "
+               "data set for several",
+               name, channels);
+  const std::string sizes =
+      fmt::format("{}^3, {} training, {} held-out samples", volume, train_size, test_size);
+
+  if (name == "spheres") {
+    auto set = std::make_shared<data::SpheresDataset>(volume, seed);
+    DrawFn draw = [set, train_size](int64_t first, int count, bool held_out) {
+      return set->sample(held_out ? train_size + first : first, count);
+    };
+    return std::make_unique<VolumeSource>(fmt::format("spheres ({})", sizes), std::move(draw), seed,
+                                          train_size, test_size);
+  }
+  if (name == "regression") {
+    const int c = static_cast<int>(channels);
+    DrawFn draw = [c, volume, seed, train_size](int64_t first, int count, bool held_out) {
+      return data::synthetic_regression(held_out ? train_size + first : first, count, c, volume,
+                                        seed);
+    };
+    return std::make_unique<VolumeSource>(
+        fmt::format("regression ({} channels, {})", channels, sizes), std::move(draw), seed,
+        train_size, test_size);
+  }
+  const std::string dir = mri_dir.empty() ? kDefaultMriDir : mri_dir;
+  auto set =
+      std::make_shared<data::MriDataset>(dir + "/ch2.nii.gz", dir + "/ch2bet.nii.gz", volume, seed);
+  DrawFn draw = [set](int64_t first, int count, bool held_out) {
+    return set->sample(first, count, held_out ? data::Subset::kHeldOut : data::Subset::kTrain);
+  };
+  return std::make_unique<VolumeSource>(fmt::format("mri crops of {} ({})", dir, sizes),
+                                        std::move(draw), seed, train_size, test_size);
+}
+
+}  // namespace tandem::train
