@@ -2,6 +2,9 @@
 
 #include "commands.h"
 #include "tandem/schedule/all.h"
+#include "tandem/trace/chrome_trace.h"
+#include "tandem/trace/svg.h"
+#include "tandem/train/observe.h"
 
 namespace tandem::cli {
 
@@ -12,7 +15,9 @@ struct ScheduleArgs {
   int microbatches = 8;
   int virtual_stages = 1;
   double forward = 1, backward = 1;
+  double input = 0, weight = 0;
   bool lowered = false;
+  std::string trace, timeline;
 };
 }  // namespace
 
@@ -29,6 +34,10 @@ Runner add_schedule(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(1, 64));
   cmd->add_option("--forward-cost", args->forward, "simulated cost of one forward")->capture_default_str();
   cmd->add_option("--backward-cost", args->backward, "simulated cost of one backward")->capture_default_str();
+  cmd->add_option("--input-cost", args->input, "simulated cost of I (split backward; 0: half of B)");
+  cmd->add_option("--weight-cost", args->weight, "simulated cost of W (split backward; 0: half of B)");
+  cmd->add_option("--trace", args->trace, "write the simulated timeline as a Chrome trace (1 cost unit = 1 ms)");
+  cmd->add_option("--timeline", args->timeline, "write the simulated timeline as an SVG picture");
   cmd->add_flag("--lowered", args->lowered, "also print the grid with its sends and receives");
   return [args]() {
     try {
@@ -42,8 +51,18 @@ Runner add_schedule(CLI::App& app) {
       schedule::validate(low, g);
       std::cout << schedule::format_grid(s);
       if (args->lowered) std::cout << schedule::format_grid(low);
-      schedule::Timeline t =
-          schedule::simulate(s, g, schedule::Costs::uniform(s.num_stages, args->forward, args->backward));
+      schedule::Costs costs = schedule::Costs::uniform(s.num_stages, args->forward, args->backward);
+      if (args->input > 0) costs.input.assign(s.num_stages, args->input);
+      if (args->weight > 0) costs.weight.assign(s.num_stages, args->weight);
+      schedule::Timeline t = schedule::simulate(s, g, costs);
+      trace::Trace tr = train::simulated_trace(s, t);
+      if (!args->trace.empty()) trace::write_chrome_trace(tr, args->trace);
+      if (!args->timeline.empty()) {
+        trace::SvgOptions svg;
+        svg.title = fmt::format("{}: {} stages, {} micro-batches (simulated, bubble {:.3f})", s.name,
+                                s.num_stages, s.num_microbatches, t.bubble);
+        trace::write_svg(tr, args->timeline, svg);
+      }
       std::cout << fmt::format("result: schedule={} stages={} devices={} microbatches={} makespan={:.4g} bubble={:.4f}\n",
                                args->schedule, s.num_stages, s.num_devices, s.num_microbatches,
                                t.makespan, t.bubble);

@@ -3,6 +3,11 @@
 #include <sstream>
 
 #include "commands.h"
+#include "launch.h"
+#include "observers.h"
+#include "tandem/memory/bytes.h"
+#include "tandem/memory/out_of_memory.h"
+#include "tandem/trace/progress.h"
 #include "tandem/train/trainer.h"
 
 namespace tandem::cli {
@@ -20,11 +25,101 @@ std::vector<int> parse_int_list(const std::string& text, const char* option) {
   return out;
 }
 
+// The placement table; under MPI with the rank and host of every stage (of replica 0).
+// Collective under MPI: every rank calls it.
+std::string placement_table(train::Trainer& t, Launch& launch) {
+  const auto& p = t.pipeline();
+  if (!launch.mpi()) return p.placement_table();
+  const std::vector<std::string> hosts = launch.gather(launch.host());
+  std::string out = fmt::format("{:<6} {:<10} {:<6} {:<16} {:<28} {:>12}\n", "stage", "device", "rank", "host",
+                                "layers", "parameters");
+  for (int s = 0; s < p.partition().num_stages; ++s) {
+    auto [b, e] = p.partition().layers_of(s);
+    std::string layers = p.model().layers[b].name;
+    if (e - b > 1) layers += ".." + p.model().layers[e - 1].name;
+    int64_t params = 0;
+    for (int i = b; i < e; ++i)
+      for (auto& kv : graph::named_parameters(p.model().layers[i])) params += kv.second.numel();
+    const int rank = p.stage_device()[s];
+    out += fmt::format("{:<6} {:<10} {:<6} {:<16} {:<28} {:>12}\n", s, p.devices()[rank].name, rank,
+                       rank < static_cast<int>(hosts.size()) ? hosts[rank] : "?",
+                       fmt::format("{} ({})", layers, e - b), params);
+  }
+  return out;
+}
+
 struct TrainArgs {
   train::Config config;
   std::string balance;
+  std::string device_memory;
+  ObserveOptions observe;
 };
 }  // namespace
+
+
+int run_train(TrainArgs& args) {
+  train::Config& c = args.config;
+  std::unique_ptr<Launch> launch;
+  std::unique_ptr<train::Trainer> trainer;
+  try {
+    if (!args.balance.empty()) c.balance = parse_int_list(args.balance, "--balance");
+    if (!args.device_memory.empty()) c.device_memory = memory::parse_bytes(args.device_memory);
+    launch = std::make_unique<Launch>(c);
+    launch->agree(c);
+    trainer = std::make_unique<train::Trainer>(c, launch->transport());
+  } catch (const memory::OutOfMemory& e) {
+    const std::string prefix = launch ? launch->prefix() : "";
+    std::fprintf(stderr, "%standem: %s\n", prefix.c_str(), e.what());
+    if (launch && launch->mpi()) launch->abort(e.what());
+    return kExitOutOfMemory;
+  } catch (const Error& e) {
+    const std::string prefix = launch ? launch->prefix() : "";
+    std::fprintf(stderr, "%standem: %s\n", prefix.c_str(), e.what());
+    if (launch && launch->mpi()) launch->abort(e.what());
+    return kExitUsage;
+  }
+  const std::string prefix = launch->prefix();
+  // Information comes from the process that owns the loss; warnings and errors from all.
+  const bool main_process = trainer->pipeline().owns_loss() && trainer->replica() == 0;
+  try {
+    const std::string table = placement_table(*trainer, *launch);
+    if (main_process) {
+      std::cout << prefix << "data: " << trainer->source().describe() << "\n";
+      std::cout << table << std::flush;
+    }
+    trace::Progress progress(main_process ? trace::parse_mode(c.progress) : trace::Progress::Mode::kNone,
+                             trainer->total_steps());
+    Observers observers(args.observe, *trainer, *launch);
+    auto on_step = [&](int64_t step, int64_t, const runtime::StepStats& s, double sps) {
+      progress.update(step, {{"loss", s.loss}, {"samples/s", sps}});
+      observers.after_step(step, s, sps);
+    };
+    train::Result r = trainer->run(on_step);
+    progress.finish();
+    observers.finish(r);
+    if (c.log_placement) {
+      std::cout << prefix << "placement log (from execution):\n" << trainer->pipeline().placement_log_table();
+    }
+    if (main_process) {
+      std::string mem;
+      for (size_t d = 0; d < r.peak_bytes.size(); ++d) {
+        if (r.peak_bytes[d]) mem += fmt::format(" peak_mem_{}={}", trainer->pipeline().devices()[d].name, r.peak_bytes[d]);
+      }
+      std::cout << fmt::format("{}result: steps={} loss={:.4f} test_{}={:.4f} samples_per_s={:.1f} seconds={:.2f}{}\n",
+                               prefix, r.steps, r.loss, r.metric_name, r.test_metric, r.samples_per_s,
+                               r.seconds, mem);
+    }
+    return 0;
+  } catch (const runtime::StepError& e) {
+    std::fprintf(stderr, "%standem: %s\n", prefix.c_str(), e.what());
+    launch->abort(e.what());
+    return e.out_of_memory ? kExitOutOfMemory : kExitFailure;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%standem: %s\n", prefix.c_str(), e.what());
+    launch->abort(e.what());
+    return kExitFailure;
+  }
+}
 
 Runner add_train(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
@@ -53,40 +148,17 @@ Runner add_train(CLI::App& app) {
   cmd->add_option("--seed", c.seed, "seed of initialization, shuffling and dropout")->capture_default_str();
   cmd->add_option("--eval-batch", c.eval_batch, "samples per evaluation step")->capture_default_str()->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--comm-timeout", c.comm_timeout_s, "seconds a device waits for a message before it reports and stops")->capture_default_str()->check(CLI::Range(0.001, 1e7));
+  cmd->add_option("--replicas", c.replicas, "data-parallel copies of the pipeline (MPI: ranks = stages x replicas)")->capture_default_str()->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--transport", c.transport, "auto (MPI when launched by mpirun with >1 rank) | inprocess | mpi")->capture_default_str()->check(CLI::IsMember({"auto", "inprocess", "mpi"}));
+  cmd->add_option("--device-memory", args->device_memory, "memory budget per device, e.g. 2GiB (default: none)");
+  cmd->add_flag("--log-placement", c.log_placement, "print, for every layer, the devices its forward and its backward actually ran on");
+  cmd->add_option("--trace", args->observe.trace, "write a Chrome trace (Perfetto, chrome://tracing) of the traced steps");
+  cmd->add_option("--timeline", args->observe.timeline, "write an SVG timeline of the traced steps");
+  cmd->add_option("--report", args->observe.report, "write a JSON run report (busy/idle, bubble measured vs predicted, memory, FLOP/s)");
+  cmd->add_option("--tensorboard", args->observe.tensorboard, "write TensorBoard scalars (loss, samples/s, learning rate, accuracy) into this folder");
+  cmd->add_option("--trace-steps", args->observe.trace_steps, "how many steps to trace, after the first (warm-up) step")->capture_default_str()->check(CLI::Range(1, 1000));
   cmd->add_option("--progress", c.progress, "auto | bar | line | none")->capture_default_str()->check(CLI::IsMember({"auto", "bar", "line", "none"}));
-  return [args]() {
-    train::Config& c = args->config;
-    std::unique_ptr<train::Trainer> trainer;
-    try {
-      if (!args->balance.empty()) c.balance = parse_int_list(args->balance, "--balance");
-      trainer = std::make_unique<train::Trainer>(c);
-    } catch (const Error& e) {
-      std::fprintf(stderr, "tandem: %s\n", e.what());
-      return kExitUsage;
-    }
-    try {
-      std::cout << "data: " << trainer->source().describe() << "\n";
-      std::cout << trainer->pipeline().placement_table() << std::flush;
-      const bool lines = c.progress == "line" || (c.progress == "auto" && !isatty(fileno(stderr)));
-      const int64_t total = trainer->total_steps();
-      const int64_t every = std::max<int64_t>(1, total / 20);
-      auto on_step = [&](int64_t step, int64_t n, double loss, double sps) {
-        if (c.progress == "none") return;
-        if (lines && step % every != 0 && step != n) return;
-        std::fprintf(stderr, lines ? "step %lld/%lld loss=%.4f samples/s=%.0f\n"
-                                   : "\rstep %lld/%lld loss=%.4f samples/s=%.0f   ",
-                     static_cast<long long>(step), static_cast<long long>(n), loss, sps);
-        if (!lines && step == n) std::fprintf(stderr, "\n");
-      };
-      train::Result r = trainer->run(on_step);
-      std::cout << fmt::format("result: steps={} loss={:.4f} test_{}={:.4f} samples_per_s={:.1f} seconds={:.2f}\n",
-                               r.steps, r.loss, r.metric_name, r.test_metric, r.samples_per_s, r.seconds);
-      return 0;
-    } catch (const Error& e) {
-      std::fprintf(stderr, "tandem: %s\n", e.what());
-      return kExitFailure;
-    }
-  };
+  return [args]() { return run_train(*args); };
 }
 
 }  // namespace tandem::cli

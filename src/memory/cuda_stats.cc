@@ -8,6 +8,7 @@
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime_api.h>
 #endif
 
 namespace tandem::memory {
@@ -54,6 +55,13 @@ void cuda_set_memory_fraction(double fraction, int index) {
   alloc::setMemoryFraction(fraction, checked_index(index));
 }
 
+uint64_t cuda_total_bytes(int index) {
+  cudaDeviceProp prop;
+  TANDEM_CHECK(cudaGetDeviceProperties(&prop, checked_index(index)) == cudaSuccess,
+               "cannot read the properties of cuda:{}", index);
+  return static_cast<uint64_t>(prop.totalGlobalMem);
+}
+
 #else  // no CUDA in this build
 
 namespace {
@@ -71,6 +79,7 @@ bool cuda_stats_available() { return false; }
 DeviceStats cuda_device_stats(int) { no_cuda("reading CUDA memory statistics"); }
 void cuda_reset_peak(int) { no_cuda("resetting a CUDA memory peak"); }
 void cuda_set_memory_fraction(double, int) { no_cuda("setting a CUDA memory fraction"); }
+uint64_t cuda_total_bytes(int) { no_cuda("reading a GPU's memory size"); }
 
 #endif
 

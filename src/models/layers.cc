@@ -5,6 +5,7 @@
 
 #include "tandem/common/check.h"
 #include "tandem/graph/call_context.h"
+#include "tandem/models/split_linear.h"
 
 namespace tandem::models {
 
@@ -45,9 +46,10 @@ graph::Layer linear_layer(std::string name, int64_t in, int64_t out, bool relu, 
   l.name = std::move(name);
   l.module = lin.ptr();
   l.forward = [lin, relu](const graph::Tensors& x) mutable {
-    torch::Tensor y = lin->forward(x[0]);
+    torch::Tensor y = split_linear(x[0], lin->weight, lin->bias);
     return graph::Tensors{relu ? torch::relu(y) : y};
   };
+  l.splits_backward = true;
   l.inputs = {std::move(input)};
   l.outputs = {std::move(output)};
   l.forward_flops_per_sample = 2.0 * static_cast<double>(in) * static_cast<double>(out);

@@ -3,6 +3,8 @@
 #include <torch/autograd.h>
 
 #include "tandem/graph/call_context.h"
+#include "tandem/memory/context.h"
+#include "tandem/memory/out_of_memory.h"
 #include "tandem/runtime/pipeline.h"
 
 namespace tandem::runtime {
@@ -14,6 +16,17 @@ using schedule::Op;
 namespace {
 double since_us(TimePoint origin) {
   return std::chrono::duration<double, std::micro>(Clock::now() - origin).count();
+}
+
+const char* phase_name(const Action& a) {
+  if (a.kind != Kind::kCompute) return "transfer";
+  switch (a.op) {
+    case Op::kForward: return "forward";
+    case Op::kBackward: return "backward";
+    case Op::kInput: return "backward (input gradient)";
+    case Op::kWeight: return "backward (weight gradient)";
+  }
+  return "?";
 }
 }  // namespace
 
@@ -31,25 +44,37 @@ transport::MessageKey Executor::key(const std::string& tensor, int mb, bool grad
 DeviceResult Executor::run(const StepPlan& plan) {
   plan_ = &plan;
   state_.clear();
+  deferred_.clear();
   inflight_.clear();
   result_ = DeviceResult{};
+  memory::ScopedWhere where_device(device_, context_.spec().name);
   for (const Action& a : plan.lowered->device_actions[device_]) {
     const double start = since_us(plan.origin);
+    bool out_of_memory = false;
+    std::string what;
     try {
+      memory::ScopedWhere where_action(a.stage, phase_name(a), a.microbatch);
       execute(a);
+      result_.timings.push_back({device_, a, start, since_us(plan.origin)});
+      continue;
     } catch (const transport::Aborted&) {
       throw;  // another device failed first; its error is the one reported
+    } catch (const memory::OutOfMemory& e) {
+      out_of_memory = true;
+      what = e.what();
     } catch (const std::exception& e) {
-      std::string msg = fmt::format(
-          "step {} failed on device {} ({}), stage {}, action {} (micro-batch {}): {}\n{}", plan.step,
-          device_, context_.spec().name, a.stage, schedule::to_string(a), a.microbatch, e.what(),
-          schedule::format_grid(*plan.lowered, &a));
-      plan.transport->abort(msg);
-      throw StepError(msg, device_, a.stage, schedule::to_string(a), a.microbatch);
+      what = e.what();
     }
-    result_.timings.push_back({device_, a, start, since_us(plan.origin)});
+    std::string msg = fmt::format(
+        "step {} failed on device {} ({}), stage {}, action {} (micro-batch {}): {}\n{}", plan.step,
+        device_, context_.spec().name, a.stage, schedule::to_string(a), a.microbatch, what,
+        schedule::format_grid(*plan.lowered, &a));
+    plan.transport->abort(msg);
+    throw StepError(msg, device_, a.stage, schedule::to_string(a), a.microbatch, out_of_memory);
   }
   if (plan.training) {
+    TANDEM_ASSERT(deferred_.empty(), "device {} ends the step with {} W actions not run", device_,
+                  deferred_.size());
     TANDEM_ASSERT(state_.empty(), "device {} ends the step holding {} micro-batch states", device_,
                   state_.size());
   }
@@ -60,10 +85,13 @@ DeviceResult Executor::run(const StepPlan& plan) {
 void Executor::execute(const Action& a) {
   switch (a.kind) {
     case Kind::kCompute:
-      if (a.op == Op::kForward) return forward(a.stage, a.microbatch);
-      TANDEM_ASSERT(a.op == Op::kBackward, "action {} is not supported by this executor",
-                    schedule::to_string(a));
-      return backward(a.stage, a.microbatch);
+      switch (a.op) {
+        case Op::kForward: return forward(a.stage, a.microbatch);
+        case Op::kBackward: return backward(a.stage, a.microbatch, /*input_only=*/false);
+        case Op::kInput: return backward(a.stage, a.microbatch, /*input_only=*/true);
+        case Op::kWeight: return weight_gradients(a.stage, a.microbatch);
+      }
+      return;
     case Kind::kSend:
       if (a.op == Op::kForward) return send_forward(a.stage, a.microbatch, a.peer);
       return send_backward(a.stage, a.microbatch, a.peer);
@@ -98,6 +126,9 @@ void Executor::forward(int stage, int mb) {
   }
   if (loss_stage) st.target = context_.copy_in(plan_->target.narrow(0, offset, size), nullptr);
 
+  if (plan_->training && plan_->split_backward) {
+    deferred_[{stage, mb}] = std::make_unique<graph::DeferredWeightGrads>();
+  }
   // With recomputation the forward runs without autograd; the backward runs it again.
   const bool keep_graph = plan_->training && !plan_->recompute;
   {
@@ -134,10 +165,17 @@ void Executor::run_layers(int stage, int mb, MicrobatchState& st, bool first_pas
     graph::Tensors in;
     in.reserve(layer.inputs.size());
     for (const auto& name : layer.inputs) in.push_back(env.at(name));
-    graph::ScopedCall call({plan_->seed, plan_->step, mb, i, plan_->training});
+    auto deferred = deferred_.find({stage, mb});
+    graph::ScopedCall call({plan_->seed, plan_->step, mb, i, plan_->training,
+                            deferred == deferred_.end() ? nullptr : deferred->second.get()});
+    memory::ScopedWhere where_layer(layer.name);
     graph::Tensors out = layer.forward(in);
     TANDEM_CHECK(out.size() == layer.outputs.size(), "layer '{}' returned {} tensors but names {}",
                  layer.name, out.size(), layer.outputs.size());
+    if (plan_->placement_log) {
+      plan_->placement_log->record_forward(i, context_.spec().name);
+      for (auto& t : out) t = plan_->placement_log->probe(t, i);
+    }
     for (size_t k = 0; k < out.size(); ++k) env[layer.outputs[k]] = std::move(out[k]);
   }
   {
@@ -188,9 +226,10 @@ void Executor::recv_backward(int stage, int mb, int from) {
   }
 }
 
-void Executor::backward(int stage, int mb) {
+void Executor::backward(int stage, int mb, bool input_only) {
   MicrobatchState& st = state_.at({stage, mb});
   if (plan_->recompute) {
+    memory::ScopedWhere where(stage, "recompute", mb);
     st.outputs.clear();
     run_layers(stage, mb, st, /*first_pass=*/false);
   }
@@ -210,7 +249,12 @@ void Executor::backward(int stage, int mb) {
     roots.push_back(st.loss);
     grads.push_back(torch::ones_like(st.loss));
   }
+  graph::DeferredWeightGrads* deferred = nullptr;
+  if (auto it = deferred_.find({stage, mb}); it != deferred_.end()) deferred = it->second.get();
+  TANDEM_ASSERT(!input_only || deferred, "stage {} mb {}: I action without a deferred queue", stage, mb);
+  if (deferred) deferred->set_deferring(input_only);
   if (!roots.empty()) torch::autograd::backward(roots, grads);
+  if (deferred) deferred->set_deferring(false);
 
   for (const auto& c : plan_->flow->inputs[stage]) {
     if (c.from_stage < 0) continue;
@@ -222,7 +266,10 @@ void Executor::backward(int stage, int mb) {
       st.input_grads[c.from_stage][c.tensor] = g;
     }
   }
-  --inflight_[stage];
+  if (!input_only) {
+    --inflight_[stage];
+    deferred_.erase({stage, mb});
+  }
   st.inputs.clear();
   st.outputs.clear();
   st.output_grads.clear();
@@ -230,6 +277,14 @@ void Executor::backward(int stage, int mb) {
   st.target = torch::Tensor();
   st.ready = context_.record_ready();
   if (st.input_grads.empty()) state_.erase({stage, mb});
+}
+
+void Executor::weight_gradients(int stage, int mb) {
+  auto it = deferred_.find({stage, mb});
+  TANDEM_ASSERT(it != deferred_.end(), "stage {} mb {}: W before I", stage, mb);
+  it->second->run_all();
+  deferred_.erase(it);
+  --inflight_[stage];
 }
 
 void Executor::send_backward(int stage, int mb, int to) {

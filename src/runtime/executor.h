@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "tandem/common/device.h"
+#include "tandem/graph/deferred.h"
 #include "tandem/graph/partition.h"
+#include "tandem/runtime/placement_log.h"
 #include "tandem/runtime/timing.h"
 #include "tandem/schedule/schedule.h"
 #include "tandem/transport/transport.h"
@@ -36,11 +38,13 @@ struct StepPlan {
   uint64_t seed = 0;
   bool training = true;
   bool recompute = false;
+  bool split_backward = false;  // the schedule has I and W actions
   // [offset, size) of each micro-batch within `input`/`target` (this replica's batch, CPU).
   std::vector<std::pair<int64_t, int64_t>> slices;
   torch::Tensor input, target;
   int64_t global_batch = 0;  // samples over all replicas: the loss weight's denominator
   TimePoint origin;          // timings are measured from here
+  PlacementLog* placement_log = nullptr;  // set: record where each layer ran
 };
 
 struct DeviceResult {
@@ -79,7 +83,9 @@ class Executor {
   // Runs the stage's layers on st.inputs, filling st.outputs (and st.loss). `first_pass`:
   // the forward proper, whose loss counts in the result; false for a recomputation.
   void run_layers(int stage, int mb, MicrobatchState& st, bool first_pass);
-  void backward(int stage, int mb);
+  // B, or I when `input_only` (weight gradients of splitting layers deferred to W).
+  void backward(int stage, int mb, bool input_only);
+  void weight_gradients(int stage, int mb);
   void send_forward(int stage, int mb, int to);
   void recv_forward(int stage, int mb, int from);
   void send_backward(int stage, int mb, int to);
@@ -92,6 +98,8 @@ class Executor {
   const DeviceContext& context_;
   const StepPlan* plan_ = nullptr;
   std::map<std::pair<int, int>, MicrobatchState> state_;  // (stage, micro-batch)
+  // Deferred weight-gradient work of each (stage, micro-batch), from its forward to its W.
+  std::map<std::pair<int, int>, std::unique_ptr<graph::DeferredWeightGrads>> deferred_;
   std::map<int, int> inflight_;  // by stage: forwards done whose backward is not
   DeviceResult result_;
 };

@@ -5,6 +5,10 @@
 
 #include "executor.h"
 #include "placement.h"
+#include "tandem/memory/context.h"
+#include "tandem/memory/cpu_allocator.h"
+#include "tandem/memory/cuda_stats.h"
+#include "tandem/memory/tracker.h"
 #include "tandem/runtime/worker_pool.h"
 #include "tandem/schedule/all.h"
 #include "tandem/transport/inprocess.h"
@@ -31,11 +35,14 @@ struct Pipeline::Impl {
   std::vector<std::unique_ptr<torch::optim::Optimizer>> optimizers;  // by stage (local only)
   int64_t step = 0;
   std::vector<ActionTiming> timings;
+  std::unique_ptr<PlacementLog> placement_log;
 
   schedule::Schedule build_schedule(const std::string& name, int microbatches) const;
   std::vector<std::pair<int64_t, int64_t>> slices(int64_t batch) const;
   StepStats run(const torch::Tensor& input, const torch::Tensor& target, bool training);
   std::vector<torch::Tensor> stage_parameters(int stage) const;
+  uint64_t device_bytes(int device) const;
+  uint64_t device_peak_bytes(int device) const;
 };
 
 schedule::Schedule Pipeline::Impl::build_schedule(const std::string& name, int microbatches) const {
@@ -163,15 +170,39 @@ Pipeline::Pipeline(graph::Model model, graph::Partition partition, PipelineOptio
   m.pool = std::make_unique<WorkerPool>(static_cast<int>(m.local.size()), [&m](int w) {
     m.contexts[m.local[w]]->enter_worker_thread();
   });
-  // Parameters move to their stage's device on that device's worker.
+  if (m.options.log_placement) m.placement_log = std::make_unique<PlacementLog>();
+  // Memory: every CPU allocation is charged to the device whose worker makes it.
+  memory::install_cpu_accounting();
+  auto& tracker = memory::Tracker::global();
+  for (int d : m.local) {
+    const DeviceSpec& spec = m.options.devices[d];
+    tracker.register_device(d, spec.name);
+    if (spec.device.is_cpu()) {
+      tracker.set_budget(d, m.options.device_memory);
+    } else if (m.options.device_memory > 0) {
+      const double total = static_cast<double>(memory::cuda_total_bytes(spec.device.index()));
+      memory::cuda_set_memory_fraction(std::min(1.0, m.options.device_memory / total), spec.device.index());
+    }
+  }
+  // Parameters move to their stage's device on that device's worker, which then owns (and is
+  // charged for) their memory.
   m.optimizers.resize(stages);
   auto errors = m.pool->run([&m](int w) {
     const int d = m.local[w];
+    const DeviceSpec& spec = m.options.devices[d];
+    memory::ScopedWhere where(d, spec.name);
+    torch::NoGradGuard no_grad;
     for (int s = 0; s < m.partition.num_stages; ++s) {
       if (m.stage_device[s] != d) continue;
       auto [b, e] = m.partition.layers_of(s);
       for (int i = b; i < e; ++i) {
-        if (m.model.layers[i].module) m.model.layers[i].module->to(m.options.devices[d].device);
+        auto& module = m.model.layers[i].module;
+        if (!module) continue;
+        module->to(spec.device);
+        if (spec.device.is_cpu()) {
+          for (auto& p : module->parameters()) p.set_data(p.data().clone());
+          for (auto& buf : module->buffers()) buf.set_data(buf.data().clone());
+        }
       }
     }
   });
@@ -197,11 +228,13 @@ StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& t
   plan.seed = options.seed;
   plan.training = training;
   plan.recompute = options.recompute;
+  plan.split_backward = training && schedule::splits_backward(train_schedule);
   plan.slices = slices(input.size(0));
   plan.input = input;
   plan.target = target;
   plan.global_batch = input.size(0) * options.replicas;
   plan.origin = Clock::now();
+  plan.placement_log = training ? placement_log.get() : nullptr;
 
   if (training) {
     for (int s : [&] {
@@ -216,6 +249,13 @@ StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& t
     }
   }
   std::vector<DeviceResult> results(pipeline_size);
+  for (int d : local) {
+    if (options.devices[d].device.is_cpu()) {
+      memory::Tracker::global().reset_peak(d);
+    } else {
+      memory::cuda_reset_peak(options.devices[d].device.index());
+    }
+  }
   torch::AutoGradMode grad_mode(training);
   auto errors = pool->run([&](int w) {
     const int d = local[w];
@@ -239,9 +279,15 @@ StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& t
   }
   StepStats stats;
   stats.seconds = std::chrono::duration<double>(Clock::now() - plan.origin).count();
+  stats.started_us =
+      std::chrono::duration<double, std::micro>(plan.origin.time_since_epoch()).count();
   stats.peak_inflight.assign(partition.num_stages, 0);
+  stats.current_bytes.assign(pipeline_size, 0);
+  stats.peak_bytes.assign(pipeline_size, 0);
   timings.clear();
   for (int d : local) {
+    stats.current_bytes[d] = device_bytes(d);
+    stats.peak_bytes[d] = device_peak_bytes(d);
     DeviceResult& r = results[d];
     for (auto [s, peak] : r.peak_inflight) stats.peak_inflight[s] = peak;
     timings.insert(timings.end(), r.timings.begin(), r.timings.end());
@@ -295,8 +341,11 @@ void Pipeline::optimizer_step() {
   Impl& m = *impl_;
   auto errors = m.pool->run([&m](int w) {
     const int d = m.local[w];
+    memory::ScopedWhere where(d, m.options.devices[d].name);
     for (int s = 0; s < m.partition.num_stages; ++s) {
-      if (m.stage_device[s] == d && m.optimizers[s]) m.optimizers[s]->step();
+      if (m.stage_device[s] != d || !m.optimizers[s]) continue;
+      memory::ScopedWhere phase(s, "optimizer", -1);
+      m.optimizers[s]->step();
     }
   });
   if (!errors.empty()) std::rethrow_exception(errors.front());
@@ -350,17 +399,59 @@ const std::vector<DeviceSpec>& Pipeline::devices() const { return impl_->options
 int64_t Pipeline::step() const { return impl_->step; }
 const std::vector<ActionTiming>& Pipeline::last_timings() const { return impl_->timings; }
 
+uint64_t Pipeline::Impl::device_bytes(int d) const {
+  const auto& dev = options.devices[d].device;
+  return dev.is_cpu() ? memory::Tracker::global().current(d) : memory::cuda_device_stats(dev.index()).current;
+}
+
+uint64_t Pipeline::Impl::device_peak_bytes(int d) const {
+  const auto& dev = options.devices[d].device;
+  return dev.is_cpu() ? memory::Tracker::global().peak(d) : memory::cuda_device_stats(dev.index()).peak;
+}
+
+uint64_t Pipeline::device_bytes(int device) const { return impl_->device_bytes(device); }
+uint64_t Pipeline::device_peak_bytes(int device) const { return impl_->device_peak_bytes(device); }
+
+const PlacementLog* Pipeline::placement_log() const { return impl_->placement_log.get(); }
+
+std::string Pipeline::placement_log_table() const {
+  const Impl& m = *impl_;
+  if (!m.placement_log) return "";
+  auto fwd = m.placement_log->forward();
+  auto bwd = m.placement_log->backward();
+  auto join = [](const std::set<std::string>& s) {
+    return s.empty() ? std::string("-") : fmt::format("{}", fmt::join(s, ","));
+  };
+  std::string out = fmt::format("{:<24} {:<6} {:<16} {:<16}\n", "layer", "stage", "forward ran on", "backward ran on");
+  for (int i = 0; i < static_cast<int>(m.model.layers.size()); ++i) {
+    out += fmt::format("{:<24} {:<6} {:<16} {:<16}\n", m.model.layers[i].name, m.partition.stage_of_layer[i],
+                       join(fwd[i]), join(bwd[i]));
+  }
+  return out;
+}
+
 std::string Pipeline::placement_table() const {
   const Impl& m = *impl_;
-  std::string out = fmt::format("{:<6} {:<10} {:<28} {:>12}\n", "stage", "device", "layers", "parameters");
+  const bool split = schedule::splits_backward(m.train_schedule);
+  std::string out = fmt::format("{:<6} {:<10} {:<28} {:>12}{}\n", "stage", "device", "layers", "parameters",
+                                split ? "  split backward (I/W)" : "");
   for (int s = 0; s < m.partition.num_stages; ++s) {
     auto [b, e] = m.partition.layers_of(s);
     std::string layers = m.model.layers[b].name;
     if (e - b > 1) layers += ".." + m.model.layers[e - 1].name;
     int64_t params = 0;
     for (auto& p : m.stage_parameters(s)) params += p.numel();
-    out += fmt::format("{:<6} {:<10} {:<28} {:>12}\n", s, m.options.devices[m.stage_device[s]].name,
-                       fmt::format("{} ({})", layers, e - b), params);
+    std::string split_note;
+    if (split) {
+      std::vector<std::string> whole;
+      for (int i = b; i < e; ++i) {
+        if (!m.model.layers[i].splits_backward && m.model.layers[i].module) whole.push_back(m.model.layers[i].name);
+      }
+      split_note = whole.empty() ? "  yes"
+                                 : fmt::format("  all in I for: {}", fmt::join(whole, ", "));
+    }
+    out += fmt::format("{:<6} {:<10} {:<28} {:>12}{}\n", s, m.options.devices[m.stage_device[s]].name,
+                       fmt::format("{} ({})", layers, e - b), params, split_note);
   }
   return out;
 }

@@ -9,8 +9,15 @@ namespace {
 
 class ImageSource : public Source {
  public:
+  // Pixels are standardized with the training set's mean and deviation, as is usual for
+  // these data sets: it speeds up training of the unnormalized-input models noticeably.
   ImageSource(std::string name, data::ImageDataset train, data::ImageDataset test, uint64_t seed)
-      : name_(std::move(name)), train_(std::move(train)), test_(std::move(test)), seed_(seed) {}
+      : name_(std::move(name)), train_(std::move(train)), test_(std::move(test)), seed_(seed) {
+    const double mean = train_.images.mean().item<double>();
+    const double stddev = train_.images.std().item<double>();
+    train_.images = (train_.images - mean) / stddev;
+    test_.images = (test_.images - mean) / stddev;
+  }
 
   int64_t train_size() const override { return train_.size(); }
   int64_t test_size() const override { return test_.size(); }

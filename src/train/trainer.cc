@@ -60,6 +60,8 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport)
   po.replicas = c.replicas;
   po.seed = c.seed;
   po.recompute = c.recompute;
+  po.device_memory = c.device_memory;
+  po.log_placement = c.log_placement;
   po.comm_timeout = std::chrono::milliseconds(static_cast<int64_t>(c.comm_timeout_s * 1000));
   po.transport = transport;
   int stages = c.stages > 0 ? c.stages : static_cast<int>(po.devices.size());
@@ -110,7 +112,9 @@ Result Trainer::run(const StepCallback& on_step) {
     samples += global_batch;
     r.loss = s.loss;
     r.steps = step + 1;
-    if (on_step) on_step(step + 1, total, s.loss, samples / r.seconds);
+    r.peak_bytes.resize(s.peak_bytes.size());
+    for (size_t d = 0; d < s.peak_bytes.size(); ++d) r.peak_bytes[d] = std::max(r.peak_bytes[d], s.peak_bytes[d]);
+    if (on_step) on_step(step + 1, total, s, samples / r.seconds);
   }
   r.samples_per_s = r.seconds > 0 ? samples / r.seconds : 0;
   r.test_metric = evaluate();

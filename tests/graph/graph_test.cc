@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "tandem/common/check.h"
 #include "tandem/graph/partition.h"
 #include "tandem/models/mlp.h"
 

@@ -146,6 +146,26 @@ TEST(Dropout, DifferentSeedsDrawDifferentMasks) {
   EXPECT_TRUE(torch::equal(grads(3), grads(3)));
 }
 
+TEST(PlacementLog, BackwardRunsOnTheDeviceThatHoldsEachLayer) {
+  runtime::PipelineOptions o;
+  o.devices = cpu_devices(3);
+  o.microbatches = 3;
+  o.log_placement = true;
+  graph::Model model = testing::small_mlp();
+  auto part = graph::partition_by_balance(model, {2, 2, 2});
+  runtime::Pipeline p(std::move(model), part, o);
+  p.forward_backward(inputs(9, 12), labels(9, 5));
+  auto fwd = p.placement_log()->forward();
+  auto bwd = p.placement_log()->backward();
+  for (int layer = 0; layer < 6; ++layer) {
+    const std::string want = fmt::format("cpu:{}", layer / 2);
+    EXPECT_EQ(fwd[layer], std::set<std::string>{want}) << "layer " << layer;
+    if (layer == 0) continue;  // flatten of the input: nothing needs its gradient
+    EXPECT_EQ(bwd[layer], std::set<std::string>{want}) << "layer " << layer;
+  }
+  EXPECT_NE(p.placement_log_table().find("backward ran on"), std::string::npos);
+}
+
 TEST(Errors, MoreMicrobatchesThanSamples) {
   runtime::PipelineOptions o;
   o.devices = cpu_devices(2);

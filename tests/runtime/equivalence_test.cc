@@ -52,12 +52,14 @@ struct Case {
   int stages;
   int microbatches;
   int batch;
+  int virtual_stages = 1;  // interleaved: devices = stages / virtual_stages
 };
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   std::string s = info.param.schedule;
   for (char& ch : s) if (ch == '-') ch = '_';
-  return fmt::format("{}_s{}_m{}_b{}", s, info.param.stages, info.param.microbatches, info.param.batch);
+  return fmt::format("{}_s{}_m{}_b{}_v{}", s, info.param.stages, info.param.microbatches,
+                     info.param.batch, info.param.virtual_stages);
 }
 
 class Equivalence : public ::testing::TestWithParam<Case> {};
@@ -69,9 +71,10 @@ TEST_P(Equivalence, GradientsAndAdamStepsMatchOneDevice) {
   auto want = reference_grads(make, d);
 
   runtime::PipelineOptions o;
-  o.devices = cpu_devices(c.stages);
+  o.devices = cpu_devices(c.stages / c.virtual_stages);
   o.schedule = c.schedule;
   o.microbatches = c.microbatches;
+  o.virtual_stages = c.virtual_stages;
   graph::Model m = make();
   graph::Partition part = graph::partition_by_parameters(m, c.stages);
   runtime::Pipeline p(std::move(m), part, o);
@@ -122,6 +125,16 @@ std::vector<Case> matrix() {
       cases.push_back({s, stages, 8, 50});  // uneven: 50 into 8 is 7,7,6,6,6,6,6,6
     }
   }
+  // Split backward: I then W.
+  for (int stages = 2; stages <= 4; ++stages) {
+    for (int m : {1, 3, 8}) cases.push_back({"zb-h1", stages, m, 48});
+    cases.push_back({"zb-h1", stages, 8, 50});
+  }
+  // Interleaved: 2 devices with 2 or 3 chunks each.
+  for (int v : {2, 3}) {
+    for (int m : {2, 4, 8}) cases.push_back({"interleaved", 2 * v, m, 48, v});
+    cases.push_back({"interleaved", 2 * v, 8, 50, v});
+  }
   return cases;
 }
 
@@ -149,7 +162,33 @@ TEST_P(SkipEquivalence, SkipsAcrossNonAdjacentStagesAndTwoConsumers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Schedules, SkipEquivalence,
-                         ::testing::Values("sequential", "gpipe", "1f1b"));
+                         ::testing::Values("sequential", "gpipe", "1f1b", "zb-h1"));
+
+TEST(SplitBackward, WeightGradientsWaitForTheWAction) {
+  // zb-h1 defers the weight gradients of Linear layers to W: the gradients are complete only
+  // after the whole step, and equal those of 1F1B.
+  auto run = [](const std::string& schedule) {
+    runtime::PipelineOptions o;
+    o.devices = cpu_devices(3);
+    o.schedule = schedule;
+    o.microbatches = 6;
+    graph::Model m = testing::small_mlp();
+    auto part = graph::partition_by_parameters(m, 3);
+    runtime::Pipeline p(std::move(m), part, o);
+    Data d = make_data(24, 12, 5);
+    p.forward_backward(d.input, d.target);
+    bool saw_w = false;
+    for (const auto& t : p.last_timings()) saw_w |= t.action.op == schedule::Op::kWeight;
+    std::map<std::string, torch::Tensor> g;
+    for (auto& [name, t] : p.named_parameters()) g[name] = t.grad().clone();
+    return std::make_pair(saw_w, g);
+  };
+  auto [w1, g1] = run("1f1b");
+  auto [w2, g2] = run("zb-h1");
+  EXPECT_FALSE(w1);
+  EXPECT_TRUE(w2);
+  for (auto& [name, t] : g1) expect_close(g2.at(name), t, name);
+}
 
 TEST(Equivalence, SeveralStagesOnOneDevice) {
   auto make = [] { return testing::skip_model(); };

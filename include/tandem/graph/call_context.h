@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "tandem/graph/deferred.h"
+
 namespace tandem::graph {
 
 struct CallContext {
@@ -14,6 +16,9 @@ struct CallContext {
   int microbatch = 0;
   int layer = 0;  // index of the layer in the model
   bool training = true;
+  // The micro-batch's deferred weight-gradient queue (see deferred.h); null when the schedule
+  // does not split backward. Owned by the runtime, alive until the micro-batch's W action.
+  DeferredWeightGrads* deferred = nullptr;
 
   // A seed for a random stream that depends on every field above but `training`.
   uint64_t stream_seed() const;

@@ -28,6 +28,9 @@ struct Layer {
   // Multiply-adds per sample of one forward, where known (Linear, Conv); 0 when unknown.
   // Used for FLOP/s in reports, never for correctness.
   double forward_flops_per_sample = 0;
+  // True when the layer's backward can defer its weight gradient (see deferred.h); layers
+  // without a split do all their backward work in the I action.
+  bool splits_backward = false;
 };
 
 // Wraps a module holder (torch::nn::Linear, torch::nn::Conv3d, ...) whose forward takes one

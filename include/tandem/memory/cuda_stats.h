@@ -44,4 +44,7 @@ void cuda_reset_peak(int index);
 // out-of-memory error.
 void cuda_set_memory_fraction(double fraction, int index);
 
+// Total memory of CUDA device `index`, in bytes.
+uint64_t cuda_total_bytes(int index);
+
 }  // namespace tandem::memory

@@ -22,6 +22,7 @@
 #include "tandem/common/device.h"
 #include "tandem/graph/model.h"
 #include "tandem/graph/partition.h"
+#include "tandem/runtime/placement_log.h"
 #include "tandem/runtime/timing.h"
 #include "tandem/schedule/schedule.h"
 #include "tandem/transport/transport.h"
@@ -43,6 +44,11 @@ struct PipelineOptions {
   // backward (same dropout masks).
   bool recompute = false;
   std::chrono::milliseconds comm_timeout{std::chrono::seconds(300)};
+  // Bytes each device may hold (0: no limit). On CPU devices every tensor allocation is
+  // charged to the device whose worker made it; on CUDA the caching allocator is capped.
+  uint64_t device_memory = 0;
+  // Record, from what executes, the device of every layer's forward and backward.
+  bool log_placement = false;
   // Set to run across processes (MPI); null: an in-process transport is built.
   std::shared_ptr<transport::Transport> transport;
 };
@@ -56,8 +62,14 @@ struct StepStats {
   double metric_sum = 0;  // Model::metric summed over the samples
   int64_t samples = 0;
   double seconds = 0;
+  // When the step started, in microseconds of the steady clock (the timings of
+  // Pipeline::last_timings() count from here).
+  double started_us = 0;
   // Largest number of micro-batches whose activations a stage held at once, per stage.
   std::vector<int> peak_inflight;
+  // Per device of the pipeline (local devices only; 0 elsewhere): bytes in use at the end of
+  // the step and the most in use at once during it.
+  std::vector<uint64_t> current_bytes, peak_bytes;
 };
 
 class Pipeline {
@@ -102,6 +114,14 @@ class Pipeline {
   // What each device executed in the last step, with times since the step's start.
   const std::vector<ActionTiming>& last_timings() const;
 
+  // Bytes in use and peak bytes of each device of the pipeline since the last reset.
+  uint64_t device_bytes(int device) const;
+  uint64_t device_peak_bytes(int device) const;
+
+  // With log_placement: per layer, the devices its forward and backward ran on, as a table.
+  std::string placement_log_table() const;
+  const PlacementLog* placement_log() const;
+
   // A table: stage, device, layers, parameters.
   std::string placement_table() const;
 
@@ -113,12 +133,19 @@ class Pipeline {
 // The error a failed step throws: the first failure on any device.
 class StepError : public Error {
  public:
-  StepError(const std::string& what, int device, int stage, std::string action, int microbatch)
-      : Error(what), device(device), stage(stage), action(std::move(action)), microbatch(microbatch) {}
+  StepError(const std::string& what, int device, int stage, std::string action, int microbatch,
+            bool out_of_memory)
+      : Error(what),
+        device(device),
+        stage(stage),
+        action(std::move(action)),
+        microbatch(microbatch),
+        out_of_memory(out_of_memory) {}
   int device;
   int stage;
   std::string action;
   int microbatch;
+  bool out_of_memory;  // a device exceeded its memory budget
 };
 
 }  // namespace tandem::runtime

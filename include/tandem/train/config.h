@@ -29,6 +29,8 @@ struct Config {
   int microbatches = 8;
   int virtual_stages = 1;
   bool recompute = false;
+  uint64_t device_memory = 0;  // bytes per device; 0: no budget
+  bool log_placement = false;
   // Optimization.
   int batch = 64;  // per replica
   int epochs = 1;

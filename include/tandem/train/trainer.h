@@ -19,10 +19,14 @@ struct Result {
   std::string metric_name = "accuracy";
   double samples_per_s = 0;  // training samples per second over all steps (all replicas)
   double seconds = 0;        // training time, evaluation excluded
+  // Per device of the pipeline: the most bytes it held at once during training (local
+  // devices only).
+  std::vector<uint64_t> peak_bytes;
 };
 
-// Called after every step: (step, total steps, loss, samples per second so far).
-using StepCallback = std::function<void(int64_t, int64_t, double, double)>;
+// Called after every step: (step number from 1, total steps, the step's stats, samples per
+// second so far). Pipeline::last_timings() then holds the step's measured actions.
+using StepCallback = std::function<void(int64_t, int64_t, const runtime::StepStats&, double)>;
 
 class Trainer {
  public:
@@ -34,6 +38,9 @@ class Trainer {
   const Config& config() const { return config_; }
   const Source& source() const { return *source_; }
   int64_t total_steps() const;
+  // Which data-parallel replica this process runs (0 in process).
+  int replica() const { return replica_; }
+  double learning_rate() const { return config_.lr; }
 
   Result run(const StepCallback& on_step = nullptr);
   // Evaluation over the whole held-out set: the model's metric per sample.

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs the benchmark programs and rewrites bench/RESULTS.md with the machine, the commands and
+# their tables. Usage: bench/run.sh BUILD_DIR
+set -euo pipefail
+build=${1:-build}
+cd "$(dirname "$0")/.."
+out=bench/RESULTS.md
+tmp=$(mktemp)
+
+blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | awk '/^Value:/ {print $2}')
+{
+  echo "# Benchmark results"
+  echo
+  echo "Written by \`make bench\` (bench/run.sh) on $(date -u +%Y-%m-%d). Medians of several runs, with"
+  echo "min-max, and ratios against baselines measured in the same run. The machine is shared"
+  echo "and noisy: compare ratios, not absolute numbers."
+  echo
+  echo "- CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores available"
+  echo "- BLAS: ${blas:-unknown}"
+  echo "- LibTorch: $(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null || echo unknown)"
+  echo
+  echo "## Core: tandem against a plain LibTorch loop, throughput against micro-batches, executor overhead"
+  echo
+  echo "Command: \`$build/bench/bench_core --repeats 5 --steps 10\`"
+  echo
+  "$build/bench/bench_core" --repeats 5 --steps 10
+  echo
+  echo "## Measured bubble against the simulator's prediction (GPipe, 4 stages, 8 micro-batches)"
+  echo
+  cmd="$build/tandem train --model mlp --width 1024 --blocks 8 --data mnist --devices 4 --schedule gpipe --microbatches 8 --batch 256 --steps 12 --optimizer adam --progress none --trace-steps 10 --report $tmp"
+  echo "Command: \`$cmd\`"
+  echo
+  echo '```'
+  $cmd | grep -E '^(result|report):'
+  echo '```'
+} > "$out.new"
+mv "$out.new" "$out"
+rm -f "$tmp"
+echo "bench: wrote $out"

@@ -1,0 +1,39 @@
+// Turning what ran into things to look at: trace spans of measured steps and of simulated
+// schedules (one format for both), and a per-step report that compares the measured bubble
+// with the simulator's prediction fed with the measured per-action times.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tandem/runtime/pipeline.h"
+#include "tandem/schedule/simulate.h"
+#include "tandem/trace/event.h"
+
+namespace tandem::train {
+
+// Appends the spans of one measured step: compute on the "compute" track, sends and receives
+// on "comm" with flow ids linking each send to its receive. `offset_us` is the step's start on
+// the trace's clock; `rank` (under MPI) names the device row ("r1 cpu:1").
+void add_step_spans(trace::Trace& out, const runtime::Pipeline& pipeline,
+                    const std::vector<runtime::ActionTiming>& timings, int64_t step,
+                    double offset_us, int rank = -1);
+
+// The spans of a simulated timeline, `unit_us` microseconds per cost unit.
+trace::Trace simulated_trace(const schedule::Schedule& schedule, const schedule::Timeline& timeline,
+                             double unit_us = 1000);
+
+struct StepReport {
+  double seconds = 0;           // wall time from the first action's start to the last's end
+  std::vector<double> busy;     // per device: fraction of the step spent computing
+  std::vector<double> comm;     // per device: fraction spent in sends and receives (waits included)
+  double measured_bubble = 0;   // 1 - sum(compute) / (devices x seconds)
+  double predicted_bubble = 0;  // the simulator's, fed with the measured mean per-action times
+  double flops = 0;             // multiply-adds x 2 of the layers with known FLOPs, per step
+};
+
+// Measured against predicted for one step's timings (all devices of the pipeline).
+StepReport analyze_step(const runtime::Pipeline& pipeline,
+                        const std::vector<runtime::ActionTiming>& timings, int64_t batch);
+
+}  // namespace tandem::train

@@ -1,0 +1,107 @@
+#include "launch.h"
+
+#include <unistd.h>
+
+#include <functional>
+
+#include "tandem/common/device.h"
+
+#ifdef TANDEM_WITH_MPI
+#include "tandem/mpi/environment.h"
+#include "tandem/mpi/mpi_transport.h"
+#endif
+
+namespace tandem::cli {
+
+struct Launch::Mpi {
+#ifdef TANDEM_WITH_MPI
+  std::unique_ptr<mpi::Environment> env;
+  mpi::MpiTransport* transport = nullptr;
+#endif
+};
+
+Launch::Launch(train::Config& c) : mpi_(std::make_unique<Mpi>()) {
+  char name[256] = {0};
+  gethostname(name, sizeof(name) - 1);
+  host_ = name;
+  TANDEM_CHECK(c.transport == "auto" || c.transport == "inprocess" || c.transport == "mpi",
+               "--transport {} is unknown; use auto, inprocess or mpi", c.transport);
+  bool use_mpi = c.transport == "mpi";
+#ifdef TANDEM_WITH_MPI
+  if (c.transport == "auto") use_mpi = mpi::Environment::launched_by_mpirun() && mpi::Environment::launched_world_size() > 1;
+  if (!use_mpi) {
+    TANDEM_CHECK(c.replicas == 1, "--replicas {} needs one process per pipeline: run under mpirun with "
+                 "stages x replicas ranks", c.replicas);
+    return;
+  }
+  mpi_->env = std::make_unique<mpi::Environment>();
+  rank_ = mpi_->env->rank();
+  world_ = mpi_->env->size();
+  TANDEM_CHECK(c.replicas >= 1, "--replicas must be at least 1, not {}", c.replicas);
+  TANDEM_CHECK(world_ % c.replicas == 0,
+               "{} ranks cannot hold {} replicas: the world size must be stages x replicas", world_,
+               c.replicas);
+  const int stage_devices = world_ / c.replicas;
+  TANDEM_CHECK(c.stages == 0 || c.stages == stage_devices || c.schedule == "interleaved",
+               "{} ranks with --replicas {} give {} stage devices, but --stages is {}; run with "
+               "mpirun -n {}",
+               world_, c.replicas, stage_devices, c.stages, c.stages * c.replicas);
+  // One device per rank. A count (the default) means cpu devices; a list names each rank's.
+  if (c.devices.find(':') == std::string::npos) {
+    c.devices = std::to_string(stage_devices);
+    if (c.threads_per_device == 0) c.threads_per_device = std::max(1, available_cores() / world_);
+  } else {
+    const auto specs = parse_devices(c.devices, 1);
+    TANDEM_CHECK(static_cast<int>(specs.size()) == stage_devices,
+                 "--devices {} names {} devices but the job has {} stage devices per replica",
+                 c.devices, specs.size(), stage_devices);
+  }
+  mpi::Layout layout{stage_devices, c.replicas};
+  mpi::MpiTransportOptions options;
+  options.comm_timeout_s = c.comm_timeout_s;
+  auto t = std::make_shared<mpi::MpiTransport>(*mpi_->env, layout, options);
+  mpi_->transport = t.get();
+  transport_ = t;
+#else
+  TANDEM_CHECK(!use_mpi, "--transport mpi: this tandem was built without MPI");
+#endif
+}
+
+Launch::~Launch() {
+  transport_.reset();
+#ifdef TANDEM_WITH_MPI
+  mpi_->env.reset();
+#endif
+}
+
+std::string Launch::prefix() const {
+  return mpi() ? fmt::format("[r{}/{}] ", rank_, world_) : std::string();
+}
+
+void Launch::agree(const train::Config& c) {
+#ifdef TANDEM_WITH_MPI
+  if (!mpi_->transport) return;
+  const std::string text = train::describe(c);
+  mpi_->transport->agree_on(std::hash<std::string>{}(text), text);
+#endif
+}
+
+std::vector<std::string> Launch::gather(const std::string& text) {
+#ifdef TANDEM_WITH_MPI
+  if (mpi_->transport) return mpi_->transport->gather_strings(text);
+#endif
+  return {text};
+}
+
+double Launch::clock_offset_us() {
+#ifdef TANDEM_WITH_MPI
+  if (mpi_->transport) return mpi_->transport->clock_offset_us();
+#endif
+  return 0;
+}
+
+void Launch::abort(const std::string& message) {
+  if (transport_) transport_->abort(message);
+}
+
+}  // namespace tandem::cli

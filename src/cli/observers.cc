@@ -1,0 +1,124 @@
+#include "observers.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "tandem/trace/chrome_trace.h"
+#include "tandem/trace/svg.h"
+
+namespace tandem::cli {
+
+Observers::Observers(ObserveOptions options, train::Trainer& trainer, Launch& launch)
+    : options_(std::move(options)), trainer_(trainer), launch_(launch) {
+  if (!options_.tensorboard.empty() && trainer_.pipeline().owns_loss() && trainer_.replica() == 0) {
+    tensorboard_ = std::make_unique<trace::EventWriter>(options_.tensorboard);
+  }
+}
+
+bool Observers::tracing(int64_t step) const {
+  // Step 1 warms up allocators and caches; trace the next few.
+  const int64_t first = trainer_.total_steps() > 1 ? 2 : 1;
+  return step >= first && step < first + options_.trace_steps;
+}
+
+void Observers::after_step(int64_t step, const runtime::StepStats& stats, double samples_per_s) {
+  const auto& p = trainer_.pipeline();
+  const bool want_trace = !options_.trace.empty() || !options_.timeline.empty() || !options_.report.empty();
+  if (want_trace && tracing(step)) {
+    const double offset = stats.started_us;
+    train::add_step_spans(trace_, p, p.last_timings(), step, offset, launch_.mpi() ? launch_.rank() : -1);
+    for (size_t d = 0; d < stats.peak_bytes.size(); ++d) {
+      if (!stats.peak_bytes[d]) continue;
+      const int row = launch_.mpi() ? launch_.rank() : static_cast<int>(d);
+      trace_.counters.push_back({row, "memory_peak_bytes", offset, static_cast<double>(stats.peak_bytes[d])});
+    }
+    reports_.push_back(train::analyze_step(p, p.last_timings(), trainer_.config().batch));
+  }
+  if (tensorboard_) {
+    tensorboard_->add_scalar("train/loss", static_cast<float>(stats.loss), step);
+    tensorboard_->add_scalar("train/samples_per_s", static_cast<float>(samples_per_s), step);
+    tensorboard_->add_scalar("train/learning_rate", static_cast<float>(trainer_.learning_rate()), step);
+  }
+}
+
+void Observers::finish(const train::Result& r) {
+  if (tensorboard_) {
+    tensorboard_->add_scalar("test/" + r.metric_name, static_cast<float>(r.test_metric), r.steps);
+    tensorboard_->flush();
+  }
+  const bool want_trace = !options_.trace.empty() || !options_.timeline.empty();
+  trace::Trace merged = trace_;
+  if (want_trace && launch_.mpi()) {
+    // Every rank's spans and clock offset to rank 0, merged on rank 0.
+    const auto jsons = launch_.gather(trace::to_chrome_json(trace_).dump());
+    const auto offsets = launch_.gather(fmt::format("{}", launch_.clock_offset_us()));
+    if (launch_.rank() != 0) return;
+    std::vector<trace::Trace> traces;
+    std::vector<double> offs;
+    for (size_t i = 0; i < jsons.size(); ++i) {
+      traces.push_back(trace::from_chrome_json(nlohmann::json::parse(jsons[i])));
+      offs.push_back(std::stod(offsets[i]));
+    }
+    merged = trace::merge(std::move(traces), offs);
+  }
+  // Times start at the first traced action.
+  double origin = merged.spans.empty() ? 0 : merged.spans.front().start_us;
+  for (const auto& s : merged.spans) origin = std::min(origin, s.start_us);
+  for (auto& s : merged.spans) s.start_us -= origin;
+  for (auto& c : merged.counters) c.ts_us = std::max(0.0, c.ts_us - origin);
+  const auto& p = trainer_.pipeline();
+  merged.metadata["schedule"] = p.schedule().name;
+  merged.metadata["partition"] = p.partition().to_string(p.model());
+  if (!options_.trace.empty()) trace::write_chrome_trace(merged, options_.trace);
+  if (!options_.timeline.empty()) {
+    trace::SvgOptions svg;
+    svg.title = fmt::format("tandem: {} on {} stages, {} micro-batches (steps {}..{})", p.schedule().name,
+                            p.partition().num_stages, p.schedule().num_microbatches, 2, 1 + options_.trace_steps);
+    trace::write_svg(merged, options_.timeline, svg);
+  }
+  if (!options_.report.empty() && (!launch_.mpi() || p.owns_loss())) {
+    nlohmann::json j;
+    j["steps"] = r.steps;
+    j["loss"] = r.loss;
+    j["test_" + r.metric_name] = r.test_metric;
+    j["samples_per_s"] = r.samples_per_s;
+    j["seconds"] = r.seconds;
+    j["schedule"] = p.schedule().name;
+    j["microbatches"] = p.schedule().num_microbatches;
+    j["partition"] = p.partition().to_string(p.model());
+    double measured = 0, predicted = 0, flops = 0, seconds = 0;
+    std::vector<double> busy(p.devices().size(), 0), comm(p.devices().size(), 0);
+    for (const auto& s : reports_) {
+      measured += s.measured_bubble;
+      predicted += s.predicted_bubble;
+      flops += s.flops;
+      seconds += s.seconds;
+      for (size_t d = 0; d < busy.size(); ++d) {
+        busy[d] += s.busy[d] / reports_.size();
+        comm[d] += s.comm[d] / reports_.size();
+      }
+    }
+    const double n = std::max<size_t>(1, reports_.size());
+    j["traced_steps"] = reports_.size();
+    j["bubble_measured"] = measured / n;
+    j["bubble_predicted"] = predicted / n;
+    j["flops_per_s"] = seconds > 0 ? flops / seconds : 0;
+    nlohmann::json devices = nlohmann::json::array();
+    for (size_t d = 0; d < busy.size(); ++d) {
+      devices.push_back({{"device", p.devices()[d].name},
+                         {"busy", busy[d]},
+                         {"idle", 1 - busy[d]},
+                         {"comm", comm[d]},
+                         {"peak_bytes", d < r.peak_bytes.size() ? r.peak_bytes[d] : 0}});
+    }
+    j["devices"] = devices;
+    std::ofstream out(options_.report);
+    TANDEM_CHECK(out, "cannot write the report to {}", options_.report);
+    out << j.dump(2) << "\n";
+    std::printf("%sreport: bubble measured=%.4f predicted=%.4f flops_per_s=%.3g (%s)\n", launch_.prefix().c_str(),
+                measured / n, predicted / n, seconds > 0 ? flops / seconds : 0, options_.report.c_str());
+  }
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,41 @@
+// What `tandem train` writes besides its result line: a Chrome trace and an SVG timeline of a
+// few steps, a JSON report comparing the measured bubble with the simulator's prediction,
+// and TensorBoard scalars. Under MPI, rank 0 writes one merged trace on rank 0's clock.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "launch.h"
+#include "tandem/trace/event.h"
+#include "tandem/trace/tensorboard.h"
+#include "tandem/train/observe.h"
+#include "tandem/train/trainer.h"
+
+namespace tandem::cli {
+
+struct ObserveOptions {
+  std::string trace, timeline, report, tensorboard;
+  int trace_steps = 3;
+};
+
+class Observers {
+ public:
+  Observers(ObserveOptions options, train::Trainer& trainer, Launch& launch);
+  // After every training step (step counts from 1).
+  void after_step(int64_t step, const runtime::StepStats& stats, double samples_per_s);
+  // After training and evaluation; collective under MPI.
+  void finish(const train::Result& result);
+
+ private:
+  bool tracing(int64_t step) const;
+
+  ObserveOptions options_;
+  train::Trainer& trainer_;
+  Launch& launch_;
+  std::unique_ptr<trace::EventWriter> tensorboard_;
+  trace::Trace trace_;
+  std::vector<train::StepReport> reports_;
+};
+
+}  // namespace tandem::cli

@@ -1,0 +1,59 @@
+#include "tandem/models/split_linear.h"
+
+#include <torch/autograd.h>
+
+#include "tandem/graph/call_context.h"
+
+namespace tandem::models {
+
+namespace {
+
+// Adds `value` to the gradient of leaf `param` (what autograd's accumulation would do).
+void accumulate(torch::Tensor param, const torch::Tensor& value) {
+  torch::NoGradGuard no_grad;
+  if (param.grad().defined()) {
+    param.mutable_grad().add_(value);
+  } else {
+    param.mutable_grad() = value.clone();
+  }
+}
+
+class SplitLinear : public torch::autograd::Function<SplitLinear> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight, const torch::Tensor& bias) {
+    ctx->save_for_backward({x, weight, bias});
+    ctx->saved_data["deferred"] =
+        static_cast<int64_t>(reinterpret_cast<intptr_t>(graph::current_call().deferred));
+    return torch::nn::functional::linear(x, weight, bias);
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    auto saved = ctx->get_saved_variables();
+    torch::Tensor x = saved[0], weight = saved[1], bias = saved[2];
+    torch::Tensor g = grads[0];
+    torch::Tensor grad_x = g.matmul(weight);
+    // Flatten leading dimensions: [N, in] and [N, out].
+    torch::Tensor x2 = x.reshape({-1, x.size(-1)});
+    torch::Tensor g2 = g.reshape({-1, g.size(-1)});
+    auto* deferred = reinterpret_cast<graph::DeferredWeightGrads*>(
+        static_cast<intptr_t>(ctx->saved_data["deferred"].toInt()));
+    if (deferred && deferred->deferring()) {
+      deferred->push([x2, g2, weight, bias] {
+        accumulate(weight, g2.t().mm(x2));
+        if (bias.defined()) accumulate(bias, g2.sum(0));
+      });
+      return {grad_x, torch::Tensor(), torch::Tensor()};
+    }
+    return {grad_x, g2.t().mm(x2), bias.defined() ? g2.sum(0) : torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor split_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  return SplitLinear::apply(x, weight, bias);
+}
+
+}  // namespace tandem::models

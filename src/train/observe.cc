@@ -1,0 +1,147 @@
+#include "tandem/train/observe.h"
+
+#include <algorithm>
+#include <map>
+
+#include "tandem/schedule/all.h"
+
+namespace tandem::train {
+
+namespace {
+
+// One id per message: direction, endpoints, micro-batch and step.
+long long flow_id(int64_t step, bool gradient, int from, int to, int mb, int stages, int mbs) {
+  return ((((step * 2 + gradient) * stages + from) * stages + to) * mbs) + mb;
+}
+
+std::string layer_range(const runtime::Pipeline& p, int stage) {
+  auto [b, e] = p.partition().layers_of(stage);
+  std::string s = p.model().layers[b].name;
+  if (e - b > 1) s += ".." + p.model().layers[e - 1].name;
+  return s;
+}
+
+}  // namespace
+
+void add_step_spans(trace::Trace& out, const runtime::Pipeline& p,
+                    const std::vector<runtime::ActionTiming>& timings, int64_t step,
+                    double offset_us, int rank) {
+  const int stages = p.partition().num_stages;
+  const int mbs = p.schedule().num_microbatches;
+  for (const auto& t : timings) {
+    trace::Span s;
+    s.device = rank >= 0 ? rank : t.device;
+    s.device_name = rank >= 0 ? fmt::format("r{} {}", rank, p.devices()[t.device].name)
+                              : p.devices()[t.device].name;
+    s.name = schedule::to_string(t.action);
+    s.stage = t.action.stage;
+    s.microbatch = t.action.microbatch;
+    s.layers = layer_range(p, t.action.stage);
+    s.start_us = offset_us + t.start_us;
+    s.dur_us = t.end_us - t.start_us;
+    const bool gradient = t.action.op != schedule::Op::kForward;
+    switch (t.action.kind) {
+      case schedule::Kind::kCompute:
+        s.track = "compute";
+        s.kind = static_cast<char>(t.action.op);
+        break;
+      case schedule::Kind::kSend:
+        s.track = "comm";
+        s.kind = 'S';
+        s.flow_out = flow_id(step, gradient, t.action.stage, t.action.peer, t.action.microbatch, stages, mbs);
+        break;
+      case schedule::Kind::kRecv:
+        s.track = "comm";
+        s.kind = 'R';
+        s.flow_in = flow_id(step, gradient, t.action.peer, t.action.stage, t.action.microbatch, stages, mbs);
+        break;
+    }
+    out.spans.push_back(std::move(s));
+  }
+}
+
+trace::Trace simulated_trace(const schedule::Schedule& sched, const schedule::Timeline& timeline,
+                             double unit_us) {
+  trace::Trace out;
+  out.metadata["source"] = "simulator";
+  out.metadata["schedule"] = sched.name;
+  for (const auto& ta : timeline.actions) {
+    if (ta.action.kind != schedule::Kind::kCompute) continue;
+    trace::Span s;
+    s.device = ta.device;
+    s.device_name = fmt::format("device {}", ta.device);
+    s.track = "compute";
+    s.name = schedule::to_string(ta.action);
+    s.kind = static_cast<char>(ta.action.op);
+    s.stage = ta.action.stage;
+    s.microbatch = ta.action.microbatch;
+    s.start_us = ta.start * unit_us;
+    s.dur_us = (ta.end - ta.start) * unit_us;
+    out.spans.push_back(std::move(s));
+  }
+  return out;
+}
+
+StepReport analyze_step(const runtime::Pipeline& p, const std::vector<runtime::ActionTiming>& timings,
+                        int64_t batch) {
+  StepReport r;
+  const int devices = static_cast<int>(p.devices().size());
+  const int stages = p.partition().num_stages;
+  r.busy.assign(devices, 0);
+  r.comm.assign(devices, 0);
+  if (timings.empty()) return r;
+  double begin = timings.front().start_us, end = timings.front().end_us;
+  // Mean measured time of each compute op per stage.
+  std::map<std::pair<int, char>, std::pair<double, int>> per_op;
+  for (const auto& t : timings) {
+    begin = std::min(begin, t.start_us);
+    end = std::max(end, t.end_us);
+    const double d = t.end_us - t.start_us;
+    if (t.action.kind == schedule::Kind::kCompute) {
+      r.busy[t.device] += d;
+      auto& acc = per_op[{t.action.stage, static_cast<char>(t.action.op)}];
+      acc.first += d;
+      acc.second += 1;
+    } else {
+      r.comm[t.device] += d;
+    }
+  }
+  const double wall = end - begin;
+  r.seconds = wall / 1e6;
+  double busy_total = 0;
+  for (int d = 0; d < devices; ++d) {
+    busy_total += r.busy[d];
+    r.busy[d] /= wall;
+    r.comm[d] /= wall;
+  }
+  // Only the devices that appear in the timings (all of them in process).
+  std::vector<bool> seen(devices, false);
+  for (const auto& t : timings) seen[t.device] = true;
+  const int present = static_cast<int>(std::count(seen.begin(), seen.end(), true));
+  r.measured_bubble = 1.0 - busy_total / (present * wall);
+
+  schedule::Costs costs;
+  auto mean = [&](int s, char op) {
+    auto it = per_op.find({s, op});
+    return it == per_op.end() ? 0.0 : it->second.first / it->second.second;
+  };
+  const bool split = schedule::splits_backward(p.schedule());
+  for (int s = 0; s < stages; ++s) {
+    costs.forward.push_back(mean(s, 'F'));
+    costs.backward.push_back(split ? mean(s, 'I') + mean(s, 'W') : mean(s, 'B'));
+    if (split) {
+      costs.input.push_back(mean(s, 'I'));
+      costs.weight.push_back(mean(s, 'W'));
+    }
+  }
+  schedule::StageGraph g;
+  g.num_stages = stages;
+  g.consumers = p.flow().consumers();
+  if (present == devices) {
+    r.predicted_bubble = schedule::simulate(schedule::compute_only(p.schedule()), g, costs).bubble;
+  }
+  for (const auto& l : p.model().layers) r.flops += 3.0 * l.forward_flops_per_sample * batch;  // F + 2x in B
+  return r;
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,19 @@
+# The command line as a user meets it: outputs, exit statuses and messages.
+set(expect ${CMAKE_CURRENT_LIST_DIR}/expect_exit.cmake)
+function(tandem_cli_test name status match)
+  add_test(NAME cli_${name}
+    COMMAND ${CMAKE_COMMAND} "-DCMD=$<TARGET_FILE:tandem_cli>;${ARGN}" -DSTATUS=${status}
+            "-DMATCH=${match}" -P ${expect}
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cli_${name} PROPERTIES TIMEOUT 180)
+endfunction()
+
+tandem_cli_test(schedule_gpipe_bubble 0 "bubble=0.2727" schedule --schedule gpipe --stages 4 --microbatches 8)
+tandem_cli_test(schedule_1f1b_grid 0 "d3 \\| 3F0 3B0 3F1 3B1" schedule --schedule 1f1b --stages 4 --microbatches 8)
+tandem_cli_test(help_lists_defaults 0 "--microbatches INT \\[8\\]" train --help)
+tandem_cli_test(bad_option 2 "tandem: " train --no-such-option)
+tandem_cli_test(bad_schedule 2 "unknown schedule|schedule" train --schedule nope --steps 1)
+tandem_cli_test(balance_mismatch 2 "balance 3,4 covers 7 layers but the model has" train --balance 3,4 --steps 1)
+tandem_cli_test(too_many_microbatches 1 "micro-batches cannot be cut from a batch of 4" train --batch 4 --microbatches 8 --devices 2 --steps 1 --progress none)
+tandem_cli_test(train_two_steps 0 "result: steps=2 loss=[0-9.]+ test_accuracy=[0-9.]+ samples_per_s=" train --devices 2 --steps 2 --batch 32 --microbatches 4 --eval-batch 5000 --progress none)
+tandem_cli_test(out_of_memory_exit_3 3 "out of its" train --devices 2 --steps 1 --batch 64 --width 512 --device-memory 1MiB --progress none)

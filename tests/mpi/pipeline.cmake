@@ -1,0 +1,11 @@
+# Pipelines across ranks: equivalence with the in-process run and with one device.
+add_executable(test_mpi_pipeline ${CMAKE_CURRENT_LIST_DIR}/mpi_test_main.cc ${CMAKE_CURRENT_LIST_DIR}/pipeline_test.cc)
+target_link_libraries(test_mpi_pipeline PRIVATE tandem GTest::gtest Threads::Threads)
+tandem_torch_pch(test_mpi_pipeline)
+tandem_warnings(test_mpi_pipeline)
+foreach(ranks 2 4)
+  add_test(NAME test_mpi_pipeline_n${ranks}
+    COMMAND ${TANDEM_MPIRUN} -n ${ranks} $<TARGET_FILE:test_mpi_pipeline>
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(test_mpi_pipeline_n${ranks} PROPERTIES TIMEOUT 300 LABELS mpi)
+endforeach()

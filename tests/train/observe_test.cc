@@ -1,0 +1,104 @@
+// Traces of real steps: every device has forward and backward events, every send has its
+// receive, events on one track never overlap, and the count of compute events is
+// stages x micro-batches x phases x steps. The trace is checked after a round trip through
+// the Chrome JSON file, as a viewer would read it.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <set>
+
+#include "../runtime/test_models.h"
+#include "tandem/schedule/all.h"
+#include "tandem/trace/chrome_trace.h"
+#include "tandem/trace/svg.h"
+#include "tandem/train/observe.h"
+
+namespace tandem {
+namespace {
+
+struct Traced {
+  trace::Trace trace;
+  std::vector<train::StepReport> reports;
+};
+
+Traced run(const std::string& schedule, int stages, int microbatches, int steps) {
+  runtime::PipelineOptions o;
+  o.devices = parse_devices(std::to_string(stages), 1);
+  o.schedule = schedule;
+  o.microbatches = microbatches;
+  graph::Model m = testing::small_mlp();
+  auto part = graph::partition_by_parameters(m, stages);
+  runtime::Pipeline p(std::move(m), part, o);
+  Traced t;
+  torch::Tensor x = torch::randn({32, 12}), y = torch::randint(5, {32});
+  for (int s = 0; s < steps; ++s) {
+    auto stats = p.forward_backward(x, y);
+    train::add_step_spans(t.trace, p, p.last_timings(), s, stats.started_us);
+    t.reports.push_back(train::analyze_step(p, p.last_timings(), 32));
+  }
+  return t;
+}
+
+TEST(Trace, MeasuredStepsReadBackWithEveryPropertyAViewerNeeds) {
+  for (std::string schedule : {"gpipe", "1f1b", "zb-h1"}) {
+    const int stages = 4, mbs = 4, steps = 2;
+    Traced t = run(schedule, stages, mbs, steps);
+    const auto path = std::filesystem::temp_directory_path() / ("tandem_trace_" + schedule + ".json");
+    trace::write_chrome_trace(t.trace, path.string());
+    trace::Trace back = trace::read_chrome_trace(path.string());
+    std::filesystem::remove(path);
+
+    std::map<int, std::set<char>> kinds;
+    std::map<long long, int> flows;  // +1 send, -1 receive
+    std::map<std::pair<int, std::string>, std::vector<std::pair<double, double>>> tracks;
+    int compute = 0;
+    for (const auto& s : back.spans) {
+      kinds[s.device].insert(s.kind);
+      if (s.flow_out >= 0) flows[s.flow_out] += 1;
+      if (s.flow_in >= 0) flows[s.flow_in] -= 1;
+      if (s.track == "compute") ++compute;
+      tracks[{s.device, s.track}].push_back({s.start_us, s.start_us + s.dur_us});
+    }
+    const bool split = schedule == "zb-h1";
+    for (int d = 0; d < stages; ++d) {
+      EXPECT_TRUE(kinds[d].count('F')) << schedule << " device " << d << " has no forward";
+      EXPECT_TRUE(kinds[d].count(split ? 'I' : 'B')) << schedule << " device " << d << " has no backward";
+    }
+    EXPECT_FALSE(flows.empty());
+    for (auto [id, balance] : flows) EXPECT_EQ(balance, 0) << schedule << ": flow " << id << " unmatched";
+    for (auto& [key, spans] : tracks) {
+      std::sort(spans.begin(), spans.end());
+      for (size_t i = 1; i < spans.size(); ++i) {
+        EXPECT_LE(spans[i - 1].second, spans[i].first + 1e-3)
+            << schedule << " device " << key.first << " track " << key.second << " overlaps";
+      }
+    }
+    EXPECT_EQ(compute, stages * mbs * (split ? 3 : 2) * steps) << schedule;
+  }
+}
+
+TEST(Trace, ReportComparesMeasuredAndPredictedBubble) {
+  Traced t = run("gpipe", 3, 6, 2);
+  for (const auto& r : t.reports) {
+    EXPECT_GT(r.seconds, 0);
+    EXPECT_GE(r.measured_bubble, 0);
+    EXPECT_LT(r.measured_bubble, 1);
+    EXPECT_GT(r.predicted_bubble, 0);  // 3 stages, 6 micro-batches: never bubble-free
+    EXPECT_GT(r.flops, 0);
+    ASSERT_EQ(r.busy.size(), 3u);
+    for (double b : r.busy) EXPECT_GT(b, 0);
+  }
+}
+
+TEST(Trace, SimulatedTimelineUsesTheSameFormat) {
+  schedule::Schedule s = schedule::gpipe(4, 8);
+  schedule::Timeline tl = schedule::simulate(s, schedule::StageGraph::chain(4), schedule::Costs::uniform(4));
+  trace::Trace tr = train::simulated_trace(s, tl);
+  EXPECT_EQ(tr.spans.size(), 4u * 8 * 2);
+  const std::string svg = trace::render_svg(tr, {});
+  EXPECT_NE(svg.find("<svg"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem
