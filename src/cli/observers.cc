@@ -38,7 +38,7 @@ void Observers::after_step(int64_t step, const runtime::StepStats& stats, double
   if (tensorboard_) {
     tensorboard_->add_scalar("train/loss", static_cast<float>(stats.loss), step);
     tensorboard_->add_scalar("train/samples_per_s", static_cast<float>(samples_per_s), step);
-    tensorboard_->add_scalar("train/learning_rate", static_cast<float>(trainer_.learning_rate()), step);
+    tensorboard_->add_scalar("train/learning_rate", static_cast<float>(trainer_.learning_rate(step - 1)), step);
   }
 }
 

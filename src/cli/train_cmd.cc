@@ -125,11 +125,18 @@ Runner add_train(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   train::Config& c = args->config;
   CLI::App* cmd = app.add_subcommand("train", "Train a model split across devices.");
-  cmd->add_option("--model", c.model, "model: mlp")->capture_default_str();
+  cmd->add_option("--model", c.model, "model: mlp | conv3d-stack | unet3d")->capture_default_str();
   cmd->add_option("--width", c.width, "mlp: units per dense layer")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--blocks", c.blocks, "mlp: blocks of two dense layers")->capture_default_str()->check(CLI::Range(0, 10000));
   cmd->add_option("--dropout", c.dropout, "dropout probability")->capture_default_str()->check(CLI::Range(0.0, 0.99));
-  cmd->add_option("--data", c.data, "data set: mnist | fashion-mnist")->capture_default_str();
+  cmd->add_option("--convs", c.convs, "conv3d-stack: convolutions")->capture_default_str()->check(CLI::Range(1, 1000));
+  cmd->add_option("--filters", c.filters, "conv3d-stack: filters per conv (default 256); unet3d: first level's (default 32)")->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 16));
+  cmd->add_option("--levels", c.levels, "unet3d: resolution levels")->capture_default_str()->check(CLI::Range(1, 10));
+  cmd->add_option("--volume", c.volume, "side S of the S^3 input volumes (crops of the MRI, or synthetic)")->capture_default_str()->check(CLI::Range(1, 4096));
+  cmd->add_flag("--bce", c.bce, "unet3d: add binary cross-entropy to the Dice loss");
+  cmd->add_option("--train-samples", c.train_samples, "volumetric data: samples per epoch")->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  cmd->add_option("--test-samples", c.test_samples, "volumetric data: held-out samples")->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--data", c.data, "data set: mnist | fashion-mnist | mri | spheres | regression")->capture_default_str();
   cmd->add_option("--data-dir", c.data_dir, "folder of the data set (default: data/mnist, or the Debian package's folder)");
   cmd->add_option("--devices", c.devices, "a count of cpu devices (4) or a list (cpu:0,cpu:1 or cuda:0,cuda:0)")->capture_default_str();
   cmd->add_option("--threads-per-device", c.threads_per_device, "intra-op threads of each device (0: cores / devices)")->capture_default_str()->check(CLI::Range(0, 1024));
@@ -144,6 +151,7 @@ Runner add_train(CLI::App& app) {
   cmd->add_option("--steps", c.steps, "stop after this many steps (0: run the epochs)")->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--optimizer", c.optimizer, "adam | sgd (with --momentum)")->capture_default_str();
   cmd->add_option("--lr", c.lr, "learning rate")->capture_default_str();
+  cmd->add_option("--lr-schedule", c.lr_schedule, "cosine (from --lr down to 0 over the run) | constant")->capture_default_str()->check(CLI::IsMember({"cosine", "constant"}));
   cmd->add_option("--momentum", c.momentum, "sgd momentum")->capture_default_str();
   cmd->add_option("--seed", c.seed, "seed of initialization, shuffling and dropout")->capture_default_str();
   cmd->add_option("--eval-batch", c.eval_batch, "samples per evaluation step")->capture_default_str()->check(CLI::Range(1, 1 << 24));

@@ -42,6 +42,12 @@ graph::Layer dropout_layer(std::string name, double p, std::string input, std::s
 graph::Layer linear_layer(std::string name, int64_t in, int64_t out, bool relu, std::string input,
                           std::string output) {
   torch::nn::Linear lin(in, out);
+  if (relu) {
+    // He initialization for layers followed by relu: keeps activations' scale through depth.
+    torch::NoGradGuard no_grad;
+    torch::nn::init::kaiming_normal_(lin->weight, 0.0, torch::kFanIn, torch::kReLU);
+    lin->bias.zero_();
+  }
   graph::Layer l;
   l.name = std::move(name);
   l.module = lin.ptr();

@@ -3,8 +3,13 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
+#include <cmath>
+
 #include "tandem/common/check.h"
+#include "tandem/models/conv3d_stack.h"
 #include "tandem/models/mlp.h"
+#include "tandem/models/unet3d.h"
+#include "tandem/train/volume_source.h"
 
 namespace tandem::train {
 
@@ -16,16 +21,38 @@ graph::Model make_model(const Config& c) {
     o.dropout = c.dropout;
     return models::mlp(o);
   }
-  TANDEM_CHECK(false, "unknown model '{}'; use mlp", c.model);
+  if (c.model == "conv3d-stack") {
+    models::Conv3dStackOptions o;
+    o.convs = c.convs;
+    if (c.filters > 0) o.filters = c.filters;
+    o.volume = c.volume;
+    return models::conv3d_stack(o);
+  }
+  if (c.model == "unet3d") {
+    models::Unet3dOptions o;
+    o.levels = c.levels;
+    if (c.filters > 0) o.filters = c.filters;
+    o.dropout = c.dropout;
+    o.bce = c.bce;
+    o.volume = c.volume;
+    return models::unet3d(o);
+  }
+  TANDEM_CHECK(false, "unknown model '{}'; use mlp, conv3d-stack or unet3d", c.model);
 }
 
 namespace {
 
 std::unique_ptr<Source> make_source(const Config& c) {
+  const bool volumetric = c.model == "conv3d-stack" || c.model == "unet3d";
   if (c.data == "mnist" || c.data == "fashion-mnist") {
+    TANDEM_CHECK(!volumetric, "model {} needs volumes: use --data spheres, mri (unet3d) or regression (conv3d-stack)", c.model);
     return make_image_source(c.data, c.data_dir, c.seed);
   }
-  TANDEM_CHECK(false, "unknown data set '{}'; use mnist or fashion-mnist", c.data);
+  if (c.data == "spheres" || c.data == "mri" || c.data == "regression") {
+    TANDEM_CHECK(volumetric, "--data {} gives volumes; use --model unet3d or conv3d-stack", c.data);
+    return make_volume_source(c.data, c.volume, 1, c.seed, c.train_samples, c.test_samples, c.data_dir);
+  }
+  TANDEM_CHECK(false, "unknown data set '{}'; use mnist, fashion-mnist, spheres, mri or regression", c.data);
 }
 
 runtime::OptimizerFactory make_optimizer(const Config& c) {
@@ -49,6 +76,8 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport)
     : config_(std::move(config)) {
   const Config& c = config_;
   TANDEM_CHECK(c.batch >= 1, "--batch must be at least 1, not {}", c.batch);
+  TANDEM_CHECK(c.lr_schedule == "cosine" || c.lr_schedule == "constant",
+               "--lr-schedule {} is unknown; use cosine or constant", c.lr_schedule);
   TANDEM_CHECK(c.epochs >= 1 || c.steps > 0, "give --epochs >= 1 or --steps > 0");
   torch::manual_seed(c.seed);  // parameter initialization
   graph::Model model = make_model(c);
@@ -87,6 +116,12 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport)
   if (transport) replica_ = transport->local_devices().front() / static_cast<int>(po.devices.size());
 }
 
+double Trainer::learning_rate(int64_t step) const {
+  if (config_.lr_schedule == "constant") return config_.lr;
+  const double progress = static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, total_steps()));
+  return config_.lr * 0.5 * (1.0 + std::cos(std::acos(-1.0) * progress));
+}
+
 int64_t Trainer::total_steps() const {
   const int64_t global_batch = static_cast<int64_t>(config_.batch) * config_.replicas;
   const int64_t per_epoch = source_->train_size() / global_batch;
@@ -107,6 +142,10 @@ Result Trainer::run(const StepCallback& on_step) {
     const int64_t begin = (step % per_epoch) * global_batch + replica_ * config_.batch;
     Batch b = source_->train_batch(epoch, begin, begin + config_.batch);
     runtime::StepStats s = pipeline_->forward_backward(b.input, b.target);
+    const double lr = learning_rate(step);
+    for (int stage : pipeline_->local_stages()) {
+      for (auto& group : pipeline_->optimizer(stage)->param_groups()) group.options().set_lr(lr);
+    }
     pipeline_->optimizer_step();
     r.seconds += s.seconds;
     samples += global_batch;
@@ -125,7 +164,9 @@ double Trainer::evaluate() {
   const int64_t n = source_->test_size();
   double metric = 0;
   int64_t count = 0;
-  const int64_t chunk = std::max<int64_t>(config_.eval_batch, config_.microbatches);
+  // Images evaluate in large chunks; volumes in training-size batches (they are large).
+  const int64_t per_step = config_.model == "mlp" ? config_.eval_batch : config_.batch;
+  const int64_t chunk = std::max<int64_t>(per_step, config_.microbatches);
   for (int64_t begin = 0; begin < n; begin += chunk) {
     const int64_t end = std::min(n, begin + chunk);
     if (end - begin < config_.microbatches) break;  // too few samples left for every micro-batch

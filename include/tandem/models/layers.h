@@ -27,7 +27,8 @@ TORCH_MODULE(KeyedDropout);
 graph::Layer flatten_layer(std::string name, std::string input, std::string output);  // [B,...] -> [B,N]
 graph::Layer relu_layer(std::string name, std::string input, std::string output);
 graph::Layer dropout_layer(std::string name, double p, std::string input, std::string output);
-// Linear (+ optional relu) with its FLOPs recorded.
+// Linear (+ optional relu) with its FLOPs recorded; with relu, He-initialized (normal, fan-in)
+// with zero bias. Its backward splits into input and weight gradients (split_linear.h).
 graph::Layer linear_layer(std::string name, int64_t in, int64_t out, bool relu, std::string input,
                           std::string output);
 

@@ -14,6 +14,14 @@ struct Config {
   int64_t width = 128;
   int blocks = 2;
   double dropout = 0.2;
+  // conv3d-stack and unet3d.
+  int convs = 10;
+  int64_t filters = 0;  // 0: the model's default (256 for conv3d-stack, 32 for unet3d)
+  int levels = 4;
+  int volume = 32;      // side S of the S^3 volumes
+  bool bce = false;     // unet3d: add binary cross-entropy to the Dice loss
+  int64_t train_samples = 512;  // volumetric data: samples per epoch
+  int64_t test_samples = 32;
   // Data.
   std::string data = "mnist";
   std::string data_dir;  // empty: the data set's default folder
@@ -37,6 +45,7 @@ struct Config {
   int64_t steps = 0;  // > 0: stop after this many steps
   std::string optimizer = "adam";  // adam | sgd
   double lr = 1e-3;
+  std::string lr_schedule = "cosine";  // cosine (from lr to 0 over the run) | constant
   double momentum = 0.9;
   uint64_t seed = 0;
   int eval_batch = 1000;

@@ -40,7 +40,8 @@ class Trainer {
   int64_t total_steps() const;
   // Which data-parallel replica this process runs (0 in process).
   int replica() const { return replica_; }
-  double learning_rate() const { return config_.lr; }
+  // The learning rate of step `step` (0-based) under --lr-schedule.
+  double learning_rate(int64_t step) const;
 
   Result run(const StepCallback& on_step = nullptr);
   // Evaluation over the whole held-out set: the model's metric per sample.
