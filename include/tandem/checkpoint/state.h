@@ -1,0 +1,20 @@
+// Where a training run stands: enough, with the parameters and optimizer state, to continue it
+// exactly as if it had not stopped.
+#pragma once
+
+#include <cstdint>
+
+namespace tandem::checkpoint {
+
+struct TrainState {
+  // Steps done; equals Pipeline::step() when saving (dropout streams are keyed by it).
+  int64_t step = 0;
+  // Epoch of the next step, and the samples of that epoch already consumed (global batch,
+  // all replicas). The next step reads samples [position, position + global batch) of `epoch`.
+  int64_t epoch = 0;
+  int64_t position = 0;
+  // The run's seed (initialization, data order, dropout).
+  uint64_t seed = 0;
+};
+
+}  // namespace tandem::checkpoint
