@@ -1,0 +1,139 @@
+#include "tandem/checkpoint/state_dict.h"
+
+#include <torch/serialize.h>
+
+#include <filesystem>
+#include <set>
+
+#include "shard.h"
+#include "tandem/checkpoint/files.h"
+#include "tandem/checkpoint/load.h"
+#include "tandem/common/check.h"
+
+namespace tandem::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string shape_text(c10::IntArrayRef shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+// At most `n` names, then how many more.
+std::string some(const std::vector<std::string>& names, size_t n = 8) {
+  std::vector<std::string> shown(names.begin(), names.begin() + std::min(n, names.size()));
+  std::string out = fmt::format("{}", fmt::join(shown, ", "));
+  if (names.size() > n) out += fmt::format(" and {} more", names.size() - n);
+  return out;
+}
+
+// Parameters and buffers of a checkpoint by name (shards checked first).
+std::map<std::string, torch::Tensor> checkpoint_tensors(const std::string& path) {
+  const std::string checkpoint = resolve_checkpoint(path);
+  detail::StageTensors t = detail::read_shards(checkpoint, read_manifest(checkpoint));
+  std::map<std::string, torch::Tensor> out = std::move(t.params);
+  out.merge(t.buffers);
+  return out;
+}
+
+}  // namespace
+
+int64_t consolidate(const std::string& path, const std::string& out_pt) {
+  const std::string checkpoint = resolve_checkpoint(path);
+  const Manifest m = read_manifest(checkpoint);
+  detail::StageTensors t = detail::read_shards(checkpoint, m);
+  // Model order, as the unsplit model's state_dict() would list them.
+  c10::Dict<std::string, at::Tensor> dict;
+  for (const LayerRecord& layer : m.fingerprint.layers) {
+    for (const TensorRecord& r : layer.tensors) {
+      auto& from = r.buffer ? t.buffers : t.params;
+      auto it = from.find(r.name);
+      TANDEM_CHECK(it != from.end(), "checkpoint '{}' lists '{}' in its manifest but no shard holds it",
+                   checkpoint, r.name);
+      dict.insert(r.name, it->second);
+    }
+  }
+  const std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
+  write_file_atomic(out_pt, std::string(bytes.begin(), bytes.end()));
+  return static_cast<int64_t>(dict.size());
+}
+
+void save_state_dict_file(const std::map<std::string, torch::Tensor>& tensors,
+                          const std::string& path) {
+  c10::Dict<std::string, at::Tensor> dict;
+  for (const auto& [name, t] : tensors) {
+    dict.insert(name, t.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true).contiguous());
+  }
+  const std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
+  write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
+}
+
+std::map<std::string, torch::Tensor> load_state_dict_file(const std::string& path) {
+  const std::vector<char> bytes = read_file(path);
+  c10::IValue value;
+  try {
+    value = torch::pickle_load(bytes);
+  } catch (const c10::Error& e) {
+    TANDEM_CHECK(false,
+                 "'{}' cannot be read as a state dict: {}. Write it from Python with "
+                 "torch.save({{k: v for k, v in model.state_dict().items()}}, path) (a plain dict "
+                 "of tensors), or with `tandem consolidate`.",
+                 path, e.what_without_backtrace());
+  }
+  TANDEM_CHECK(value.isGenericDict(),
+               "'{}' holds a {}, not a dict of tensors; save a plain dict {{name: tensor}} "
+               "(torch.save(dict(model.state_dict()), path))",
+               path, value.tagKind());
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& item : value.toGenericDict()) {
+    TANDEM_CHECK(item.key().isString(), "'{}' has a key that is not a string ({})", path,
+                 item.key().tagKind());
+    TANDEM_CHECK(item.value().isTensor(), "'{}' maps '{}' to a {}, not a tensor", path,
+                 item.key().toStringRef(), item.value().tagKind());
+    out[item.key().toStringRef()] = item.value().toTensor();
+  }
+  return out;
+}
+
+void init_from(runtime::Pipeline& pipeline, const std::string& path) {
+  std::error_code ec;
+  const bool folder = fs::is_directory(path, ec);
+  const std::map<std::string, torch::Tensor> file =
+      folder ? checkpoint_tensors(path) : load_state_dict_file(path);
+
+  // Every check against the whole model (every process sees the same verdict), then copies
+  // into the local stages only.
+  std::vector<std::string> missing, mismatched, unexpected;
+  std::set<std::string> known;
+  std::string example;
+  for (const auto& [name, t] : detail::model_tensors(pipeline.model(), /*buffers=*/true)) {
+    known.insert(name);
+    if (example.empty()) example = name;
+    auto it = file.find(name);
+    if (it == file.end()) {
+      missing.push_back(name);
+    } else if (it->second.sizes() != t.sizes()) {
+      mismatched.push_back(fmt::format("{} (file {}, model {})", name, shape_text(it->second.sizes()),
+                                       shape_text(t.sizes())));
+    }
+  }
+  for (const auto& [name, t] : file) {
+    if (!known.count(name)) unexpected.push_back(name);
+  }
+  if (!missing.empty() || !mismatched.empty() || !unexpected.empty()) {
+    std::vector<std::string> parts;
+    if (!missing.empty()) parts.push_back(fmt::format("missing {}", some(missing)));
+    if (!unexpected.empty()) parts.push_back(fmt::format("unexpected {}", some(unexpected)));
+    if (!mismatched.empty()) parts.push_back(fmt::format("other shape: {}", some(mismatched)));
+    TANDEM_CHECK(false,
+                 "'{}' does not match model '{}': {}. Names are \"<layer>.<parameter>\" with the "
+                 "model's layer names (e.g. '{}'); see checkpoint/state_dict.h.",
+                 path, pipeline.model().name, fmt::join(parts, "; "), example);
+  }
+  torch::NoGradGuard no_grad;
+  for (int s : pipeline.local_stages()) {
+    // A copy to a GPU from pageable host memory has finished when copy_ returns.
+    for (const auto& [name, p] : pipeline.stage_named_parameters(s)) p.copy_(file.at(name));
+    for (const auto& [name, b] : detail::stage_buffers(pipeline, s)) b.copy_(file.at(name));
+  }
+}
+
+}  // namespace tandem::checkpoint
