@@ -10,7 +10,8 @@
 // Format: one pickled dict {str: Tensor} in PyTorch's zip format (torch::pickle_save), which
 // Python reads with torch.load(path). From Python, write one with
 //   torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, path)
-// (a plain dict: LibTorch's reader does not rebuild an OrderedDict).
+// (a plain dict: LibTorch 1.13's reader cannot rebuild an OrderedDict, nor a dict of exactly one
+// entry, which Python pickles with an opcode that reader lacks; 2.x reads both).
 #pragma once
 
 #include <torch/types.h>
