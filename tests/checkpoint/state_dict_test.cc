@@ -1,0 +1,199 @@
+// Consolidation to one state dict, reading it back, init_from, and the round trip with Python's
+// torch.load / torch.save.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "helpers.h"
+#include "tandem/checkpoint/all.h"
+
+namespace tandem::checkpoint {
+namespace {
+
+using namespace testing;
+
+// A Python interpreter that imports torch: $TANDEM_PYTHON, python3, or Debian's /usr/bin/python3
+// (an interpreter earlier on PATH may lack the python3-torch package). Empty when none does.
+std::string python_with_torch() {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("TANDEM_PYTHON")) candidates.push_back(env);
+  candidates.push_back("python3");
+  candidates.push_back("/usr/bin/python3");
+  for (const auto& py : candidates) {
+    if (std::system((py + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0) return py;
+  }
+  return "";
+}
+
+// Runs `script` with `python`; returns its exit status and fills `output` with stdout+stderr.
+int run_python(const std::string& python, const TempDir& dir, const std::string& script,
+               std::string* output) {
+  const std::string path = dir / "check.py";
+  std::ofstream(path) << script;
+  const std::string cmd = python + " " + path + " 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  if (!pipe) return -1;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) output->append(buf, n);
+  const int status = ::pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::unique_ptr<runtime::Pipeline> trained(const Recipe& s, const TempDir& dir) {
+  auto p = make_pipeline(s);
+  train_until(*p, 2);
+  save(*p, {2, 0, 16, 5}, dir.path());
+  return p;
+}
+
+const std::vector<std::string> kNames = {
+    "dense0.weight",        "dense0.bias",          "block0.dense0.weight",
+    "block0.dense0.bias",   "block0.dense1.weight", "block0.dense1.bias",
+    "logits.weight",        "logits.bias"};
+
+TEST(StateDict, ConsolidateHoldsEveryTensorUnderItsModelName) {
+  TempDir dir;
+  auto p = trained(Recipe{}, dir);
+  EXPECT_EQ(consolidate(dir.path(), dir / "model.pt"), 8);
+  const auto sd = load_state_dict_file(dir / "model.pt");
+  expect_bitwise_equal(sd, snapshot(*p));
+  std::vector<std::string> names;
+  for (const auto& [n, t] : p->named_parameters()) names.push_back(n);
+  EXPECT_EQ(names, kNames);  // the naming the header documents
+}
+
+TEST(StateDict, InitFromAFileOrACheckpointOnAnyPartition) {
+  TempDir dir;
+  auto p = trained(Recipe{}, dir);
+  consolidate(dir / "step-2", dir / "model.pt");
+  Recipe three;
+  three.balance = {2, 2, 2};
+  three.init_seed = 99;
+  auto q = make_pipeline(three);
+  init_from(*q, dir / "model.pt");
+  expect_bitwise_equal(snapshot(*q), snapshot(*p));
+  EXPECT_EQ(q->step(), 0);  // tensors only
+
+  auto r = make_pipeline(three);
+  init_from(*r, dir.path());  // the save directory: its latest checkpoint
+  expect_bitwise_equal(snapshot(*r), snapshot(*p));
+  for (int s : r->local_stages()) EXPECT_TRUE(r->optimizer(s)->state().empty());
+}
+
+TEST(StateDict, InitFromNamesMissingUnexpectedAndMismatchedTensors) {
+  TempDir dir;
+  auto p = make_pipeline(Recipe{});
+  auto sd = snapshot(*p);
+  auto fresh = [] {
+    Recipe s;
+    s.init_seed = 99;
+    return make_pipeline(s);
+  };
+
+  auto missing = sd;
+  missing.erase("logits.weight");
+  save_state_dict_file(missing, dir / "missing.pt");
+  auto q = fresh();
+  const auto before = snapshot(*q);
+  EXPECT_THROW_WITH(init_from(*q, dir / "missing.pt"), "missing logits.weight", "<layer>.<parameter>");
+  expect_bitwise_equal(snapshot(*q), before);
+
+  auto extra = sd;
+  extra["head.weight"] = torch::zeros({2});
+  save_state_dict_file(extra, dir / "extra.pt");
+  EXPECT_THROW_WITH(init_from(*q, dir / "extra.pt"), "unexpected head.weight");
+
+  auto shape = sd;
+  shape["dense0.bias"] = torch::zeros({17});
+  save_state_dict_file(shape, dir / "shape.pt");
+  EXPECT_THROW_WITH(init_from(*q, dir / "shape.pt"), "dense0.bias (file [17], model [16])");
+  expect_bitwise_equal(snapshot(*q), before);
+
+  auto doubles = sd;
+  for (auto& [n, t] : doubles) t = t.to(torch::kFloat64);
+  save_state_dict_file(doubles, dir / "double.pt");
+  init_from(*q, dir / "double.pt");  // converted, as load_state_dict does
+  expect_bitwise_equal(snapshot(*q), sd);
+}
+
+TEST(StateDict, ReadingSomethingElseFailsClearly) {
+  TempDir dir;
+  std::ofstream(dir / "junk.pt") << "not a pickle";
+  EXPECT_THROW_WITH(load_state_dict_file(dir / "junk.pt"), "junk.pt", "cannot be read as a state dict");
+  const std::vector<char> list = torch::pickle_save(c10::IValue(c10::List<int64_t>({1, 2})));
+  std::ofstream(dir / "list.pt", std::ios::binary).write(list.data(), list.size());
+  EXPECT_THROW_WITH(load_state_dict_file(dir / "list.pt"), "list.pt", "not a dict of tensors");
+}
+
+// Python reads the consolidated file with torch.load and compares every name and value with
+// the values C++ wrote as text (9 significant digits: exact for fp32); then writes a plain
+// dict with torch.save that init_from must accept.
+TEST(StateDict, PythonTorchLoadReadsItAndTorchSaveWritesOneWeRead) {
+  const std::string python = python_with_torch();
+  if (python.empty()) {
+    GTEST_SKIP() << "no Python with torch (tried $TANDEM_PYTHON, python3, /usr/bin/python3): "
+                    "install python3-torch to run this check";
+  }
+  TempDir dir;
+  auto p = trained(Recipe{}, dir);
+  consolidate(dir.path(), dir / "model.pt");
+  {
+    std::ofstream want(dir / "want.txt");
+    for (const auto& [name, t] : p->named_parameters()) {
+      const torch::Tensor c = t.detach().cpu().contiguous();
+      want << name << "|" << fmt::format("{}", fmt::join(c.sizes(), ",")) << "|";
+      const float* v = c.data_ptr<float>();
+      for (int64_t i = 0; i < c.numel(); ++i) want << fmt::format("{:.9g} ", v[i]);
+      want << "\n";
+    }
+  }
+  const std::string script = fmt::format(R"PY(
+import sys, torch
+sd = torch.load("{dir}/model.pt")
+assert isinstance(sd, dict), type(sd)
+want = []
+for line in open("{dir}/want.txt"):
+    name, shape, values = line.rstrip("\n").split("|")
+    want.append(name)
+    t = sd[name]
+    shape = [int(s) for s in shape.split(",")]
+    exp = torch.tensor([float(v) for v in values.split()], dtype=torch.float32).reshape(shape)
+    assert t.dtype == torch.float32 and list(t.shape) == shape, (name, t.dtype, t.shape)
+    assert torch.equal(t, exp), name
+assert list(sd.keys()) == want, (list(sd.keys()), want)
+# A file as a PyTorch user would write it: plain dict, model names, new values.
+out = {{k: torch.full_like(v, 0.25) for k, v in sd.items()}}
+out["dense0.bias"] = torch.arange(16, dtype=torch.float32) / 4
+torch.save(out, "{dir}/from_python.pt")
+# What model.state_dict() returns: an OrderedDict with _metadata.
+import collections
+ordered = collections.OrderedDict(out)
+ordered._metadata = collections.OrderedDict()
+torch.save(ordered, "{dir}/ordered.pt")
+print("checked", len(want))
+)PY",
+                                         fmt::arg("dir", dir.path()));
+  std::string output;
+  ASSERT_EQ(run_python(python, dir, script, &output), 0) << output;
+  EXPECT_NE(output.find("checked 8"), std::string::npos) << output;
+
+  auto q = make_pipeline(Recipe{});
+  init_from(*q, dir / "from_python.pt");
+  const auto got = snapshot(*q);
+  EXPECT_TRUE(torch::equal(got.at("dense0.bias"), torch::arange(16, torch::kFloat32) / 4));
+  EXPECT_TRUE(torch::equal(got.at("logits.weight"), torch::full({5, 16}, 0.25)));
+
+  // LibTorch 1.13 cannot rebuild an OrderedDict (2.x reads it as a dict): either it reads the
+  // same tensors or the error says what to write instead.
+  try {
+    const auto ordered = load_state_dict_file(dir / "ordered.pt");
+    EXPECT_TRUE(torch::equal(ordered.at("dense0.bias"), got.at("dense0.bias")));
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a plain dict of tensors"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tandem::checkpoint
