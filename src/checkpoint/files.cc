@@ -20,7 +20,8 @@ namespace fs = std::filesystem;
 // Owns one file descriptor; closes it on destruction (close errors after fsync do not lose data).
 class Fd {
  public:
-  Fd(const std::string& path, int flags, mode_t mode = 0644) : fd_(::open(path.c_str(), flags, mode)) {
+  Fd(const std::string& path, int flags, mode_t mode = 0644)
+      : fd_(::open(path.c_str(), flags, mode)) {
     TANDEM_CHECK(fd_ >= 0, "cannot open '{}': {}.", path, std::strerror(errno));
   }
   ~Fd() {
@@ -35,7 +36,8 @@ class Fd {
 };
 
 void fsync_or_throw(const Fd& fd, const std::string& path) {
-  TANDEM_CHECK(::fsync(fd.get()) == 0, "cannot flush '{}' to disk: {}.", path, std::strerror(errno));
+  TANDEM_CHECK(::fsync(fd.get()) == 0, "cannot flush '{}' to disk: {}.", path,
+               std::strerror(errno));
 }
 
 std::string parent_of(const std::string& path) {
@@ -110,8 +112,8 @@ void replace_directory(const std::string& from, const std::string& to) {
     // leaves `to` missing; the loader then takes the newest other complete checkpoint.
     const std::string aside = from + ".old";
     fs::remove_all(aside, ec);
-    TANDEM_CHECK(std::rename(to.c_str(), aside.c_str()) == 0, "cannot rename '{}' to '{}': {}.",
-                 to, aside, std::strerror(errno));
+    TANDEM_CHECK(std::rename(to.c_str(), aside.c_str()) == 0, "cannot rename '{}' to '{}': {}.", to,
+                 aside, std::strerror(errno));
     TANDEM_CHECK(std::rename(from.c_str(), to.c_str()) == 0, "cannot rename '{}' to '{}': {}.",
                  from, to, std::strerror(errno));
     fsync_directory(parent_of(to));

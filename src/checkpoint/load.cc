@@ -107,7 +107,8 @@ std::string latest_checkpoint(const std::string& dir) {
     std::string name(bytes.begin(), bytes.end());
     while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
     // Only a plain folder name: the pointer never leads out of `dir`.
-    if (step_of(name) >= 0 && is_complete(fs::path(dir) / name)) return (fs::path(dir) / name).string();
+    if (step_of(name) >= 0 && is_complete(fs::path(dir) / name))
+      return (fs::path(dir) / name).string();
   }
   std::vector<std::string> all = list_checkpoints(dir);
   return all.empty() ? "" : all.back();
@@ -139,7 +140,8 @@ TrainState load(runtime::Pipeline& pipeline, const std::string& path) {
   const std::string checkpoint = resolve_checkpoint(path);
   const Manifest m = read_manifest(checkpoint);
   const std::string diff = first_difference(m.fingerprint, fingerprint(pipeline.model()));
-  TANDEM_CHECK(diff.empty(), "checkpoint '{}' was saved from another model: {}. Build the same model "
+  TANDEM_CHECK(diff.empty(),
+               "checkpoint '{}' was saved from another model: {}. Build the same model "
                "(same --model, --width, --blocks) to resume, or start a new run.",
                checkpoint, diff);
 
@@ -153,8 +155,9 @@ TrainState load(runtime::Pipeline& pipeline, const std::string& path) {
   detail::StageTensors saved;
   std::map<std::string, std::string> kind_of;  // parameter -> saved optimizer kind
   for (const ShardRecord& r : m.shards) {
-    const bool needed = std::any_of(r.layers.begin(), r.layers.end(),
-                                    [&](const std::string& l) { return local_layers.count(l) > 0; });
+    const bool needed = std::any_of(r.layers.begin(), r.layers.end(), [&](const std::string& l) {
+      return local_layers.count(l) > 0;
+    });
     if (!needed) continue;
     const std::string file = (fs::path(checkpoint) / r.file).string();
     detail::StageTensors t = detail::decode_shard(detail::read_verified(checkpoint, r), file);
@@ -163,14 +166,17 @@ TrainState load(runtime::Pipeline& pipeline, const std::string& path) {
     covered.insert(r.layers.begin(), r.layers.end());
   }
   for (const std::string& l : local_layers) {
-    TANDEM_CHECK(covered.count(l), "checkpoint '{}' has no shard for layer '{}'; it is damaged: load "
-                 "an earlier one", checkpoint, l);
+    TANDEM_CHECK(covered.count(l),
+                 "checkpoint '{}' has no shard for layer '{}'; it is damaged: load "
+                 "an earlier one",
+                 checkpoint, l);
   }
 
   // Check everything before changing anything.
   for (int s : pipeline.local_stages()) {
     for (const auto& [name, p] : pipeline.stage_named_parameters(s)) {
-      TANDEM_CHECK(saved.params.count(name), "checkpoint '{}' lacks parameter '{}'", checkpoint, name);
+      TANDEM_CHECK(saved.params.count(name), "checkpoint '{}' lacks parameter '{}'", checkpoint,
+                   name);
       check_shape(p, saved.params.at(name), name, checkpoint);
       const torch::optim::Optimizer* opt = pipeline.optimizer(s);
       const std::string& kind = kind_of[name];
@@ -183,7 +189,8 @@ TrainState load(runtime::Pipeline& pipeline, const std::string& path) {
       }
     }
     for (const auto& [name, b] : detail::stage_buffers(pipeline, s)) {
-      TANDEM_CHECK(saved.buffers.count(name), "checkpoint '{}' lacks buffer '{}'", checkpoint, name);
+      TANDEM_CHECK(saved.buffers.count(name), "checkpoint '{}' lacks buffer '{}'", checkpoint,
+                   name);
       check_shape(b, saved.buffers.at(name), name, checkpoint);
     }
   }
@@ -194,7 +201,8 @@ TrainState load(runtime::Pipeline& pipeline, const std::string& path) {
     for (const auto& [name, b] : detail::stage_buffers(pipeline, s)) {
       assign(b, saved.buffers.at(name));
     }
-    if (torch::optim::Optimizer* opt = pipeline.optimizer(s)) import_state(*opt, params, saved.optimizer);
+    if (torch::optim::Optimizer* opt = pipeline.optimizer(s))
+      import_state(*opt, params, saved.optimizer);
   }
   pipeline.set_step(m.state.step);
   return m.state;

@@ -24,12 +24,17 @@ json tensor_json(const TensorRecord& t) {
 }
 
 json shard_json(const ShardRecord& r) {
-  return {{"file", r.file},   {"stage", r.stage},
-          {"layers", r.layers}, {"bytes", r.bytes},
-          {"crc32", crc32_hex(r.crc32)}, {"optimizer", r.optimizer}};
+  return {{"file", r.file},
+          {"stage", r.stage},
+          {"layers", r.layers},
+          {"bytes", r.bytes},
+          {"crc32", crc32_hex(r.crc32)},
+          {"optimizer", r.optimizer}};
 }
 
-uint32_t parse_crc(const std::string& text) { return static_cast<uint32_t>(std::stoul(text, nullptr, 16)); }
+uint32_t parse_crc(const std::string& text) {
+  return static_cast<uint32_t>(std::stoul(text, nullptr, 16));
+}
 
 ShardRecord shard_from_json(const json& j) {
   ShardRecord r;
@@ -48,10 +53,12 @@ auto parse_or_throw(const std::string& path, const char* what, F&& parse) {
   try {
     return parse();
   } catch (const json::exception& e) {
-    TANDEM_CHECK(false, "'{}' is not a valid {}: {}. The checkpoint is damaged; load an earlier one.",
+    TANDEM_CHECK(false,
+                 "'{}' is not a valid {}: {}. The checkpoint is damaged; load an earlier one.",
                  path, what, e.what());
   } catch (const std::logic_error& e) {  // std::stoul on a malformed checksum
-    TANDEM_CHECK(false, "'{}' is not a valid {}: {}. The checkpoint is damaged; load an earlier one.",
+    TANDEM_CHECK(false,
+                 "'{}' is not a valid {}: {}. The checkpoint is damaged; load an earlier one.",
                  path, what, e.what());
   }
 }
@@ -113,19 +120,19 @@ std::string first_difference(const Fingerprint& saved, const Fingerprint& curren
     if (a.tensors.size() != b.tensors.size()) {
       const bool more = a.tensors.size() > b.tensors.size();
       const TensorRecord& extra = more ? a.tensors[m] : b.tensors[m];
-      return fmt::format("layer '{}' has {} tensors in the checkpoint but {} in this model ('{}' "
-                         "only in the {})",
-                         a.name, a.tensors.size(), b.tensors.size(), extra.name,
-                         more ? "checkpoint" : "model");
+      return fmt::format(
+          "layer '{}' has {} tensors in the checkpoint but {} in this model ('{}' "
+          "only in the {})",
+          a.name, a.tensors.size(), b.tensors.size(), extra.name, more ? "checkpoint" : "model");
     }
   }
   if (saved.layers.size() != current.layers.size()) {
     const bool more = saved.layers.size() > current.layers.size();
-    return fmt::format("the checkpoint has {} layers but this model has {} (layer '{}' is only in "
-                       "the {})",
-                       saved.layers.size(), current.layers.size(),
-                       more ? saved.layers[n].name : current.layers[n].name,
-                       more ? "checkpoint" : "model");
+    return fmt::format(
+        "the checkpoint has {} layers but this model has {} (layer '{}' is only in "
+        "the {})",
+        saved.layers.size(), current.layers.size(),
+        more ? saved.layers[n].name : current.layers[n].name, more ? "checkpoint" : "model");
   }
   return "";
 }

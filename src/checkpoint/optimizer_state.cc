@@ -50,8 +50,9 @@ ParamState export_adam(const State& s) {
   return out;
 }
 
-const torch::Tensor& field(const ParamState& s, const std::string& name, const std::string& field_name,
-                           const torch::Tensor& p, bool required = true) {
+const torch::Tensor& field(const ParamState& s, const std::string& name,
+                           const std::string& field_name, const torch::Tensor& p,
+                           bool required = true) {
   static const torch::Tensor none;
   auto it = s.find(field_name);
   if (it == s.end()) {
@@ -81,7 +82,8 @@ torch::Tensor on_device(const torch::Tensor& t, const torch::Tensor& p) {
 }
 
 template <typename State>
-std::unique_ptr<State> import_adam(const std::string& name, const ParamState& s, const torch::Tensor& p) {
+std::unique_ptr<State> import_adam(const std::string& name, const ParamState& s,
+                                   const torch::Tensor& p) {
   auto st = std::make_unique<State>();
   using Step = std::decay_t<decltype(st->step())>;
   static_assert(std::is_arithmetic_v<Step>, "Adam's step is a number in every supported LibTorch");
@@ -119,7 +121,8 @@ std::map<std::string, ParamState> export_state(const torch::optim::Optimizer& op
       out[name] = export_adam(static_cast<const torch::optim::AdamWParamState&>(*it->second));
     } else {
       const auto& s = static_cast<const torch::optim::SGDParamState&>(*it->second);
-      if (s.momentum_buffer().defined()) out[name]["momentum_buffer"] = saved_copy(s.momentum_buffer());
+      if (s.momentum_buffer().defined())
+        out[name]["momentum_buffer"] = saved_copy(s.momentum_buffer());
     }
   }
   return out;

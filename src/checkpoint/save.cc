@@ -90,18 +90,22 @@ void prune(const fs::path& dir, int keep, const std::string& newest) {
 
 const char* to_string(SavePoint point) {
   switch (point) {
-    case SavePoint::kShardsWritten: return "shards-written";
-    case SavePoint::kManifestWritten: return "manifest-written";
-    case SavePoint::kRenamed: return "renamed";
-    case SavePoint::kLatestWritten: return "latest-written";
+    case SavePoint::kShardsWritten:
+      return "shards-written";
+    case SavePoint::kManifestWritten:
+      return "manifest-written";
+    case SavePoint::kRenamed:
+      return "renamed";
+    case SavePoint::kLatestWritten:
+      return "latest-written";
   }
   return "?";
 }
 
 std::string checkpoint_name(int64_t step) { return fmt::format("step-{}", step); }
 
-std::string save(const runtime::Pipeline& pipeline, const TrainState& state,
-                 const std::string& dir, const SaveOptions& options) {
+std::string save(const runtime::Pipeline& pipeline, const TrainState& state, const std::string& dir,
+                 const SaveOptions& options) {
   const World& w = options.world;
   TANDEM_CHECK(!dir.empty(), "give a directory to save checkpoints in");
   TANDEM_CHECK(options.keep >= 0, "--keep must be 0 (keep all) or more, not {}", options.keep);

@@ -6,11 +6,10 @@
 // Internal to the checkpoint part.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
-
-#include <functional>
 
 #include "tandem/checkpoint/manifest.h"
 #include "tandem/checkpoint/optimizer_state.h"

@@ -15,7 +15,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string shape_text(c10::IntArrayRef shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+std::string shape_text(c10::IntArrayRef shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
 
 // At most `n` names, then how many more.
 std::string some(const std::vector<std::string>& names, size_t n = 8) {
@@ -46,8 +48,9 @@ int64_t consolidate(const std::string& path, const std::string& out_pt) {
     for (const TensorRecord& r : layer.tensors) {
       auto& from = r.buffer ? t.buffers : t.params;
       auto it = from.find(r.name);
-      TANDEM_CHECK(it != from.end(), "checkpoint '{}' lists '{}' in its manifest but no shard holds it",
-                   checkpoint, r.name);
+      TANDEM_CHECK(it != from.end(),
+                   "checkpoint '{}' lists '{}' in its manifest but no shard holds it", checkpoint,
+                   r.name);
       dict.insert(r.name, it->second);
     }
   }
@@ -60,7 +63,8 @@ void save_state_dict_file(const std::map<std::string, torch::Tensor>& tensors,
                           const std::string& path) {
   c10::Dict<std::string, at::Tensor> dict;
   for (const auto& [name, t] : tensors) {
-    dict.insert(name, t.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true).contiguous());
+    dict.insert(name,
+                t.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true).contiguous());
   }
   const std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
   write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
@@ -111,8 +115,8 @@ void init_from(runtime::Pipeline& pipeline, const std::string& path) {
     if (it == file.end()) {
       missing.push_back(name);
     } else if (it->second.sizes() != t.sizes()) {
-      mismatched.push_back(fmt::format("{} (file {}, model {})", name, shape_text(it->second.sizes()),
-                                       shape_text(t.sizes())));
+      mismatched.push_back(fmt::format("{} (file {}, model {})", name,
+                                       shape_text(it->second.sizes()), shape_text(t.sizes())));
     }
   }
   for (const auto& [name, t] : file) {

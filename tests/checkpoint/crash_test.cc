@@ -67,8 +67,8 @@ TEST_P(Crash, KillDuringSaveLeavesACompleteCheckpoint) {
   const TrainState state = load(*resumed, dir.path());
   EXPECT_EQ(state.step, new_one ? 3 : 2) << to_string(point);
   expect_bitwise_equal(snapshot(*resumed), new_one ? at3 : at2);
-  EXPECT_EQ(fs::exists(dir / ".tmp-step-3"), point == SavePoint::kShardsWritten ||
-                                                 point == SavePoint::kManifestWritten);
+  EXPECT_EQ(fs::exists(dir / ".tmp-step-3"),
+            point == SavePoint::kShardsWritten || point == SavePoint::kManifestWritten);
   EXPECT_EQ(fs::exists(dir / "step-3"), point == SavePoint::kRenamed || new_one);
 
   // The next save cleans up after the dead one and keeps only itself (keep 1).
@@ -87,7 +87,8 @@ INSTANTIATE_TEST_SUITE_P(AtEachPoint, Crash,
                                            SavePoint::kRenamed, SavePoint::kLatestWritten),
                          [](const ::testing::TestParamInfo<SavePoint>& info) {
                            std::string name = to_string(info.param);
-                           for (char& c : name) if (c == '-') c = '_';
+                           for (char& c : name)
+                             if (c == '-') c = '_';
                            return name;
                          });
 

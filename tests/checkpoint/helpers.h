@@ -42,7 +42,8 @@ class TempDir {
 };
 
 struct Recipe {
-  std::vector<int> balance = {3, 3};  // 6 layers: flatten, dense0, block0.dense{0,1}, dropout, logits
+  // Layers per stage of the 6: flatten, dense0, block0.dense0, block0.dense1, dropout, logits.
+  std::vector<int> balance = {3, 3};
   double dropout = 0.3;
   uint64_t init_seed = 7;  // parameter initialization; a resumed pipeline uses another on purpose
   std::string optimizer = "adam";
@@ -74,7 +75,8 @@ inline runtime::OptimizerFactory optimizer_factory(const std::string& kind) {
 }
 
 // One cpu device per stage, one intra-op thread each, seed 5 for the dropout streams.
-inline std::unique_ptr<runtime::Pipeline> make_pipeline(const Recipe& s, bool with_optimizer = true) {
+inline std::unique_ptr<runtime::Pipeline> make_pipeline(const Recipe& s,
+                                                        bool with_optimizer = true) {
   graph::Model m = small_mlp(s);
   graph::Partition part = graph::partition_by_balance(m, s.balance);
   runtime::PipelineOptions o;
@@ -125,17 +127,17 @@ inline SaveOptions keep(int k) {
 }
 
 // Substring check with the whole message on failure.
-#define EXPECT_THROW_WITH(statement, ...)                                          \
-  do {                                                                             \
-    try {                                                                          \
-      statement;                                                                   \
-      ADD_FAILURE() << "expected tandem::Error from " #statement;                  \
-    } catch (const ::tandem::Error& e) {                                           \
-      const std::string msg = e.what();                                            \
-      for (const std::string part : {__VA_ARGS__}) {                               \
+#define EXPECT_THROW_WITH(statement, ...)                                                   \
+  do {                                                                                      \
+    try {                                                                                   \
+      statement;                                                                            \
+      ADD_FAILURE() << "expected tandem::Error from " #statement;                           \
+    } catch (const ::tandem::Error& e) {                                                    \
+      const std::string msg = e.what();                                                     \
+      for (const std::string part : {__VA_ARGS__}) {                                        \
         EXPECT_NE(msg.find(part), std::string::npos) << "'" << part << "' not in: " << msg; \
-      }                                                                            \
-    }                                                                              \
+      }                                                                                     \
+    }                                                                                       \
   } while (false)
 
 }  // namespace tandem::checkpoint::testing

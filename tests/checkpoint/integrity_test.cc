@@ -58,9 +58,9 @@ TEST(Integrity, LayoutOfASaveDirectory) {
   Saved s;
   EXPECT_EQ(s.checkpoint, s.dir / "step-2");
   EXPECT_EQ(entries(s.dir.path()), (std::vector<std::string>{"latest", "step-2"}));
-  EXPECT_EQ(entries(s.checkpoint), (std::vector<std::string>{"manifest.json", "stage-0.json",
-                                                             "stage-0.pt", "stage-1.json",
-                                                             "stage-1.pt"}));
+  EXPECT_EQ(entries(s.checkpoint),
+            (std::vector<std::string>{"manifest.json", "stage-0.json", "stage-0.pt", "stage-1.json",
+                                      "stage-1.pt"}));
   EXPECT_EQ(slurp(s.dir / "latest"), "step-2\n");
   const Manifest m = verify(s.checkpoint);
   EXPECT_EQ(m.state.step, 2);
@@ -108,7 +108,8 @@ TEST(Integrity, DamagedManifestIsRefused) {
 TEST(Integrity, AnotherModelIsRefusedNamingTheDifference) {
   Saved s;
   s.setup.width = 32;
-  s.expect_refused("another model", "'dense0.weight' has shape [16, 12] in the checkpoint but [32, 12]");
+  s.expect_refused("another model",
+                   "'dense0.weight' has shape [16, 12] in the checkpoint but [32, 12]");
   s.setup.width = 16;
   s.setup.blocks = 2;
   s.setup.balance = {4, 4};
@@ -208,9 +209,9 @@ TEST(Integrity, BarrierIsCalledAtEachPhaseAndHooksInOrder) {
   };
   save(*p, {0, 0, 0, 5}, dir.path(), o);
   EXPECT_EQ(barriers, 3);
-  EXPECT_EQ(points, (std::vector<std::string>{"shards-written .tmp-step-0",
-                                              "manifest-written .tmp-step-0", "renamed step-0",
-                                              "latest-written step-0"}));
+  EXPECT_EQ(points,
+            (std::vector<std::string>{"shards-written .tmp-step-0", "manifest-written .tmp-step-0",
+                                      "renamed step-0", "latest-written step-0"}));
 }
 
 TEST(Integrity, ReplicasOtherThanTheFirstWriteNoShards) {

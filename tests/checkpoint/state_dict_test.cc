@@ -49,9 +49,8 @@ std::unique_ptr<runtime::Pipeline> trained(const Recipe& s, const TempDir& dir) 
 }
 
 const std::vector<std::string> kNames = {
-    "dense0.weight",        "dense0.bias",          "block0.dense0.weight",
-    "block0.dense0.bias",   "block0.dense1.weight", "block0.dense1.bias",
-    "logits.weight",        "logits.bias"};
+    "dense0.weight",        "dense0.bias",        "block0.dense0.weight", "block0.dense0.bias",
+    "block0.dense1.weight", "block0.dense1.bias", "logits.weight",        "logits.bias"};
 
 TEST(StateDict, ConsolidateHoldsEveryTensorUnderItsModelName) {
   TempDir dir;
@@ -97,7 +96,8 @@ TEST(StateDict, InitFromNamesMissingUnexpectedAndMismatchedTensors) {
   save_state_dict_file(missing, dir / "missing.pt");
   auto q = fresh();
   const auto before = snapshot(*q);
-  EXPECT_THROW_WITH(init_from(*q, dir / "missing.pt"), "missing logits.weight", "<layer>.<parameter>");
+  EXPECT_THROW_WITH(init_from(*q, dir / "missing.pt"), "missing logits.weight",
+                    "<layer>.<parameter>");
   expect_bitwise_equal(snapshot(*q), before);
 
   auto extra = sd;
@@ -121,7 +121,8 @@ TEST(StateDict, InitFromNamesMissingUnexpectedAndMismatchedTensors) {
 TEST(StateDict, ReadingSomethingElseFailsClearly) {
   TempDir dir;
   std::ofstream(dir / "junk.pt") << "not a pickle";
-  EXPECT_THROW_WITH(load_state_dict_file(dir / "junk.pt"), "junk.pt", "cannot be read as a state dict");
+  EXPECT_THROW_WITH(load_state_dict_file(dir / "junk.pt"), "junk.pt",
+                    "cannot be read as a state dict");
   const std::vector<char> list = torch::pickle_save(c10::IValue(c10::List<int64_t>({1, 2})));
   std::ofstream(dir / "list.pt", std::ios::binary).write(list.data(), list.size());
   EXPECT_THROW_WITH(load_state_dict_file(dir / "list.pt"), "list.pt", "not a dict of tensors");

@@ -50,12 +50,12 @@ std::string first_difference(const Fingerprint& saved, const Fingerprint& curren
 
 // One stage's shard: `stage-<S>.pt` (tensors) in the checkpoint folder.
 struct ShardRecord {
-  std::string file;                 // relative to the checkpoint folder
+  std::string file;  // relative to the checkpoint folder
   int stage = 0;
   std::vector<std::string> layers;  // the stage's layers, in order
   int64_t bytes = 0;
   uint32_t crc32 = 0;
-  std::string optimizer;            // "adam", "adamw", "sgd" or "none"
+  std::string optimizer;  // "adam", "adamw", "sgd" or "none"
 };
 
 struct Manifest {

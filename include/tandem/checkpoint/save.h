@@ -2,7 +2,8 @@
 //
 // Layout of `dir` (the save directory):
 //   step-<N>/manifest.json   what the folder holds, with a CRC-32 and size per shard file
-//   step-<N>/stage-<S>.pt    stage S's tensors, pickled by torch::pickle_save (torch.load reads it):
+//   step-<N>/stage-<S>.pt    stage S's tensors, pickled by torch::pickle_save (torch.load reads
+//   it):
 //                              "param/<layer>.<name>", "buffer/<layer>.<name>",
 //                              "optim/<layer>.<name>/<field>" (see optimizer_state.h)
 //   step-<N>/stage-<S>.json  the shard's own record (file, size, CRC-32, layers, optimizer)
@@ -59,8 +60,8 @@ struct SaveOptions {
 // Saves the local stages of `pipeline` (parameters, buffers, optimizer state) and `state` as
 // `<dir>/step-<state.step>`, replacing a checkpoint of the same step, and returns that folder.
 // `state.step` must equal pipeline.step(). Throws tandem::Error naming the file on I/O errors.
-std::string save(const runtime::Pipeline& pipeline, const TrainState& state,
-                 const std::string& dir, const SaveOptions& options = {});
+std::string save(const runtime::Pipeline& pipeline, const TrainState& state, const std::string& dir,
+                 const SaveOptions& options = {});
 
 // "step-<N>", the name of the checkpoint folder of step N.
 std::string checkpoint_name(int64_t step);
