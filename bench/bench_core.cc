@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tandem/common/device.h"
+#include "tandem/models/layers.h"
 #include "tandem/models/mlp.h"
 #include "tandem/runtime/pipeline.h"
 

@@ -10,7 +10,7 @@ endfunction()
 
 tandem_cli_test(schedule_gpipe_bubble 0 "bubble=0.2727" schedule --schedule gpipe --stages 4 --microbatches 8)
 tandem_cli_test(schedule_1f1b_grid 0 "d3 \\| 3F0 3B0 3F1 3B1" schedule --schedule 1f1b --stages 4 --microbatches 8)
-tandem_cli_test(help_lists_defaults 0 "--microbatches INT \\[8\\]" train --help)
+tandem_cli_test(help_lists_defaults 0 "--microbatches INT:INT in \\[1 - 1048576\\]=8" train --help)
 tandem_cli_test(bad_option 2 "tandem: " train --no-such-option)
 tandem_cli_test(bad_schedule 2 "unknown schedule|schedule" train --schedule nope --steps 1)
 tandem_cli_test(balance_mismatch 2 "balance 3,4 covers 7 layers but the model has" train --balance 3,4 --steps 1)
