@@ -93,6 +93,12 @@ std::vector<std::string> Launch::gather(const std::string& text) {
   return {text};
 }
 
+void Launch::barrier() {
+#ifdef TANDEM_WITH_MPI
+  if (mpi_->transport) mpi_->transport->barrier();
+#endif
+}
+
 double Launch::clock_offset_us() {
 #ifdef TANDEM_WITH_MPI
   if (mpi_->transport) return mpi_->transport->clock_offset_us();

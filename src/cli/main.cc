@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   app.get_formatter()->column_width(34);
   auto train = tandem::cli::add_train(app);
   auto schedule = tandem::cli::add_schedule(app);
+  auto consolidate = tandem::cli::add_consolidate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -22,5 +23,6 @@ int main(int argc, char** argv) {
     return tandem::cli::kExitUsage;
   }
   if (app.got_subcommand("train")) return train();
+  if (app.got_subcommand("consolidate")) return consolidate();
   return schedule();
 }

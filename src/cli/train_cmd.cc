@@ -67,6 +67,10 @@ int run_train(TrainArgs& args) {
     launch = std::make_unique<Launch>(c);
     launch->agree(c);
     trainer = std::make_unique<train::Trainer>(c, launch->transport());
+    if (launch->mpi()) {
+      Launch* l = launch.get();
+      trainer->set_checkpoint_world({l->rank(), l->world(), trainer->replica(), c.replicas, [l] { l->barrier(); }});
+    }
   } catch (const memory::OutOfMemory& e) {
     const std::string prefix = launch ? launch->prefix() : "";
     std::fprintf(stderr, "%standem: %s\n", prefix.c_str(), e.what());
@@ -165,6 +169,12 @@ Runner add_train(CLI::App& app) {
   cmd->add_option("--report", args->observe.report, "write a JSON run report (busy/idle, bubble measured vs predicted, memory, FLOP/s)");
   cmd->add_option("--tensorboard", args->observe.tensorboard, "write TensorBoard scalars (loss, samples/s, learning rate, accuracy) into this folder");
   cmd->add_option("--trace-steps", args->observe.trace_steps, "how many steps to trace, after the first (warm-up) step")->capture_default_str()->check(CLI::Range(1, 1000));
+  cmd->add_option("--save-dir", c.save_dir, "write checkpoints (sharded per stage, atomic) into this folder");
+  cmd->add_option("--save-every", c.save_every, "steps between checkpoints (0: only at the end)")->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--keep", c.keep, "complete checkpoints to keep (0: all)")->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--resume", c.resume, "continue from the latest complete checkpoint in this folder (or from a step-N checkpoint)");
+  cmd->add_option("--init-from", c.init_from, "start from a state dict (tandem consolidate, or torch.save of a dict '<layer>.<param>' -> tensor) or a checkpoint");
+  cmd->add_flag("--eval-only", c.eval_only, "do not train: evaluate on the held-out set (with --init-from) and stop");
   cmd->add_option("--progress", c.progress, "auto | bar | line | none")->capture_default_str()->check(CLI::IsMember({"auto", "bar", "line", "none"}));
   return [args]() { return run_train(*args); };
 }

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "tandem/checkpoint/all.h"
 #include "tandem/common/check.h"
 #include "tandem/models/conv3d_stack.h"
 #include "tandem/models/mlp.h"
@@ -113,6 +114,10 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport)
   source_ = make_source(c);
   pipeline_ = std::make_unique<runtime::Pipeline>(std::move(model), std::move(partition), po);
   pipeline_->set_optimizer(make_optimizer(c));
+  TANDEM_CHECK(c.init_from.empty() || c.resume.empty(),
+               "--init-from and --resume exclude each other: --resume continues a run (parameters, "
+               "optimizer, step), --init-from starts a new one from parameters");
+  if (!c.init_from.empty()) checkpoint::init_from(*pipeline_, c.init_from);
   if (transport) replica_ = transport->local_devices().front() / static_cast<int>(po.devices.size());
 }
 
@@ -136,8 +141,30 @@ Result Trainer::run(const StepCallback& on_step) {
   const int64_t total = total_steps();
   Result r;
   r.metric_name = pipeline_->model().metric_name;
+  if (config_.eval_only) {
+    r.test_metric = evaluate();
+    return r;
+  }
   int64_t samples = 0;
-  for (int64_t step = 0; step < total; ++step) {
+  int64_t start = 0;
+  if (!config_.resume.empty()) {
+    checkpoint::TrainState st = checkpoint::load(*pipeline_, config_.resume);
+    TANDEM_CHECK(st.seed == config_.seed, "the checkpoint was saved with --seed {}, not {}; resume with --seed {}",
+                 st.seed, config_.seed, st.seed);
+    TANDEM_CHECK(st.position == (st.step % per_epoch) * global_batch,
+                 "the checkpoint was taken at sample {} of its epoch, which --batch {} x --replicas {} "
+                 "cannot reach; resume with the batch and replicas it was saved with",
+                 st.position, config_.batch, config_.replicas);
+    start = st.step;
+  }
+  auto save = [&](int64_t done) {
+    checkpoint::SaveOptions so;
+    so.keep = config_.keep;
+    so.world = world_;
+    checkpoint::save(*pipeline_, {done, done / per_epoch, (done % per_epoch) * global_batch, config_.seed},
+                     config_.save_dir, so);
+  };
+  for (int64_t step = start; step < total; ++step) {
     const int64_t epoch = step / per_epoch;
     const int64_t begin = (step % per_epoch) * global_batch + replica_ * config_.batch;
     Batch b = source_->train_batch(epoch, begin, begin + config_.batch);
@@ -154,6 +181,11 @@ Result Trainer::run(const StepCallback& on_step) {
     r.peak_bytes.resize(s.peak_bytes.size());
     for (size_t d = 0; d < s.peak_bytes.size(); ++d) r.peak_bytes[d] = std::max(r.peak_bytes[d], s.peak_bytes[d]);
     if (on_step) on_step(step + 1, total, s, samples / r.seconds);
+    const int64_t done = step + 1;
+    if (!config_.save_dir.empty() &&
+        ((config_.save_every > 0 && done % config_.save_every == 0) || done == total)) {
+      save(done);
+    }
   }
   r.samples_per_s = r.seconds > 0 ? samples / r.seconds : 0;
   r.test_metric = evaluate();

@@ -17,3 +17,20 @@ tandem_cli_test(balance_mismatch 2 "balance 3,4 covers 7 layers but the model ha
 tandem_cli_test(too_many_microbatches 1 "micro-batches cannot be cut from a batch of 4" train --batch 4 --microbatches 8 --devices 2 --steps 1 --progress none)
 tandem_cli_test(train_two_steps 0 "result: steps=2 loss=[0-9.]+ test_accuracy=[0-9.]+ samples_per_s=" train --devices 2 --steps 2 --batch 32 --microbatches 4 --eval-batch 5000 --progress none)
 tandem_cli_test(out_of_memory_exit_3 3 "out of its" train --devices 2 --steps 1 --batch 64 --width 512 --device-memory 1MiB --progress none)
+
+# Checkpoints through the command line: save, resume to the same result, consolidate, start
+# from the consolidated file. The fixtures order the steps.
+set(ckpt ${PROJECT_BINARY_DIR}/cli_ckpt)
+set(common --batch 32 --microbatches 4 --eval-batch 5000 --progress none --seed 3 --steps 4 --lr-schedule constant)
+add_test(NAME cli_ckpt_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${ckpt})
+tandem_cli_test(ckpt_full 0 "result: steps=4 loss=([0-9.]+)" train ${common} --devices 2 --save-dir ${ckpt}/full)
+tandem_cli_test(ckpt_first_half 0 "result: steps=4" train ${common} --devices 2 --save-dir ${ckpt}/half --save-every 2)
+tandem_cli_test(ckpt_resume 0 "result: steps=4" train ${common} --devices 4 --resume ${ckpt}/half/step-2)
+tandem_cli_test(ckpt_consolidate 0 "result: tensors=" consolidate ${ckpt}/full -o ${ckpt}/model.pt)
+tandem_cli_test(ckpt_init_from 0 "test_accuracy=" train ${common} --devices 3 --init-from ${ckpt}/model.pt --eval-only)
+tandem_cli_test(ckpt_wrong_model 1 "differ|shape|layer" train ${common} --devices 2 --width 64 --resume ${ckpt}/full)
+set_tests_properties(cli_ckpt_clean PROPERTIES FIXTURES_SETUP ckpt_clean)
+set_tests_properties(cli_ckpt_full cli_ckpt_first_half PROPERTIES FIXTURES_REQUIRED ckpt_clean FIXTURES_SETUP ckpt_saved)
+set_tests_properties(cli_ckpt_resume cli_ckpt_consolidate cli_ckpt_wrong_model PROPERTIES FIXTURES_REQUIRED ckpt_saved)
+set_tests_properties(cli_ckpt_consolidate PROPERTIES FIXTURES_SETUP ckpt_consolidated)
+set_tests_properties(cli_ckpt_init_from PROPERTIES FIXTURES_REQUIRED "ckpt_saved;ckpt_consolidated")

@@ -51,6 +51,13 @@ struct Config {
   int eval_batch = 1000;
   double comm_timeout_s = 300;
   std::string progress = "auto";  // auto | bar | line | none
+  // Checkpoints.
+  std::string save_dir;    // empty: no checkpoints
+  int64_t save_every = 0;  // steps between checkpoints (and one at the end); 0: only at the end
+  int keep = 3;            // complete checkpoints kept; 0: all
+  std::string resume;      // a save folder or checkpoint to continue from; empty: start fresh
+  std::string init_from;   // a state dict (tandem consolidate, or PyTorch) or checkpoint to start from
+  bool eval_only = false;  // no training: evaluate (e.g. with init_from) and stop
 };
 
 // One line "key=value ..." of every field, for logs and the configuration hash.

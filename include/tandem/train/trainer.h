@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "tandem/checkpoint/save.h"
 #include "tandem/runtime/pipeline.h"
 #include "tandem/train/config.h"
 #include "tandem/train/source.h"
@@ -42,6 +43,8 @@ class Trainer {
   int replica() const { return replica_; }
   // The learning rate of step `step` (0-based) under --lr-schedule.
   double learning_rate(int64_t step) const;
+  // Under MPI: the ranks, this one, and a barrier over all of them, for checkpoints.
+  void set_checkpoint_world(checkpoint::World world) { world_ = std::move(world); }
 
   Result run(const StepCallback& on_step = nullptr);
   // Evaluation over the whole held-out set: the model's metric per sample.
@@ -52,6 +55,7 @@ class Trainer {
   std::unique_ptr<Source> source_;
   std::unique_ptr<runtime::Pipeline> pipeline_;
   int replica_ = 0;
+  checkpoint::World world_;
 };
 
 // Builds a model by name from the configuration (mlp, ...).
