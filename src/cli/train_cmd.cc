@@ -87,10 +87,9 @@ int run_train(TrainArgs& args) {
   const bool main_process = trainer->pipeline().owns_loss() && trainer->replica() == 0;
   try {
     const std::string table = placement_table(*trainer, *launch);
-    if (main_process) {
-      std::cout << prefix << "data: " << trainer->source().describe() << "\n";
-      std::cout << table << std::flush;
-    }
+    if (main_process) std::cout << prefix << "data: " << trainer->source().describe() << "\n";
+    // Under MPI rank 0 gathered every rank's host, so it prints the table.
+    if (launch->mpi() ? launch->rank() == 0 : main_process) std::cout << prefix << "placement:\n" << table << std::flush;
     trace::Progress progress(main_process ? trace::parse_mode(c.progress) : trace::Progress::Mode::kNone,
                              trainer->total_steps());
     Observers observers(args.observe, *trainer, *launch);
