@@ -1,0 +1,365 @@
+#!/usr/bin/env bash
+# The GPU check: builds tandem on the GPU machine against its Python LibTorch (with CUDA), runs
+# the GPU tests and the runtime tests, and times a pipelined run against a one-device run.
+# Written for one run on a machine without internet or development packages: fill .gpu-deps
+# first (scripts/gpu-deps.sh, on a machine with the Debian packages) and carry it along.
+#
+#   usage: scripts/gpu-check.sh        (from anywhere; OUT=folder for the logs, default
+#                                       /tmp/gpu-check)
+#
+# Steps, each with a time limit; a failing step is recorded and the next one runs:
+#   1. environment: GPUs, driver, LibTorch, CUDA, compilers
+#   2. configure build-gpu with CMake (vendored deps, TANDEM_CUDA_CHECK=ON, Release; MPI when
+#      mpicxx exists). LibTorch's CMake package needs the CUDA toolkit (nvcc); where configure
+#      fails, 3. builds the same binaries directly with g++ (no MPI) instead.
+#   3. build tandem_cli test_cuda test_runtime (-j16)
+#   4. test_cuda (limit 180 s), test_runtime (limit 120 s)
+#   5. tandem train: MLP on MNIST, 2 stages on cuda:0 (1F1B, 8 micro-batches) against 1 device;
+#      the 3D U-Net on 64^3 volumes, 2 stages (1F1B, 4 micro-batches) against 1 device, when
+#      this build's CLI offers --model unet3d
+# Everything lands in $OUT: one log per step and results.md (a table of the steps with their
+# exit status, the `result:` lines, the tests' largest errors), printed again at the end.
+# The whole run stays under 8 minutes on 16 cores: later steps are skipped past the deadline.
+#
+# For a dry run elsewhere (a CPU LibTorch: the tests skip, the cuda runs fail):
+#   GPU_CHECK_BUDGET_S  seconds for the whole run (465); the build may take all but 110 of them
+#   GPU_CHECK_BUILD_DIR build folder (build-gpu)      GPU_CHECK_JOBS  build jobs (cores, <= 16)
+#   GPU_CHECK_ROUTE     auto (CMake, then g++ where configure fails) | cmake | gxx
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+root=$PWD
+out=${OUT:-/tmp/gpu-check}
+mkdir -p "$out"
+build=$root/${GPU_CHECK_BUILD_DIR:-build-gpu}
+deps=$root/.gpu-deps
+jobs=${GPU_CHECK_JOBS:-$(nproc 2>/dev/null || echo 16)}
+((jobs > 16)) && jobs=16
+route=${GPU_CHECK_ROUTE:-auto}
+budget=${GPU_CHECK_BUDGET_S:-465}
+start=$(date +%s)
+deadline=$((start + budget))
+
+rows=()
+env_lines=()
+results_extra=()
+build_route="none"
+
+section() { printf '\n======== %s  [t=%ss] ========\n' "$1" "$(($(date +%s) - start))"; }
+
+write_results() {
+  {
+    echo "# tandem GPU check"
+    echo
+    echo "$(date -u '+%Y-%m-%d %H:%M UTC') on $(uname -n), ${jobs} build jobs, build route: ${build_route}."
+    echo
+    for line in "${env_lines[@]}"; do echo "- $line"; done
+    echo
+    echo "| step | status | seconds | details |"
+    echo "| --- | --- | --- | --- |"
+    for r in "${rows[@]}"; do echo "$r"; done
+    for block in "${results_extra[@]}"; do
+      echo
+      echo "$block"
+    done
+  } >"$out/results.md"
+}
+
+# record NAME STATUS SECONDS DETAILS
+record() {
+  local details=${4//|/\\|}
+  rows+=("| $1 | $2 | $3 | ${details//$'\n'/<br>} |")
+  write_results
+}
+
+status_of() {  # status_of RC LIMIT
+  case $1 in
+    0) echo ok ;;
+    124 | 137) echo "TIMEOUT (${2}s)" ;;
+    99) echo "skipped (8-minute budget spent)" ;;
+    *) echo "FAILED (rc $1)" ;;
+  esac
+}
+
+# run_step LIMIT LOG CMD...: runs CMD with a time limit (cut to the deadline) into $out/LOG,
+# shows the log's tail; sets step_rc, step_seconds and step_limit. Returns 99 past the deadline.
+run_step() {
+  step_limit=$1
+  local log=$out/$2
+  shift 2
+  local left=$((deadline - $(date +%s)))
+  if ((left < 20)); then
+    step_rc=99 step_seconds=0
+    echo "(skipped: the 8-minute budget is spent)"
+    return 99
+  fi
+  ((step_limit > left)) && step_limit=$left
+  ((step_limit < 10)) && step_limit=10
+  printf '$ %s\n' "$*" >"$log"
+  local t0
+  t0=$(date +%s)
+  timeout -k 10 "$step_limit" "$@" >>"$log" 2>&1
+  step_rc=$?
+  step_seconds=$(($(date +%s) - t0))
+  tail -n 25 "$log"
+  echo "(exit status ${step_rc} after ${step_seconds}s)"
+  return "$step_rc"
+}
+
+# ---------------------------------------------------------------------------------------------
+section "1. environment"
+{
+  echo "## nvidia-smi -L"
+  nvidia-smi -L 2>&1 || echo "nvidia-smi not available"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1
+  echo "## compilers and tools"
+  g++ --version 2>&1 | head -1
+  cmake --version 2>&1 | head -1
+  echo "ninja $(ninja --version 2>&1)"
+  command -v mpicxx >/dev/null && echo "mpicxx: $(mpicxx --showme:version 2>&1 | head -1)" || echo "mpicxx: none"
+  echo "cores: $(nproc)"
+} 2>&1 | tee "$out/environment.log"
+
+# One Python start (importing torch with CUDA takes seconds): LibTorch's folders, ABI, CUDA.
+python3 - >"$out/torch.env" 2>"$out/torch.err" <<'EOF'
+import glob, os, shlex
+import torch, torch.utils
+def say(k, v): print("%s=%s" % (k, shlex.quote(str(v))))
+say("TORCH_VERSION", torch.__version__)
+say("TORCH_CUDA", torch.version.cuda)
+say("TORCH_DIR", os.path.dirname(torch.__file__))
+say("TORCH_CMAKE", torch.utils.cmake_prefix_path)
+say("TORCH_ABI", int(torch._C._GLIBCXX_USE_CXX11_ABI))
+say("TORCH_CUDA_OK", int(torch.cuda.is_available()))
+say("TORCH_CUDNN", torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else "none")
+# The CUDA runtime's headers and library: the toolkit's, or those of the nvidia-* wheels.
+inc, lib = "", ""
+for d in ["/usr/local/cuda/include"]:
+    if os.path.exists(os.path.join(d, "cuda_runtime_api.h")): inc = d
+for f in sorted(glob.glob("/usr/local/cuda/lib64/libcudart.so*")): lib = lib or f
+try:
+    import nvidia
+    for p in nvidia.__path__:
+        for d in sorted(glob.glob(os.path.join(p, "*", "include"))):
+            if not inc and os.path.exists(os.path.join(d, "cuda_runtime_api.h")): inc = d
+        for f in sorted(glob.glob(os.path.join(p, "*", "lib", "libcudart.so*"))): lib = lib or f
+except Exception:
+    pass
+say("CUDA_INC", inc)
+say("CUDART", lib)
+EOF
+TORCH_VERSION=unknown TORCH_CUDA=unknown TORCH_DIR="" TORCH_CMAKE="" TORCH_ABI=1 TORCH_CUDA_OK=0
+TORCH_CUDNN=unknown CUDA_INC="" CUDART=""
+# shellcheck disable=SC1090,SC1091
+source "$out/torch.env"
+cat "$out/torch.env" "$out/torch.err" | tee -a "$out/environment.log"
+gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)
+env_lines+=("GPU: ${gpu:-none found} ($(nvidia-smi -L 2>/dev/null | wc -l) visible)")
+env_lines+=("LibTorch ${TORCH_VERSION}, CUDA ${TORCH_CUDA}, cuDNN ${TORCH_CUDNN}, torch.cuda.is_available()=${TORCH_CUDA_OK}, C++11 ABI ${TORCH_ABI}")
+env_lines+=("$(g++ --version 2>&1 | head -1); $(cmake --version 2>&1 | head -1); ninja $(ninja --version 2>&1)")
+env_lines+=("CUDA runtime headers: ${CUDA_INC:-none}; libcudart: ${CUDART:-none}")
+status=ok
+[ -n "$TORCH_DIR" ] || status="FAILED (python3 cannot import torch)"
+[ -f "$deps/fmt/include/fmt/format.h" ] || status="FAILED (no .gpu-deps: run scripts/gpu-deps.sh and carry it)"
+record "environment" "$status" "$(($(date +%s) - start))" "see environment.log"
+
+# ---------------------------------------------------------------------------------------------
+section "2. configure (CMake)"
+mpi=OFF
+command -v mpicxx >/dev/null 2>&1 && mpi=ON
+# LibTorch's CMake package looks for the CUDA toolkit; point it at one when nvcc is not on PATH.
+cuda_args=()
+if ! command -v nvcc >/dev/null 2>&1; then
+  for d in ${CUDA_HOME:-} /usr/local/cuda /usr/local/cuda-*; do
+    if [ -x "$d/bin/nvcc" ]; then
+      export PATH=$d/bin:$PATH CUDA_HOME=$d
+      cuda_args=(-DCUDAToolkit_ROOT="$d" -DCUDA_TOOLKIT_ROOT_DIR="$d")
+      break
+    fi
+  done
+fi
+echo "nvcc: $(command -v nvcc || echo none)"
+configure() {  # configure MPI
+  run_step 90 "configure-mpi-$1.log" cmake -S "$root" -B "$build" -G Ninja \
+    -DCMAKE_PREFIX_PATH="$TORCH_CMAKE" -DTANDEM_VENDORED_DEPS="$deps" -DTANDEM_CUDA_CHECK=ON \
+    -DTANDEM_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Release -DTANDEM_WITH_MPI="$1" \
+    -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST "${cuda_args[@]}"
+  local rc=$?
+  record "configure (CMake, MPI $1)" "$(status_of $rc "$step_limit")" "$step_seconds" \
+    "$(grep -m 3 -E 'CMake Error|FATAL|Could NOT find' "$out/configure-mpi-$1.log" 2>/dev/null)"
+  return $rc
+}
+configured=0
+if [ "$route" = gxx ]; then
+  record "configure (CMake)" "skipped" 0 "GPU_CHECK_ROUTE=gxx"
+elif configure "$mpi"; then
+  configured=1
+else
+  # Without MPI only when MPI (and not LibTorch's CUDA) is what failed.
+  errors=$(grep -A 8 'CMake Error' "$out/configure-mpi-$mpi.log" 2>/dev/null)
+  if [ "$mpi" = ON ] && grep -q 'MPI' <<<"$errors" && ! grep -q -i 'cuda' <<<"$errors"; then
+    configure OFF && configured=1 && mpi=OFF
+  fi
+fi
+
+# ---------------------------------------------------------------------------------------------
+section "3. build tandem_cli test_cuda test_runtime"
+bin_tandem=$build/tandem
+bin_cuda=$build/tests/test_cuda
+bin_runtime=$build/tests/test_runtime
+
+# The same three binaries without CMake: g++ on the sources, LibTorch from its Python package,
+# no MPI. One precompiled <torch/torch.h> for every source that uses LibTorch.
+# shellcheck disable=SC2054  # the commas belong to -Wl options
+fallback_build() {
+  local fb=$build/fallback
+  rm -rf "$fb"
+  mkdir -p "$fb/obj" "$build/tests"
+  local have_cuda=0 cuda_inc=() libs=()
+  # CUDA memory statistics (src/memory/cuda_stats.cc) need LibTorch's CUDA build and the CUDA
+  # runtime's headers and library; without them that part builds its CPU-only stubs.
+  if [ -n "$CUDA_INC" ] && [ -n "$CUDART" ] && [ -e "$TORCH_DIR/lib/libc10_cuda.so" ] &&
+    [ -e "$TORCH_DIR/include/c10/cuda/CUDACachingAllocator.h" ]; then
+    have_cuda=1
+    cuda_inc=(-isystem "$CUDA_INC")
+  fi
+  local zlib_inc=()
+  echo '#include <zlib.h>' | g++ -E -x c++ - >/dev/null 2>&1 || zlib_inc=(-I"$deps/zlib/include")
+  local flags=(-std=c++17 -O2 -DNDEBUG -DFMT_HEADER_ONLY=1 -D_GLIBCXX_USE_CXX11_ABI="$TORCH_ABI"
+    -DTANDEM_HAVE_CUDA="$have_cuda" -Wall -Wextra -Wno-unused-parameter
+    -I"$root/include" -I"$deps/fmt/include" -I"$deps/nlohmann_json/include"
+    -I"$deps/cli11/include" -I"$deps/googletest/googletest/include" -I"$deps/googletest/googletest"
+    "${zlib_inc[@]}" -isystem "$TORCH_DIR/include"
+    -isystem "$TORCH_DIR/include/torch/csrc/api/include" "${cuda_inc[@]}")
+  echo "fallback: TANDEM_HAVE_CUDA=$have_cuda, flags: ${flags[*]}"
+  echo '#include <torch/torch.h>' >"$fb/pch.h"
+  g++ "${flags[@]}" -x c++-header "$fb/pch.h" -o "$fb/pch.h.gch" || echo "fallback: no precompiled header"
+  {
+    printf '#!/usr/bin/env bash\n# compile SOURCE OBJECT [pch]\n'
+    printf 'extra=(); [ "${3:-}" = pch ] && extra=(-include %q -Winvalid-pch)\n' "$fb/pch.h"
+    printf 'g++ %s "${extra[@]}" -c "$1" -o "$2" >"$2.log" 2>&1 && exit 0\n' "$(printf '%q ' "${flags[@]}")"
+    printf 'echo "compile failed: $1"; grep -m 20 -E "error|Error" "$2.log"; exit 1\n'
+  } >"$fb/cc.sh"
+  chmod +x "$fb/cc.sh"
+  local list=$fb/sources.txt src
+  : >"$list"
+  for src in "$root"/src/*/*.cc "$root"/tests/runtime/*.cc "$root"/tests/cuda/*.cc; do
+    case $src in "$root"/src/mpi/*) continue ;; esac
+    echo "$src $fb/obj/$(echo "${src#"$root"/}" | tr / _).o pch" >>"$list"
+  done
+  echo "$deps/googletest/googletest/src/gtest-all.cc $fb/obj/gtest-all.o" >>"$list"
+  echo "$deps/googletest/googletest/src/gtest_main.cc $fb/obj/gtest_main.o" >>"$list"
+  xargs -P "$jobs" -L 1 "$fb/cc.sh" <"$list"
+  local o lib_objs=()
+  for o in "$fb"/obj/src_*.o; do
+    case $o in *src_cli_*) ;; *) lib_objs+=("$o") ;; esac
+  done
+  libs=(-L"$TORCH_DIR/lib" -Wl,-rpath,"$TORCH_DIR/lib" -Wl,--no-as-needed -ltorch -ltorch_cpu -lc10)
+  [ -e "$TORCH_DIR/lib/libtorch_cuda.so" ] && libs+=(-ltorch_cuda)
+  [ -e "$TORCH_DIR/lib/libc10_cuda.so" ] && libs+=(-lc10_cuda)
+  libs+=(-Wl,--as-needed)
+  ((have_cuda)) && libs+=("$CUDART" -Wl,-rpath,"$(dirname "$CUDART")")
+  if echo 'int main(){}' | g++ -x c++ - -lz -o /dev/null 2>/dev/null; then
+    libs+=(-lz)
+  else
+    libs+=("$(ldconfig -p | awk '/libz\.so\.1 /{print $NF; exit}')")
+  fi
+  libs+=(-lpthread -ldl)
+  local rc=0
+  g++ -o "$bin_tandem" "$fb"/obj/src_cli_*.o "${lib_objs[@]}" "${libs[@]}" || rc=1
+  g++ -o "$bin_cuda" "$fb"/obj/tests_cuda_*.o "${lib_objs[@]}" "$fb/obj/gtest-all.o" \
+    "$fb/obj/gtest_main.o" "${libs[@]}" || rc=1
+  g++ -o "$bin_runtime" "$fb"/obj/tests_runtime_*.o "${lib_objs[@]}" "$fb/obj/gtest-all.o" \
+    "$fb/obj/gtest_main.o" "${libs[@]}" || rc=1
+  return $rc
+}
+export -f fallback_build
+export build deps root jobs bin_tandem bin_cuda bin_runtime TORCH_DIR TORCH_ABI CUDA_INC CUDART
+
+any_built() { [ -x "$bin_tandem" ] || [ -x "$bin_cuda" ] || [ -x "$bin_runtime" ]; }
+if ((configured)); then
+  build_route="CMake (MPI $mpi)"
+  run_step $((deadline - $(date +%s) - 110)) build.log cmake --build "$build" -j "$jobs" --target tandem_cli test_cuda test_runtime -- -k 0
+  record "build (CMake, -j$jobs)" "$(status_of $step_rc "$step_limit")" "$step_seconds" \
+    "$(grep -m 5 -E 'error:|FAILED:|undefined reference' "$out/build.log" 2>/dev/null)"
+fi
+# A CMake build that made some binaries failed in the code: g++ would fail the same way.
+if ! any_built && [ "$route" != cmake ]; then
+  build_route="g++ directly (no MPI)"
+  mkdir -p "$build"
+  run_step $((deadline - $(date +%s) - 110)) build-fallback.log bash -c fallback_build
+  record "build (g++ directly, -j$jobs)" "$(status_of $step_rc "$step_limit")" "$step_seconds" \
+    "$(grep -m 5 -E 'compile failed|error:|undefined reference' "$out/build-fallback.log" 2>/dev/null)"
+fi
+write_results
+
+# ---------------------------------------------------------------------------------------------
+# gtest_step NAME BINARY LIMIT: runs one GoogleTest binary and records its summary.
+gtest_step() {
+  local name=$1 bin=$2 limit=$3
+  section "4. $name"
+  if [ ! -x "$bin" ]; then
+    record "$name" "not built" 0 ""
+    return
+  fi
+  run_step "$limit" "$name.log" "$bin" --gtest_brief=1
+  local summary
+  summary=$(grep -E '^\[  (PASSED|SKIPPED|FAILED) +\]' "$out/$name.log" 2>/dev/null | head -12)
+  record "$name" "$(status_of $step_rc "$step_limit")" "$step_seconds" "$summary"
+}
+gtest_step test_cuda "$bin_cuda" 180
+for model in mlp unet3d; do
+  worst=$(grep -h "^$model: max relative gradient error" "$out/test_cuda.log" 2>/dev/null | sort -g -k6 | tail -1)
+  [ -n "$worst" ] && results_extra+=("test_cuda, largest over the cases, ${worst}")
+done
+gtest_step test_runtime "$bin_runtime" 120
+
+# ---------------------------------------------------------------------------------------------
+section "5. tandem train on the GPU"
+mnist=()
+[ -f "$root/data/mnist/train-images-idx3-ubyte" ] || mnist=(--data-dir "$deps/mnist")
+result_lines=()
+# train_step SLUG NAME LIMIT ARGS...: one `tandem train` run into train-SLUG.log; keeps its
+# result: line.
+train_step() {
+  local slug=$1 name=$2 limit=$3
+  shift 3
+  if [ ! -x "$bin_tandem" ]; then
+    record "$name" "not built" 0 ""
+    return
+  fi
+  run_step "$limit" "train-$slug.log" "$bin_tandem" train "$@"
+  local line
+  line=$(grep -m 1 '^result:' "$out/train-$slug.log" 2>/dev/null)
+  result_lines+=("$name: $line")
+  record "$name" "$(status_of $step_rc "$step_limit")" "$step_seconds" \
+    "${line:-$(grep -m 2 -i 'error\|tandem:' "$out/train-$slug.log" 2>/dev/null)}"
+}
+mlp=(--model mlp --data mnist "${mnist[@]}" --batch 256 --steps 50 --progress none)
+train_step mlp-2stages "mlp 2 stages on cuda:0,cuda:0 (1f1b, 8 micro-batches)" 90 \
+  "${mlp[@]}" --devices cuda:0,cuda:0 --schedule 1f1b --microbatches 8
+train_step mlp-1device "mlp 1 device cuda:0 (sequential)" 90 \
+  "${mlp[@]}" --devices cuda:0 --schedule sequential --microbatches 1
+
+help=""
+[ -x "$bin_tandem" ] && help=$("$bin_tandem" train --help 2>&1)
+if grep -q 'unet3d' <<<"$help"; then
+  # Only the options this build's CLI documents: 64^3 synthetic volumes, the model's default
+  # filters and levels, a small held-out set so that the final evaluation stays short.
+  unet=(--model unet3d --batch 4 --steps 20 --progress none)
+  grep -q 'spheres' <<<"$help" && unet+=(--data spheres)
+  grep -q -- '--volume' <<<"$help" && unet+=(--volume 64)
+  grep -q -- '--test-samples' <<<"$help" && unet+=(--test-samples 4 --eval-batch 4)
+  train_step unet3d-2stages "unet3d 2 stages on cuda:0,cuda:0 (1f1b, 4 micro-batches)" 90 \
+    "${unet[@]}" --devices cuda:0,cuda:0 --schedule 1f1b --microbatches 4
+  train_step unet3d-1device "unet3d 1 device cuda:0 (sequential)" 90 \
+    "${unet[@]}" --devices cuda:0 --schedule sequential --microbatches 1
+else
+  record "unet3d runs" "skipped" 0 "this build's tandem train has no --model unet3d"
+fi
+if ((${#result_lines[@]})); then
+  results_extra+=("$(printf '## result lines\n\n```\n'; printf '%s\n' "${result_lines[@]}"; printf '```')")
+fi
+
+section "done"
+record "total" "-" "$(($(date +%s) - start))" "logs in $out"
+cat "$out/results.md"
