@@ -1,6 +1,7 @@
 #include "executor.h"
 
 #include <torch/autograd.h>
+#include <torch/version.h>
 
 #include "tandem/graph/call_context.h"
 #include "tandem/memory/context.h"
@@ -62,6 +63,12 @@ DeviceResult Executor::run(const StepPlan& plan) {
     } catch (const memory::OutOfMemory& e) {
       out_of_memory = true;
       what = e.what();
+#if TORCH_VERSION_MAJOR >= 2
+    } catch (const c10::OutOfMemoryError& e) {
+      // The CUDA caching allocator's own error (its cap is --device-memory on CUDA).
+      out_of_memory = true;
+      what = fmt::format("{} is out of memory: {}", context_.spec().name, e.what_without_backtrace());
+#endif
     } catch (const std::exception& e) {
       what = e.what();
     }
