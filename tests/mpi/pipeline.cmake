@@ -9,3 +9,10 @@ foreach(ranks 2 4)
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(test_mpi_pipeline_n${ranks} PROPERTIES TIMEOUT 300 LABELS mpi)
 endforeach()
+
+# Under MPI rank 0 writes one trace with every rank's events.
+add_test(NAME test_mpi_merged_trace
+  COMMAND ${CMAKE_COMMAND} "-DMPIRUN=${TANDEM_MPIRUN}" -DTANDEM=$<TARGET_FILE:tandem_cli>
+          -DOUT=${PROJECT_BINARY_DIR}/mpi_merged_trace.json -P ${PROJECT_SOURCE_DIR}/tests/cli/merged_trace.cmake
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test_mpi_merged_trace PROPERTIES TIMEOUT 180 LABELS mpi)
