@@ -33,6 +33,16 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo '```'
   $cmd | grep -E '^(result|report):'
   echo '```'
+  echo
+  echo "## Reading these numbers"
+  echo
+  echo "- On this machine the plain loop (main thread, OpenMP and OpenBLAS pools of 2 threads"
+  echo "  each) has measured slower than tandem's 1-stage run (a worker thread with the same"
+  echo "  budgets). That points at the baseline's thread set-up, not at tandem out-running"
+  echo "  LibTorch; the comparison is only a floor check until that is understood."
+  echo "- More micro-batches of a fixed batch make each GEMM smaller: on 2 cores throughput"
+  echo "  falls past 4 micro-batches although the bubble shrinks."
+  echo "- GPU results (H200, scripts/gpu-check.sh) are kept in bench/GPU-CHECK.md."
 } > "$out.new"
 mv "$out.new" "$out"
 rm -f "$tmp"
