@@ -1,5 +1,7 @@
 #include "tandem/models/conv3d_stack.h"
 
+#include "tandem/models/split_conv.h"
+
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/conv.h>
 
@@ -13,10 +15,12 @@ graph::Layer conv3d_layer(std::string name, int64_t in, int64_t out, int64_t ker
   graph::Layer l;
   l.name = std::move(name);
   l.module = conv.ptr();
-  l.forward = [conv, relu](const graph::Tensors& x) mutable {
-    torch::Tensor y = conv->forward(x[0]);
+  const int64_t padding = kernel / 2;
+  l.forward = [conv, relu, padding](const graph::Tensors& x) mutable {
+    torch::Tensor y = split_conv3d(x[0], conv->weight, conv->bias, padding);
     return graph::Tensors{relu ? torch::relu(y) : y};
   };
+  l.splits_backward = true;
   l.inputs = {std::move(input)};
   l.outputs = {std::move(output)};
   l.forward_flops_per_sample = 2.0 * static_cast<double>(in) * static_cast<double>(out) *

@@ -1,0 +1,71 @@
+#include "tandem/models/split_conv.h"
+
+#include <ATen/ops/convolution_backward.h>
+#include <torch/autograd.h>
+
+#include "tandem/graph/call_context.h"
+
+namespace tandem::models {
+
+namespace {
+
+void accumulate(torch::Tensor param, const torch::Tensor& value) {
+  torch::NoGradGuard no_grad;
+  if (param.grad().defined()) {
+    param.mutable_grad().add_(value);
+  } else {
+    param.mutable_grad() = value.clone();
+  }
+}
+
+// The three gradients of a stride-1 convolution, as selected by `mask` (input, weight, bias).
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> conv_grads(
+    const torch::Tensor& g, const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+    int64_t padding, std::array<bool, 3> mask) {
+  std::vector<int64_t> bias_sizes{w.size(0)};
+  return at::convolution_backward(g, x, w, b.defined() ? at::OptionalIntArrayRef(bias_sizes) : c10::nullopt,
+                                  {1, 1, 1}, {padding, padding, padding}, {1, 1, 1}, false, {0, 0, 0}, 1,
+                                  {mask[0], mask[1], mask[2] && b.defined()});
+}
+
+class SplitConv3d : public torch::autograd::Function<SplitConv3d> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight, const torch::Tensor& bias, int64_t padding) {
+    ctx->save_for_backward({x, weight, bias});
+    ctx->saved_data["padding"] = padding;
+    ctx->saved_data["deferred"] =
+        static_cast<int64_t>(reinterpret_cast<intptr_t>(graph::current_call().deferred));
+    return torch::conv3d(x, weight, bias, 1, padding);
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    auto saved = ctx->get_saved_variables();
+    torch::Tensor x = saved[0], weight = saved[1], bias = saved[2];
+    const int64_t padding = ctx->saved_data["padding"].toInt();
+    torch::Tensor g = grads[0].contiguous();
+    auto* deferred = reinterpret_cast<graph::DeferredWeightGrads*>(
+        static_cast<intptr_t>(ctx->saved_data["deferred"].toInt()));
+    if (deferred && deferred->deferring()) {
+      torch::Tensor grad_x = std::get<0>(conv_grads(g, x, weight, bias, padding, {true, false, false}));
+      deferred->push([g, x, weight, bias, padding] {
+        auto [gx, gw, gb] = conv_grads(g, x, weight, bias, padding, {false, true, true});
+        accumulate(weight, gw);
+        if (bias.defined()) accumulate(bias, gb);
+      });
+      return {grad_x, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    }
+    auto [gx, gw, gb] = conv_grads(g, x, weight, bias, padding, {true, true, true});
+    return {gx, gw, gb, torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor split_conv3d(const torch::Tensor& x, const torch::Tensor& weight,
+                           const torch::Tensor& bias, int64_t padding) {
+  return SplitConv3d::apply(x, weight, bias, padding);
+}
+
+}  // namespace tandem::models
