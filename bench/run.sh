@@ -34,6 +34,22 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   $cmd | grep -E '^(result|report):'
   echo '```'
   echo
+  echo "## Schedules side by side (mlp width 1024, 8 blocks, 4 devices, 8 micro-batches, batch 256)"
+  echo
+  echo "Each line: \`$build/tandem train --model mlp --width 1024 --blocks 8 --data mnist --devices 4 --microbatches 8 --batch 256 --steps 12 --optimizer adam --progress none --trace-steps 10 --report FILE --schedule S\` (interleaved with \`--virtual-stages 2\`); the step time is the traced steps' mean."
+  echo
+  echo "| schedule | samples/s | bubble measured | bubble predicted (simulator, measured costs) |"
+  echo "|---|---|---|---|"
+  for s in gpipe 1f1b interleaved zb-h1; do
+    extra=""
+    [ "$s" = interleaved ] && extra="--virtual-stages 2"
+    line=$($build/tandem train --model mlp --width 1024 --blocks 8 --data mnist --devices 4 --microbatches 8 --batch 256 --steps 12 --optimizer adam --progress none --trace-steps 10 --report "$tmp" --schedule $s $extra | grep -E '^(report|result):' | tr '\n' ' ')
+    sps=$(echo "$line" | sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p')
+    meas=$(echo "$line" | sed -n 's/.*bubble measured=\([0-9.]*\).*/\1/p')
+    pred=$(echo "$line" | sed -n 's/.*predicted=\([0-9.]*\).*/\1/p')
+    echo "| $s | $sps | $meas | $pred |"
+  done
+  echo
   echo "## Reading these numbers"
   echo
   echo "- On this machine the plain loop (main thread, OpenMP and OpenBLAS pools of 2 threads"
