@@ -1,5 +1,7 @@
 #include "tandem/graph/deferred.h"
 
+#include <torch/torch.h>
+
 namespace tandem::graph {
 
 void DeferredWeightGrads::push(std::function<void()> work) {
@@ -19,6 +21,15 @@ void DeferredWeightGrads::run_all() {
 size_t DeferredWeightGrads::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   return work_.size();
+}
+
+void accumulate_grad(torch::Tensor param, const torch::Tensor& value) {
+  torch::NoGradGuard no_grad;
+  if (param.grad().defined()) {
+    param.mutable_grad().add_(value);
+  } else {
+    param.mutable_grad() = value.clone();
+  }
 }
 
 }  // namespace tandem::graph

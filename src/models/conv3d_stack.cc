@@ -1,11 +1,10 @@
 #include "tandem/models/conv3d_stack.h"
 
-#include "tandem/models/split_conv.h"
-
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/conv.h>
 
 #include "tandem/common/check.h"
+#include "tandem/models/split_conv.h"
 
 namespace tandem::models {
 

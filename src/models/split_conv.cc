@@ -9,29 +9,22 @@ namespace tandem::models {
 
 namespace {
 
-void accumulate(torch::Tensor param, const torch::Tensor& value) {
-  torch::NoGradGuard no_grad;
-  if (param.grad().defined()) {
-    param.mutable_grad().add_(value);
-  } else {
-    param.mutable_grad() = value.clone();
-  }
-}
-
 // The three gradients of a stride-1 convolution, as selected by `mask` (input, weight, bias).
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> conv_grads(
     const torch::Tensor& g, const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
     int64_t padding, std::array<bool, 3> mask) {
   std::vector<int64_t> bias_sizes{w.size(0)};
-  return at::convolution_backward(g, x, w, b.defined() ? at::OptionalIntArrayRef(bias_sizes) : c10::nullopt,
-                                  {1, 1, 1}, {padding, padding, padding}, {1, 1, 1}, false, {0, 0, 0}, 1,
-                                  {mask[0], mask[1], mask[2] && b.defined()});
+  return at::convolution_backward(g, x, w,
+                                  b.defined() ? at::OptionalIntArrayRef(bias_sizes) : c10::nullopt,
+                                  {1, 1, 1}, {padding, padding, padding}, {1, 1, 1}, false,
+                                  {0, 0, 0}, 1, {mask[0], mask[1], mask[2] && b.defined()});
 }
 
 class SplitConv3d : public torch::autograd::Function<SplitConv3d> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
-                               const torch::Tensor& weight, const torch::Tensor& bias, int64_t padding) {
+                               const torch::Tensor& weight, const torch::Tensor& bias,
+                               int64_t padding) {
     ctx->save_for_backward({x, weight, bias});
     ctx->saved_data["padding"] = padding;
     ctx->saved_data["deferred"] =
@@ -48,11 +41,12 @@ class SplitConv3d : public torch::autograd::Function<SplitConv3d> {
     auto* deferred = reinterpret_cast<graph::DeferredWeightGrads*>(
         static_cast<intptr_t>(ctx->saved_data["deferred"].toInt()));
     if (deferred && deferred->deferring()) {
-      torch::Tensor grad_x = std::get<0>(conv_grads(g, x, weight, bias, padding, {true, false, false}));
+      torch::Tensor grad_x =
+          std::get<0>(conv_grads(g, x, weight, bias, padding, {true, false, false}));
       deferred->push([g, x, weight, bias, padding] {
         auto [gx, gw, gb] = conv_grads(g, x, weight, bias, padding, {false, true, true});
-        accumulate(weight, gw);
-        if (bias.defined()) accumulate(bias, gb);
+        graph::accumulate_grad(weight, gw);
+        if (bias.defined()) graph::accumulate_grad(bias, gb);
       });
       return {grad_x, torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }

@@ -8,16 +8,6 @@ namespace tandem::models {
 
 namespace {
 
-// Adds `value` to the gradient of leaf `param` (what autograd's accumulation would do).
-void accumulate(torch::Tensor param, const torch::Tensor& value) {
-  torch::NoGradGuard no_grad;
-  if (param.grad().defined()) {
-    param.mutable_grad().add_(value);
-  } else {
-    param.mutable_grad() = value.clone();
-  }
-}
-
 class SplitLinear : public torch::autograd::Function<SplitLinear> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
@@ -41,8 +31,8 @@ class SplitLinear : public torch::autograd::Function<SplitLinear> {
         static_cast<intptr_t>(ctx->saved_data["deferred"].toInt()));
     if (deferred && deferred->deferring()) {
       deferred->push([x2, g2, weight, bias] {
-        accumulate(weight, g2.t().mm(x2));
-        if (bias.defined()) accumulate(bias, g2.sum(0));
+        graph::accumulate_grad(weight, g2.t().mm(x2));
+        if (bias.defined()) graph::accumulate_grad(bias, g2.sum(0));
       });
       return {grad_x, torch::Tensor(), torch::Tensor()};
     }
@@ -52,7 +42,8 @@ class SplitLinear : public torch::autograd::Function<SplitLinear> {
 
 }  // namespace
 
-torch::Tensor split_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+torch::Tensor split_linear(const torch::Tensor& x, const torch::Tensor& weight,
+                           const torch::Tensor& bias) {
   return SplitLinear::apply(x, weight, bias);
 }
 

@@ -31,7 +31,8 @@ void expect_close(const torch::Tensor& got, const torch::Tensor& want, const std
   ASSERT_TRUE(got.defined()) << what << " has no gradient";
   const double scale = want.abs().max().item<double>();
   const double diff = (got.cpu() - want).abs().max().item<double>();
-  EXPECT_LE(diff, 1e-5 * scale + 1e-7) << what << " differs by " << diff << " (scale " << scale << ")";
+  EXPECT_LE(diff, 1e-5 * scale + 1e-7)
+      << what << " differs by " << diff << " (scale " << scale << ")";
 }
 
 std::vector<DeviceSpec> cpu_devices(int n) { return parse_devices(std::to_string(n), 1); }
@@ -57,7 +58,8 @@ struct Case {
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   std::string s = info.param.schedule;
-  for (char& ch : s) if (ch == '-') ch = '_';
+  for (char& ch : s)
+    if (ch == '-') ch = '_';
   return fmt::format("{}_s{}_m{}_b{}_v{}", s, info.param.stages, info.param.microbatches,
                      info.param.batch, info.param.virtual_stages);
 }

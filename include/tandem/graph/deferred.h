@@ -11,6 +11,8 @@
 // the other methods are called by the stage's worker.
 #pragma once
 
+#include <torch/types.h>
+
 #include <functional>
 #include <mutex>
 #include <vector>
@@ -31,5 +33,9 @@ class DeferredWeightGrads {
   mutable std::mutex mu_;
   std::vector<std::function<void()>> work_;
 };
+
+// Adds `value` to the gradient of leaf `param`, as autograd's accumulation would; for the
+// deferred weight-gradient work of splitting layers.
+void accumulate_grad(torch::Tensor param, const torch::Tensor& value);
 
 }  // namespace tandem::graph
