@@ -26,14 +26,14 @@ std::vector<int> Partition::balance() const {
   return b;
 }
 
+std::string Partition::layer_range(const Model& model, int stage) const {
+  auto [b, e] = layers_of(stage);
+  return e - b > 1 ? model.layers[b].name + ".." + model.layers[e - 1].name : model.layers[b].name;
+}
+
 std::string Partition::to_string(const Model& model) const {
   std::string out;
-  for (int s = 0; s < num_stages; ++s) {
-    auto [b, e] = layers_of(s);
-    if (s) out += " | ";
-    out += model.layers[b].name;
-    if (e - b > 1) out += ".." + model.layers[e - 1].name;
-  }
+  for (int s = 0; s < num_stages; ++s) out += (s ? " | " : "") + layer_range(model, s);
   return out;
 }
 
@@ -57,7 +57,8 @@ Partition partition_by_balance(const Model& model, const std::vector<int>& balan
                fmt::join(balance, ","), total, n, fmt::join(layer_names(model), ", "));
   Partition p;
   p.num_stages = static_cast<int>(balance.size());
-  for (int s = 0; s < p.num_stages; ++s) p.stage_of_layer.insert(p.stage_of_layer.end(), balance[s], s);
+  for (int s = 0; s < p.num_stages; ++s)
+    p.stage_of_layer.insert(p.stage_of_layer.end(), balance[s], s);
   return p;
 }
 
@@ -132,7 +133,8 @@ Flow analyze(const Model& model, const Partition& partition) {
   model.validate();
   const int n = static_cast<int>(model.layers.size());
   TANDEM_CHECK(static_cast<int>(partition.stage_of_layer.size()) == n,
-               "the partition covers {} layers but the model has {}", partition.stage_of_layer.size(), n);
+               "the partition covers {} layers but the model has {}",
+               partition.stage_of_layer.size(), n);
   for (int i = 0; i < n; ++i) {
     int s = partition.stage_of_layer[i];
     int prev = i ? partition.stage_of_layer[i - 1] : 0;
@@ -141,7 +143,8 @@ Flow analyze(const Model& model, const Partition& partition) {
                  "runs of layers numbered from 0",
                  model.layers[i].name, s, prev);
   }
-  TANDEM_CHECK(partition.stage_of_layer.front() == 0 && partition.stage_of_layer.back() == partition.num_stages - 1,
+  TANDEM_CHECK(partition.stage_of_layer.front() == 0 &&
+                   partition.stage_of_layer.back() == partition.num_stages - 1,
                "the partition numbers {} stages but uses stages {}..{}", partition.num_stages,
                partition.stage_of_layer.front(), partition.stage_of_layer.back());
 

@@ -108,7 +108,8 @@ Pipeline::Pipeline(graph::Model model, graph::Partition partition, PipelineOptio
   TANDEM_CHECK(m.pipeline_size >= 1, "a pipeline needs at least one device");
   TANDEM_CHECK(m.options.microbatches >= 1, "--microbatches must be at least 1, not {}",
                m.options.microbatches);
-  TANDEM_CHECK(m.options.replicas >= 1, "--replicas must be at least 1, not {}", m.options.replicas);
+  TANDEM_CHECK(m.options.replicas >= 1, "--replicas must be at least 1, not {}",
+               m.options.replicas);
 
   // Stage -> device.
   const int stages = m.partition.num_stages;
@@ -116,17 +117,17 @@ Pipeline::Pipeline(graph::Model model, graph::Partition partition, PipelineOptio
     TANDEM_CHECK(static_cast<int>(m.options.stage_device.size()) == stages,
                  "{} stage placements given for {} stages", m.options.stage_device.size(), stages);
     for (int d : m.options.stage_device) {
-      TANDEM_CHECK(d >= 0 && d < m.pipeline_size, "a stage is placed on device {} but there are {} devices",
-                   d, m.pipeline_size);
+      TANDEM_CHECK(d >= 0 && d < m.pipeline_size,
+                   "a stage is placed on device {} but there are {} devices", d, m.pipeline_size);
     }
     m.stage_device = m.options.stage_device;
   }
   m.train_schedule = m.build_schedule(m.options.schedule, m.options.microbatches);
   m.stage_device = m.train_schedule.stage_device;
-  m.eval_schedule = schedule::lower(
-      place_stages(schedule::forward_only(stages, m.options.microbatches), m.stage_graph,
-                   m.stage_device, m.pipeline_size),
-      m.stage_graph);
+  m.eval_schedule =
+      schedule::lower(place_stages(schedule::forward_only(stages, m.options.microbatches),
+                                   m.stage_graph, m.stage_device, m.pipeline_size),
+                      m.stage_graph);
   schedule::validate(m.eval_schedule, m.stage_graph);
 
   // Devices this process runs, and the transport between them.
@@ -181,7 +182,8 @@ Pipeline::Pipeline(graph::Model model, graph::Partition partition, PipelineOptio
       tracker.set_budget(d, m.options.device_memory);
     } else if (m.options.device_memory > 0) {
       const double total = static_cast<double>(memory::cuda_total_bytes(spec.device.index()));
-      memory::cuda_set_memory_fraction(std::min(1.0, m.options.device_memory / total), spec.device.index());
+      memory::cuda_set_memory_fraction(std::min(1.0, m.options.device_memory / total),
+                                       spec.device.index());
     }
   }
   // Parameters move to their stage's device on that device's worker, which then owns (and is
@@ -211,7 +213,8 @@ Pipeline::Pipeline(graph::Model model, graph::Partition partition, PipelineOptio
 
 Pipeline::~Pipeline() = default;
 
-StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& target, bool training) {
+StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& target,
+                              bool training) {
   TANDEM_CHECK(input.defined() && target.defined() && input.size(0) == target.size(0),
                "input and target must have the same number of samples ({} vs {})",
                input.defined() ? input.size(0) : 0, target.defined() ? target.size(0) : 0);
@@ -297,7 +300,8 @@ StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& t
       TANDEM_CHECK(std::isfinite(v),
                    "the loss of step {} is {} in micro-batch {} (samples {}..{} of the batch); "
                    "lower the learning rate or check the data",
-                   step, v, mb, plan.slices[mb].first, plan.slices[mb].first + plan.slices[mb].second - 1);
+                   step, v, mb, plan.slices[mb].first,
+                   plan.slices[mb].first + plan.slices[mb].second - 1);
     }
     stats.loss = r.loss.item<double>() * options.replicas;
     stats.metric_sum = r.metric_sum;
@@ -351,7 +355,8 @@ void Pipeline::optimizer_step() {
   if (!errors.empty()) std::rethrow_exception(errors.front());
 }
 
-std::vector<std::pair<std::string, torch::Tensor>> Pipeline::stage_named_parameters(int stage) const {
+std::vector<std::pair<std::string, torch::Tensor>> Pipeline::stage_named_parameters(
+    int stage) const {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   auto [b, e] = impl_->partition.layers_of(stage);
   for (int i = b; i < e; ++i) {
@@ -401,12 +406,14 @@ const std::vector<ActionTiming>& Pipeline::last_timings() const { return impl_->
 
 uint64_t Pipeline::Impl::device_bytes(int d) const {
   const auto& dev = options.devices[d].device;
-  return dev.is_cpu() ? memory::Tracker::global().current(d) : memory::cuda_device_stats(dev.index()).current;
+  return dev.is_cpu() ? memory::Tracker::global().current(d)
+                      : memory::cuda_device_stats(dev.index()).current;
 }
 
 uint64_t Pipeline::Impl::device_peak_bytes(int d) const {
   const auto& dev = options.devices[d].device;
-  return dev.is_cpu() ? memory::Tracker::global().peak(d) : memory::cuda_device_stats(dev.index()).peak;
+  return dev.is_cpu() ? memory::Tracker::global().peak(d)
+                      : memory::cuda_device_stats(dev.index()).peak;
 }
 
 uint64_t Pipeline::device_bytes(int device) const { return impl_->device_bytes(device); }
@@ -422,36 +429,45 @@ std::string Pipeline::placement_log_table() const {
   auto join = [](const std::set<std::string>& s) {
     return s.empty() ? std::string("-") : fmt::format("{}", fmt::join(s, ","));
   };
-  std::string out = fmt::format("{:<24} {:<6} {:<16} {:<16}\n", "layer", "stage", "forward ran on", "backward ran on");
+  std::string out = fmt::format("{:<24} {:<6} {:<16} {:<16}\n", "layer", "stage", "forward ran on",
+                                "backward ran on");
   for (int i = 0; i < static_cast<int>(m.model.layers.size()); ++i) {
-    out += fmt::format("{:<24} {:<6} {:<16} {:<16}\n", m.model.layers[i].name, m.partition.stage_of_layer[i],
-                       join(fwd[i]), join(bwd[i]));
+    out += fmt::format("{:<24} {:<6} {:<16} {:<16}\n", m.model.layers[i].name,
+                       m.partition.stage_of_layer[i], join(fwd[i]), join(bwd[i]));
   }
   return out;
 }
 
-std::string Pipeline::placement_table() const {
+std::string Pipeline::placement_table(const std::vector<std::string>& hosts) const {
   const Impl& m = *impl_;
   const bool split = schedule::splits_backward(m.train_schedule);
-  std::string out = fmt::format("{:<6} {:<10} {:<28} {:>12}{}\n", "stage", "device", "layers", "parameters",
-                                split ? "  split backward (I/W)" : "");
+  const bool ranks = !hosts.empty();
+  std::string out = fmt::format("{:<6} {:<10} {}{:<28} {:>12}{}\n", "stage", "device",
+                                ranks ? fmt::format("{:<6} {:<16} ", "rank", "host") : "", "layers",
+                                "parameters", split ? "  split backward (I/W)" : "");
   for (int s = 0; s < m.partition.num_stages; ++s) {
     auto [b, e] = m.partition.layers_of(s);
-    std::string layers = m.model.layers[b].name;
-    if (e - b > 1) layers += ".." + m.model.layers[e - 1].name;
     int64_t params = 0;
     for (auto& p : m.stage_parameters(s)) params += p.numel();
     std::string split_note;
     if (split) {
       std::vector<std::string> whole;
       for (int i = b; i < e; ++i) {
-        if (!m.model.layers[i].splits_backward && m.model.layers[i].module) whole.push_back(m.model.layers[i].name);
+        if (!m.model.layers[i].splits_backward && m.model.layers[i].module)
+          whole.push_back(m.model.layers[i].name);
       }
-      split_note = whole.empty() ? "  yes"
-                                 : fmt::format("  all in I for: {}", fmt::join(whole, ", "));
+      split_note =
+          whole.empty() ? "  yes" : fmt::format("  all in I for: {}", fmt::join(whole, ", "));
     }
-    out += fmt::format("{:<6} {:<10} {:<28} {:>12}{}\n", s, m.options.devices[m.stage_device[s]].name,
-                       fmt::format("{} ({})", layers, e - b), params, split_note);
+    const int device = m.stage_device[s];
+    std::string rank_host;
+    if (ranks) {
+      rank_host = fmt::format("{:<6} {:<16} ", device,
+                              device < static_cast<int>(hosts.size()) ? hosts[device] : "?");
+    }
+    out += fmt::format(
+        "{:<6} {:<10} {}{:<28} {:>12}{}\n", s, m.options.devices[device].name, rank_host,
+        fmt::format("{} ({})", m.partition.layer_range(m.model, s), e - b), params, split_note);
   }
   return out;
 }

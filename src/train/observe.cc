@@ -14,13 +14,6 @@ long long flow_id(int64_t step, bool gradient, int from, int to, int mb, int sta
   return ((((step * 2 + gradient) * stages + from) * stages + to) * mbs) + mb;
 }
 
-std::string layer_range(const runtime::Pipeline& p, int stage) {
-  auto [b, e] = p.partition().layers_of(stage);
-  std::string s = p.model().layers[b].name;
-  if (e - b > 1) s += ".." + p.model().layers[e - 1].name;
-  return s;
-}
-
 }  // namespace
 
 void add_step_spans(trace::Trace& out, const runtime::Pipeline& p,
@@ -36,7 +29,7 @@ void add_step_spans(trace::Trace& out, const runtime::Pipeline& p,
     s.name = schedule::to_string(t.action);
     s.stage = t.action.stage;
     s.microbatch = t.action.microbatch;
-    s.layers = layer_range(p, t.action.stage);
+    s.layers = p.partition().layer_range(p.model(), t.action.stage);
     s.start_us = offset_us + t.start_us;
     s.dur_us = t.end_us - t.start_us;
     const bool gradient = t.action.op != schedule::Op::kForward;
@@ -48,12 +41,14 @@ void add_step_spans(trace::Trace& out, const runtime::Pipeline& p,
       case schedule::Kind::kSend:
         s.track = "comm";
         s.kind = 'S';
-        s.flow_out = flow_id(step, gradient, t.action.stage, t.action.peer, t.action.microbatch, stages, mbs);
+        s.flow_out = flow_id(step, gradient, t.action.stage, t.action.peer, t.action.microbatch,
+                             stages, mbs);
         break;
       case schedule::Kind::kRecv:
         s.track = "comm";
         s.kind = 'R';
-        s.flow_in = flow_id(step, gradient, t.action.peer, t.action.stage, t.action.microbatch, stages, mbs);
+        s.flow_in = flow_id(step, gradient, t.action.peer, t.action.stage, t.action.microbatch,
+                            stages, mbs);
         break;
     }
     out.spans.push_back(std::move(s));
@@ -82,8 +77,8 @@ trace::Trace simulated_trace(const schedule::Schedule& sched, const schedule::Ti
   return out;
 }
 
-StepReport analyze_step(const runtime::Pipeline& p, const std::vector<runtime::ActionTiming>& timings,
-                        int64_t batch) {
+StepReport analyze_step(const runtime::Pipeline& p,
+                        const std::vector<runtime::ActionTiming>& timings, int64_t batch) {
   StepReport r;
   const int devices = static_cast<int>(p.devices().size());
   const int stages = p.partition().num_stages;
@@ -140,7 +135,8 @@ StepReport analyze_step(const runtime::Pipeline& p, const std::vector<runtime::A
   if (present == devices) {
     r.predicted_bubble = schedule::simulate(schedule::compute_only(p.schedule()), g, costs).bubble;
   }
-  for (const auto& l : p.model().layers) r.flops += 3.0 * l.forward_flops_per_sample * batch;  // F + 2x in B
+  for (const auto& l : p.model().layers)
+    r.flops += 3.0 * l.forward_flops_per_sample * batch;  // F + 2x in B
   return r;
 }
 

@@ -68,7 +68,10 @@ TEST(Partition, BalanceMustCoverTheModel) {
             "balance 3,4 covers 7 layers but the model has 10 (layers: l0, l1, l2, l3, l4, l5, l6, "
             "l7, l8, l9)");
   EXPECT_NE(error_of([&] { partition_by_balance(m, {3, 0, 7}); }).find("at least one"), std::string::npos);
-  EXPECT_EQ(partition_by_balance(m, {3, 4, 3}).balance(), (std::vector<int>{3, 4, 3}));
+  Partition p = partition_by_balance(m, {3, 4, 3});
+  EXPECT_EQ(p.balance(), (std::vector<int>{3, 4, 3}));
+  EXPECT_EQ(p.to_string(m), "l0..l2 | l3..l6 | l7..l9");
+  EXPECT_EQ(partition_by_balance(m, {1, 9}).layer_range(m, 0), "l0");
 }
 
 TEST(Partition, ByParametersBalancesWeight) {

@@ -17,6 +17,8 @@ struct Partition {
   // [begin, end) layer indices of `stage`.
   std::pair<int, int> layers_of(int stage) const;
   std::vector<int> balance() const;
+  // "fc1..fc3": the first and last layer of `stage` (just "fc1" for one layer).
+  std::string layer_range(const Model& model, int stage) const;
   std::string to_string(const Model& model) const;  // "fc1..fc3 | fc4..out"
 };
 

@@ -123,7 +123,9 @@ class Pipeline {
   const PlacementLog* placement_log() const;
 
   // A table: stage, device, layers, parameters.
-  std::string placement_table() const;
+  // `hosts` (under MPI: the host of every rank) adds rank and host columns; a stage's rank is
+  // its device (replica 0).
+  std::string placement_table(const std::vector<std::string>& hosts = {}) const;
 
  private:
   struct Impl;
