@@ -1,5 +1,6 @@
 #include "shard.h"
 
+#include <torch/cuda.h>
 #include <torch/serialize.h>
 
 #include "tandem/common/check.h"
@@ -9,6 +10,15 @@ namespace {
 
 torch::Tensor cpu_copy(const torch::Tensor& t) {
   return t.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true).contiguous();
+}
+
+// A stage's kernels (its forward, backward and optimizer step) run on its device's own stream,
+// which the blocking copies below, made from this thread's current stream, do not wait for:
+// wait on the host for the whole device so that the bytes copied are the finished values.
+// Checked at run time, so that the code also builds against a LibTorch without CUDA.
+void finish_device_work(const runtime::Pipeline& pipeline, int stage) {
+  const c10::Device device = pipeline.devices()[pipeline.stage_device()[stage]].device;
+  if (device.is_cuda() && torch::cuda::is_available()) torch::cuda::synchronize(device.index());
 }
 
 }  // namespace
@@ -46,6 +56,7 @@ NamedTensors model_tensors(const graph::Model& model, bool buffers) {
 }
 
 StageTensors collect_stage(const runtime::Pipeline& pipeline, int stage) {
+  finish_device_work(pipeline, stage);
   StageTensors t;
   const NamedTensors params = pipeline.stage_named_parameters(stage);
   for (const auto& [name, p] : params) t.params[name] = cpu_copy(p);
