@@ -1,5 +1,7 @@
 #include "tandem/graph/partition.h"
 
+#include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -62,29 +64,21 @@ Partition partition_by_balance(const Model& model, const std::vector<int>& balan
   return p;
 }
 
-Partition partition_by_parameters(const Model& model, int stages) {
+Partition partition_by_cost(const Model& model, int stages, const StageCostFn& cost) {
   const int n = static_cast<int>(model.layers.size());
   TANDEM_CHECK(stages >= 1, "the number of stages must be at least 1, not {}", stages);
   TANDEM_CHECK(stages <= n, "{} stages need at least {} layers, but model '{}' has {} (layers: {})",
                stages, stages, model.name, n, fmt::join(layer_names(model), ", "));
-  // Weight of a layer: its parameter count, plus one so that parameterless layers still count.
-  std::vector<double> w(n);
-  for (int i = 0; i < n; ++i) {
-    int64_t c = 1;
-    for (const auto& p : named_parameters(model.layers[i])) c += p.second.numel();
-    w[i] = static_cast<double>(c);
-  }
-  // Minimize the heaviest stage: dynamic programming over (first i layers, k stages).
-  const double inf = 1e300;
-  std::vector<double> prefix(n + 1, 0);
-  for (int i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + w[i];
+  // Minimize the costliest stage: dynamic programming over (first i layers, k stages).
+  const double inf = std::numeric_limits<double>::infinity();
   std::vector<std::vector<double>> best(stages + 1, std::vector<double>(n + 1, inf));
   std::vector<std::vector<int>> cut(stages + 1, std::vector<int>(n + 1, 0));
   best[0][0] = 0;
   for (int k = 1; k <= stages; ++k) {
-    for (int i = k; i <= n; ++i) {
+    for (int i = k; i <= n - (stages - k); ++i) {
       for (int j = k - 1; j < i; ++j) {
-        double v = std::max(best[k - 1][j], prefix[i] - prefix[j]);
+        if (best[k - 1][j] == inf) continue;
+        const double v = std::max(best[k - 1][j], cost(k - 1, j, i));
         if (v < best[k][i]) {
           best[k][i] = v;
           cut[k][i] = j;
@@ -94,11 +88,24 @@ Partition partition_by_parameters(const Model& model, int stages) {
   }
   std::vector<int> balance(stages);
   for (int k = stages, i = n; k >= 1; --k) {
-    int j = cut[k][i];
+    const int j = cut[k][i];
     balance[k - 1] = i - j;
     i = j;
   }
   return partition_by_balance(model, balance);
+}
+
+Partition partition_by_parameters(const Model& model, int stages) {
+  const int n = static_cast<int>(model.layers.size());
+  // Weight of a layer: its parameter count, plus one so that parameterless layers still count.
+  std::vector<double> prefix(n + 1, 0);
+  for (int i = 0; i < n; ++i) {
+    int64_t c = 1;
+    for (const auto& p : named_parameters(model.layers[i])) c += p.second.numel();
+    prefix[i + 1] = prefix[i] + static_cast<double>(c);
+  }
+  return partition_by_cost(model, stages,
+                           [&prefix](int, int b, int e) { return prefix[e] - prefix[b]; });
 }
 
 Partition partition_by_placement(const Model& model, const std::vector<int>& layer_device,

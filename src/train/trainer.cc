@@ -10,6 +10,8 @@
 #include "tandem/models/conv3d_stack.h"
 #include "tandem/models/mlp.h"
 #include "tandem/models/unet3d.h"
+#include "tandem/runtime/memory_plan.h"
+#include "tandem/schedule/generators.h"
 #include "tandem/train/volume_source.h"
 
 namespace tandem::train {
@@ -71,6 +73,25 @@ runtime::OptimizerFactory make_optimizer(const Config& c) {
   TANDEM_CHECK(false, "unknown optimizer '{}'; use adam or sgd", c.optimizer);
 }
 
+// Stages that balance measured memory under the schedule that will run (see memory_plan.h).
+graph::Partition memory_partition(const graph::Model& model, const Config& c, int stages,
+                                  int devices, const Source& source) {
+  schedule::Options o;
+  const bool per_device = c.schedule == "interleaved" || c.schedule == "zb-v";
+  o.stages = per_device ? devices : stages;
+  o.microbatches = c.microbatches;
+  o.virtual_stages = c.virtual_stages;
+  const std::vector<int> in_flight = schedule::peak_in_flight(schedule::make(c.schedule, o));
+  TANDEM_CHECK(static_cast<int>(in_flight.size()) == stages,
+               "schedule {} has {} stages but {} are asked for", c.schedule, in_flight.size(),
+               stages);
+  const int64_t micro = c.batch / c.microbatches + (c.batch % c.microbatches ? 1 : 0);
+  const torch::Tensor sample = source.train_batch(0, 0, std::min<int64_t>(micro, source.train_size())).input;
+  const int slots = c.optimizer == "adam" ? 2 : (c.momentum != 0 ? 1 : 0);
+  const runtime::LayerBytes bytes = runtime::measure_layer_bytes(model, sample, slots);
+  return runtime::partition_by_memory(model, bytes, in_flight, c.recompute);
+}
+
 }  // namespace
 
 Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport)
@@ -102,8 +123,13 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport)
                  po.devices.size(), c.virtual_stages, po.devices.size() * c.virtual_stages, c.stages);
     if (c.balance.empty()) stages = static_cast<int>(po.devices.size()) * c.virtual_stages;
   }
-  graph::Partition partition = c.balance.empty() ? graph::partition_by_parameters(model, stages)
-                                                 : graph::partition_by_balance(model, c.balance);
+  TANDEM_CHECK(c.partition == "parameters" || c.partition == "memory",
+               "--partition {} is unknown; use parameters or memory", c.partition);
+  source_ = make_source(c);
+  graph::Partition partition =
+      !c.balance.empty()         ? graph::partition_by_balance(model, c.balance)
+      : c.partition == "memory" ? memory_partition(model, c, stages, static_cast<int>(po.devices.size()), *source_)
+                                 : graph::partition_by_parameters(model, stages);
   if (c.schedule != "interleaved" && stages != static_cast<int>(po.devices.size())) {
     // More stages than devices: stage s on device s mod devices.
     TANDEM_CHECK(stages > static_cast<int>(po.devices.size()),
@@ -111,7 +137,6 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport)
                  stages, po.devices.size());
     for (int s = 0; s < stages; ++s) po.stage_device.push_back(s % static_cast<int>(po.devices.size()));
   }
-  source_ = make_source(c);
   pipeline_ = std::make_unique<runtime::Pipeline>(std::move(model), std::move(partition), po);
   pipeline_->set_optimizer(make_optimizer(c));
   TANDEM_CHECK(c.init_from.empty() || c.resume.empty(),

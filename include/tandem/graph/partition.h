@@ -2,6 +2,7 @@
 // cross which stage boundaries.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ struct Partition {
 Partition partition_by_balance(const Model& model, const std::vector<int>& balance);
 // Contiguous stages with parameter counts as equal as possible (each stage at least one layer).
 Partition partition_by_parameters(const Model& model, int stages);
+// Cost of making layers [begin, end) stage `stage`.
+using StageCostFn = std::function<double(int stage, int begin, int end)>;
+// Contiguous stages (each at least one layer) that minimize the costliest stage.
+Partition partition_by_cost(const Model& model, int stages, const StageCostFn& cost);
 // From a device per layer (the "with device(...)" habit): each maximal run of layers on one
 // device is a stage. Returns the partition and the device of each stage.
 Partition partition_by_placement(const Model& model, const std::vector<int>& layer_device,

@@ -28,7 +28,8 @@ struct Config {
   // Placement.
   std::string devices = "4";
   int threads_per_device = 0;  // 0: cores / cpu devices
-  std::vector<int> balance;    // layers per stage; empty: even split by parameters
+  std::vector<int> balance;    // layers per stage; empty: split by `partition`
+  std::string partition = "parameters";  // parameters | memory (measured per layer)
   int stages = 0;              // 0: one stage per device
   int replicas = 1;
   std::string transport = "auto";  // auto | inprocess | mpi

@@ -1,0 +1,49 @@
+// Partitions that balance memory instead of parameters.
+//
+// A stage's memory is its parameter state (parameters, gradients, optimizer slots) plus the
+// activations of every micro-batch it holds at once, which the schedule decides: GPipe holds
+// all m, 1F1B holds p - s on stage s. With recomputation a stage keeps only its inputs per
+// micro-batch in flight and the activations of the one micro-batch it recomputes. The bytes per
+// layer are measured, not guessed: one micro-batch runs forward through the model on the
+// calling thread while the CPU allocator hook counts what each layer leaves alive.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "tandem/graph/model.h"
+#include "tandem/graph/partition.h"
+
+namespace tandem::runtime {
+
+struct LayerBytes {
+  // Per layer: bytes its forward leaves alive for one micro-batch (outputs and tensors saved
+  // for the backward), measured as the growth of the allocator's count over the call.
+  std::vector<uint64_t> activations;
+  // Per layer: parameters, their gradients and `optimizer_slots` tensors of their size.
+  std::vector<uint64_t> state;
+  // Per named tensor, the graph input included: its bytes for one micro-batch.
+  std::map<std::string, uint64_t> tensors;
+};
+
+// Runs `micro_input` (one micro-batch, on the CPU) forward through `model` with gradients
+// recorded and counts the bytes. Installs the CPU accounting if needed. `optimizer_slots`:
+// tensors the optimizer keeps per parameter (Adam 2, SGD with momentum 1, plain SGD 0).
+LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& micro_input,
+                               int optimizer_slots);
+
+// Predicted peak bytes of layers [begin, end) as one stage holding `in_flight` micro-batches.
+double stage_bytes(const graph::Model& model, const LayerBytes& bytes, int begin, int end,
+                   int in_flight, bool recompute);
+
+// The contiguous partition into in_flight.size() stages whose largest predicted peak
+// (stage_bytes) is smallest. `in_flight[s]`: micro-batches stage s holds at once
+// (schedule::peak_in_flight of the schedule that will run).
+graph::Partition partition_by_memory(const graph::Model& model, const LayerBytes& bytes,
+                                     const std::vector<int>& in_flight, bool recompute);
+
+}  // namespace tandem::runtime

@@ -1,0 +1,105 @@
+// Partitions by measured memory: the bytes per layer are counted exactly, and the partition
+// they give lowers the largest peak a device reaches under the schedule that runs.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+
+#include "tandem/models/conv3d_stack.h"
+#include "tandem/runtime/memory_plan.h"
+#include "tandem/runtime/pipeline.h"
+#include "tandem/schedule/generators.h"
+#include "tandem/schedule/schedule.h"
+#include "test_models.h"
+
+namespace tandem {
+namespace {
+
+// Six equal convolutions on 8^3: equal parameters, equal activations per layer.
+graph::Model convs() {
+  torch::manual_seed(3);
+  models::Conv3dStackOptions o;
+  o.convs = 6;
+  o.filters = 4;
+  o.volume = 8;
+  return models::conv3d_stack(o);
+}
+
+TEST(MemoryPlan, MeasuresTensorsAndStatePerLayer) {
+  graph::Model m = convs();
+  const torch::Tensor x = torch::randn({2, 1, 8, 8, 8});
+  const runtime::LayerBytes b = runtime::measure_layer_bytes(m, x, 2);
+  ASSERT_EQ(b.activations.size(), m.layers.size());
+  EXPECT_EQ(b.tensors.at(m.input), 2u * 8 * 8 * 8 * 4);
+  EXPECT_EQ(b.tensors.at(m.output), 2u * 8 * 8 * 8 * 4);
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    // At least the layer's own output stays alive.
+    EXPECT_GE(b.activations[i], b.tensors.at(m.layers[i].outputs[0])) << m.layers[i].name;
+    uint64_t params = 0;
+    for (auto& [name, p] : graph::named_parameters(m.layers[i])) params += p.numel() * 4;
+    EXPECT_EQ(b.state[i], params * 4) << "parameters, gradients and two Adam slots";
+  }
+}
+
+TEST(MemoryPlan, OneFOneBGivesTheFirstStageFewerLayers) {
+  graph::Model m = convs();
+  const runtime::LayerBytes b = runtime::measure_layer_bytes(m, torch::randn({4, 1, 8, 8, 8}), 2);
+  schedule::Options so;
+  so.stages = 3;
+  so.microbatches = 6;
+  const std::vector<int> in_flight = schedule::peak_in_flight(schedule::make("1f1b", so));
+  ASSERT_EQ(in_flight, (std::vector<int>{3, 2, 1}));
+  const graph::Partition by_memory = runtime::partition_by_memory(m, b, in_flight, false);
+  const std::vector<int> balance = by_memory.balance();
+  EXPECT_LT(balance[0], balance[2]) << by_memory.to_string(m);
+  // The plan's largest stage is no larger than the parameter split's.
+  auto worst = [&](const graph::Partition& p, bool recompute) {
+    double w = 0;
+    for (int s = 0; s < p.num_stages; ++s) {
+      auto [begin, end] = p.layers_of(s);
+      w = std::max(w, runtime::stage_bytes(m, b, begin, end, in_flight[s], recompute));
+    }
+    return w;
+  };
+  EXPECT_LT(worst(by_memory, false), worst(graph::partition_by_parameters(m, 3), false));
+  // With recomputation a stage keeps inputs, not activations, per micro-batch in flight.
+  const graph::Partition recomputed = runtime::partition_by_memory(m, b, in_flight, true);
+  EXPECT_LT(worst(recomputed, true), worst(by_memory, false));
+}
+
+uint64_t largest_peak(const graph::Partition& part) {
+  runtime::PipelineOptions o;
+  o.devices = parse_devices("3", 1);
+  o.schedule = "1f1b";
+  o.microbatches = 6;
+  runtime::Pipeline p(convs(), part, o);
+  torch::manual_seed(0);
+  torch::Tensor x = torch::randn({12, 1, 8, 8, 8}), y = torch::randn({12, 1, 8, 8, 8});
+  p.forward_backward(x, y);  // the first step allocates the gradients
+  const auto peaks = p.forward_backward(x, y).peak_bytes;
+  return *std::max_element(peaks.begin(), peaks.end());
+}
+
+TEST(MemoryPlan, MeasuredPeakFallsWithTheMemoryPartition) {
+  graph::Model m = convs();
+  const runtime::LayerBytes b = runtime::measure_layer_bytes(m, torch::randn({2, 1, 8, 8, 8}), 0);
+  schedule::Options so;
+  so.stages = 3;
+  so.microbatches = 6;
+  const auto in_flight = schedule::peak_in_flight(schedule::make("1f1b", so));
+  const graph::Partition by_memory = runtime::partition_by_memory(m, b, in_flight, false);
+  const graph::Partition even = graph::partition_by_parameters(m, 3);
+  ASSERT_NE(by_memory.balance(), even.balance());
+  EXPECT_LT(largest_peak(by_memory), largest_peak(even))
+      << by_memory.to_string(m) << " against " << even.to_string(m);
+}
+
+TEST(MemoryPlan, RefusesAMeasurementOfAnotherModel) {
+  graph::Model m = convs();
+  runtime::LayerBytes b = runtime::measure_layer_bytes(m, torch::randn({1, 1, 8, 8, 8}), 0);
+  b.activations.pop_back();
+  EXPECT_THROW(runtime::partition_by_memory(m, b, {1, 1}, false), Error);
+}
+
+}  // namespace
+}  // namespace tandem
