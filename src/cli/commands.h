@@ -19,5 +19,6 @@ using Runner = std::function<int()>;
 Runner add_train(CLI::App& app);
 Runner add_schedule(CLI::App& app);
 Runner add_consolidate(CLI::App& app);
+Runner add_eval(CLI::App& app);
 
 }  // namespace tandem::cli

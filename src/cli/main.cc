@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   auto train = tandem::cli::add_train(app);
   auto schedule = tandem::cli::add_schedule(app);
   auto consolidate = tandem::cli::add_consolidate(app);
+  auto eval = tandem::cli::add_eval(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -24,5 +25,6 @@ int main(int argc, char** argv) {
   }
   if (app.got_subcommand("train")) return train();
   if (app.got_subcommand("consolidate")) return consolidate();
+  if (app.got_subcommand("eval")) return eval();
   return schedule();
 }

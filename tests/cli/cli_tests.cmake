@@ -34,3 +34,26 @@ set_tests_properties(cli_ckpt_full cli_ckpt_first_half PROPERTIES FIXTURES_REQUI
 set_tests_properties(cli_ckpt_resume cli_ckpt_consolidate cli_ckpt_wrong_model PROPERTIES FIXTURES_REQUIRED ckpt_saved)
 set_tests_properties(cli_ckpt_consolidate PROPERTIES FIXTURES_SETUP ckpt_consolidated)
 set_tests_properties(cli_ckpt_init_from PROPERTIES FIXTURES_REQUIRED "ckpt_saved;ckpt_consolidated")
+
+# tandem eval: a checkpoint's held-out metric is the one its training run printed, on other
+# devices, partitions and schedules, and from its consolidated file. Each layer sees the same
+# micro-batches as in training (same --batch, --microbatches, --eval-batch), so the logits are
+# bitwise those of the training run's evaluation and the printed accuracy must be equal.
+set(eval_common --batch 32 --microbatches 4 --eval-batch 5000 --seed 3)
+add_test(NAME cli_eval_matches_training
+  COMMAND ${CMAKE_COMMAND} -DKEY=test_accuracy
+    "-DCMD0=$<TARGET_FILE:tandem_cli>;train;${common};--devices;2;--save-dir;${ckpt}/eval"
+    "-DCMD1=$<TARGET_FILE:tandem_cli>;eval;--checkpoint;${ckpt}/eval;${eval_common};--devices;1"
+    "-DCMD2=$<TARGET_FILE:tandem_cli>;eval;--checkpoint;${ckpt}/eval/step-4;${eval_common};--devices;3;--balance;2,3,3;--schedule;gpipe"
+    "-DCMD3=$<TARGET_FILE:tandem_cli>;consolidate;${ckpt}/eval;-o;${ckpt}/eval.pt"
+    "-DCMD4=$<TARGET_FILE:tandem_cli>;eval;--checkpoint;${ckpt}/eval.pt;${eval_common};--devices;4;--schedule;zb-h1"
+    -P ${CMAKE_CURRENT_LIST_DIR}/same_metric.cmake
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_eval_matches_training PROPERTIES TIMEOUT 600 FIXTURES_REQUIRED ckpt_clean)
+tandem_cli_test(eval_help_lists_options 0 "--checkpoint TEXT REQUIRED.*--balance" eval --help)
+tandem_cli_test(eval_needs_checkpoint 2 "--checkpoint is required" eval --devices 2)
+tandem_cli_test(eval_bad_path 2 "--checkpoint no/such/folder: no such file or folder" eval --checkpoint no/such/folder)
+tandem_cli_test(eval_folder_without_checkpoint 1 "holds no complete checkpoint" eval --checkpoint tests/cli ${eval_common} --devices 2)
+tandem_cli_test(eval_not_a_state_dict 1 "cannot be read as a state dict" eval --checkpoint README.md ${eval_common} --devices 2)
+tandem_cli_test(eval_wrong_model 1 "does not match model 'mlp': other shape: dense0.weight" eval --checkpoint ${ckpt}/full ${eval_common} --devices 2 --width 64)
+set_tests_properties(cli_eval_wrong_model PROPERTIES FIXTURES_REQUIRED ckpt_saved)

@@ -1,0 +1,84 @@
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+
+#include "commands.h"
+#include "run_options.h"
+#include "session.h"
+#include "tandem/checkpoint/load.h"
+#include "tandem/checkpoint/state_dict.h"
+
+namespace tandem::cli {
+
+namespace {
+namespace fs = std::filesystem;
+
+struct EvalArgs {
+  RunArgs run;
+  std::string checkpoint;
+};
+
+// "<folder>/step-4 (step 4)" for a checkpoint (or the latest of a save folder), "<file> (state
+// dict)" for a file. Throws tandem::Error when a folder holds no complete checkpoint.
+std::string describe_checkpoint(const std::string& path) {
+  if (!fs::is_directory(path)) return fmt::format("{} (state dict)", path);
+  const std::string folder = checkpoint::resolve_checkpoint(path);
+  return fmt::format("{} (step {})", folder, checkpoint::read_manifest(folder).state.step);
+}
+
+int run_eval(EvalArgs& args) {
+  std::error_code ec;
+  if (!fs::exists(args.checkpoint, ec)) {
+    std::fprintf(stderr,
+                 "tandem: --checkpoint %s: no such file or folder; give a save folder (its latest "
+                 "checkpoint), one step-N checkpoint in it, or a state dict file (tandem "
+                 "consolidate)\n",
+                 args.checkpoint.c_str());
+    return kExitUsage;
+  }
+  Session session;
+  if (const int status = start_session(args.run, session)) return status;
+  return run_guarded(session, [&] {
+    train::Trainer& trainer = *session.trainer;
+    const std::string prefix = session.prefix();
+    const std::string source = describe_checkpoint(args.checkpoint);
+    // Checks names and shapes against the whole model before it copies anything.
+    checkpoint::init_from(trainer.pipeline(), args.checkpoint);
+    if (session.main_process()) std::cout << prefix << "checkpoint: " << source << "\n";
+    print_start(session);
+    const auto started = std::chrono::steady_clock::now();
+    const double metric = trainer.evaluate();
+    const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - started;
+    if (trainer.config().log_placement) {
+      std::cout << prefix << "placement log (from execution):\n"
+                << trainer.pipeline().placement_log_table();
+    }
+    if (session.main_process()) {
+      std::cout << fmt::format("{}result: {} seconds={:.2f}\n", prefix,
+                               test_metric_field(trainer.pipeline().model().metric_name, metric),
+                               seconds.count());
+    }
+    return 0;
+  });
+}
+}  // namespace
+
+Runner add_eval(CLI::App& app) {
+  auto args = std::make_shared<EvalArgs>();
+  train::Config& c = args->run.config;
+  CLI::App* cmd = app.add_subcommand(
+      "eval",
+      "Evaluate a checkpoint or state dict on the held-out set, on any devices, partition and "
+      "schedule (in process or under mpirun).");
+  cmd->add_option("--checkpoint", args->checkpoint,
+                  "a save folder (its latest checkpoint), one step-N checkpoint in it, or a state "
+                  "dict file (tandem consolidate, or torch.save of a dict '<layer>.<param>' -> "
+                  "tensor)")
+      ->required();
+  add_model_options(*cmd, c);
+  add_placement_options(*cmd, args->run);
+  add_batch_options(*cmd, c);
+  return [args]() { return run_eval(*args); };
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,96 @@
+#include "run_options.h"
+
+namespace tandem::cli {
+
+void add_model_options(CLI::App& cmd, train::Config& c) {
+  cmd.add_option("--model", c.model, "model: mlp | conv3d-stack | unet3d")->capture_default_str();
+  cmd.add_option("--width", c.width, "mlp: units per dense layer")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd.add_option("--blocks", c.blocks, "mlp: blocks of two dense layers")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 10000));
+  cmd.add_option("--dropout", c.dropout, "dropout probability")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.99));
+  cmd.add_option("--convs", c.convs, "conv3d-stack: convolutions")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  cmd.add_option("--filters", c.filters,
+                 "conv3d-stack: filters per conv (default 256); unet3d: first level's (default 32)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 16));
+  cmd.add_option("--levels", c.levels, "unet3d: resolution levels")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10));
+  cmd.add_option("--volume", c.volume,
+                 "side S of the S^3 input volumes (crops of the MRI, or synthetic)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  cmd.add_flag("--bce", c.bce, "unet3d: add binary cross-entropy to the Dice loss");
+  cmd.add_option("--train-samples", c.train_samples, "volumetric data: samples per epoch")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  cmd.add_option("--test-samples", c.test_samples, "volumetric data: held-out samples")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd.add_option("--data", c.data, "data set: mnist | fashion-mnist | mri | spheres | regression")
+      ->capture_default_str();
+  cmd.add_option("--data-dir", c.data_dir,
+                 "folder of the data set (default: data/mnist, or the Debian package's folder)");
+}
+
+void add_placement_options(CLI::App& cmd, RunArgs& args) {
+  train::Config& c = args.config;
+  cmd.add_option("--devices", c.devices,
+                 "a count of cpu devices (4) or a list (cpu:0,cpu:1 or cuda:0,cuda:0)")
+      ->capture_default_str();
+  cmd.add_option("--threads-per-device", c.threads_per_device,
+                 "intra-op threads of each device (0: cores / devices)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
+  cmd.add_option("--balance", args.balance,
+                 "layers per stage, e.g. 3,4,3 (default: even split by parameters)");
+  cmd.add_option("--stages", c.stages, "pipeline stages (0: one per device)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
+  cmd.add_option("--schedule", c.schedule, "sequential | gpipe | 1f1b | interleaved | zb-h1 | zb-v")
+      ->capture_default_str();
+  cmd.add_option("--microbatches", c.microbatches,
+                 "micro-batches per batch (uneven splits allowed)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd.add_option("--virtual-stages", c.virtual_stages, "model chunks per device (interleaved)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  cmd.add_option("--replicas", c.replicas,
+                 "data-parallel copies of the pipeline (MPI: ranks = stages x replicas)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+  cmd.add_option("--transport", c.transport,
+                 "auto (MPI when launched by mpirun with >1 rank) | inprocess | mpi")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "inprocess", "mpi"}));
+  cmd.add_option("--comm-timeout", c.comm_timeout_s,
+                 "seconds a device waits for a message before it reports and stops")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 1e7));
+  cmd.add_option("--device-memory", args.device_memory,
+                 "memory budget per device, e.g. 2GiB (default: none)");
+  cmd.add_flag("--log-placement", c.log_placement,
+               "print, for every layer, the devices its forward and its backward actually ran on");
+}
+
+void add_batch_options(CLI::App& cmd, train::Config& c) {
+  cmd.add_option("--batch", c.batch,
+                 "samples per step (per replica); volumetric models also evaluate in steps of it")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 24));
+  cmd.add_option("--eval-batch", c.eval_batch, "samples per evaluation step (mlp)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 24));
+  cmd.add_option("--seed", c.seed, "seed of initialization, shuffling, dropout and synthetic data")
+      ->capture_default_str();
+}
+
+}  // namespace tandem::cli

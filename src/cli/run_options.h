@@ -1,0 +1,32 @@
+// The options `tandem train` and `tandem eval` share: the model and its data, where the stages
+// run and how micro-batches flow through them, batch sizes and the seed. Each function
+// registers one group on a subcommand, with the defaults of train::Config.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "tandem/train/config.h"
+
+namespace tandem::cli {
+
+// What the shared options fill in. Two options arrive as text and are parsed (with messages
+// that name them) when the run starts: see start_run().
+struct RunArgs {
+  train::Config config;
+  std::string balance;        // --balance, e.g. "3,4,3"
+  std::string device_memory;  // --device-memory, e.g. "2GiB"
+};
+
+// --model and its shape (--width, --blocks, --dropout, --convs, --filters, --levels, --volume,
+// --bce), --data, --data-dir, --train-samples, --test-samples.
+void add_model_options(CLI::App& cmd, train::Config& c);
+
+// --devices, --threads-per-device, --balance, --stages, --schedule, --microbatches,
+// --virtual-stages, --replicas, --transport, --comm-timeout, --device-memory, --log-placement.
+void add_placement_options(CLI::App& cmd, RunArgs& args);
+
+// --batch, --eval-batch, --seed.
+void add_batch_options(CLI::App& cmd, train::Config& c);
+
+}  // namespace tandem::cli

@@ -1,0 +1,92 @@
+#include "session.h"
+
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "commands.h"
+#include "tandem/memory/bytes.h"
+#include "tandem/memory/out_of_memory.h"
+
+namespace tandem::cli {
+namespace {
+
+std::vector<int> parse_int_list(const std::string& text, const char* option) {
+  std::vector<int> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    TANDEM_CHECK(!item.empty() && item.find_first_not_of("0123456789") == std::string::npos,
+                 "{} {}: '{}' is not a positive integer; give a list like 3,4,3", option, text,
+                 item);
+    out.push_back(std::stoi(item));
+  }
+  return out;
+}
+
+// Prints `what` with the rank prefix (when the job was joined) and ends the job under MPI.
+void report(const std::unique_ptr<Launch>& launch, const char* what) {
+  const std::string prefix = launch ? launch->prefix() : "";
+  std::fprintf(stderr, "%standem: %s\n", prefix.c_str(), what);
+  if (launch && launch->mpi()) launch->abort(what);
+}
+
+}  // namespace
+
+bool Session::main_process() const {
+  return trainer->pipeline().owns_loss() && trainer->replica() == 0;
+}
+
+int start_session(RunArgs& args, Session& session) {
+  train::Config& c = args.config;
+  try {
+    if (!args.balance.empty()) c.balance = parse_int_list(args.balance, "--balance");
+    if (!args.device_memory.empty()) c.device_memory = memory::parse_bytes(args.device_memory);
+    session.launch = std::make_unique<Launch>(c);
+    session.launch->agree(c);
+    session.trainer = std::make_unique<train::Trainer>(c, session.launch->transport());
+    if (session.launch->mpi()) {
+      Launch* l = session.launch.get();
+      session.trainer->set_checkpoint_world(
+          {l->rank(), l->world(), session.trainer->replica(), c.replicas, [l] { l->barrier(); }});
+    }
+  } catch (const memory::OutOfMemory& e) {
+    report(session.launch, e.what());
+    return kExitOutOfMemory;
+  } catch (const Error& e) {
+    report(session.launch, e.what());
+    return kExitUsage;
+  }
+  return 0;
+}
+
+void print_start(Session& session) {
+  train::Trainer& t = *session.trainer;
+  Launch& launch = *session.launch;
+  // Under MPI rank 0 gathers every rank's host (collective), so it prints the table.
+  const std::string table = launch.mpi()
+                                ? t.pipeline().placement_table(launch.gather(launch.host()))
+                                : t.pipeline().placement_table();
+  const std::string prefix = session.prefix();
+  if (session.main_process()) std::cout << prefix << "data: " << t.source().describe() << "\n";
+  if (launch.mpi() ? launch.rank() == 0 : session.main_process())
+    std::cout << prefix << "placement:\n" << table << std::flush;
+}
+
+int run_guarded(Session& session, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const runtime::StepError& e) {
+    report(session.launch, e.what());
+    return e.out_of_memory ? kExitOutOfMemory : kExitFailure;
+  } catch (const Error& e) {
+    report(session.launch, e.what());
+    return kExitFailure;
+  }
+}
+
+std::string test_metric_field(const std::string& metric_name, double value) {
+  return fmt::format("test_{}={:.4f}", metric_name, value);
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,44 @@
+// One process's part of a `tandem train` or `tandem eval` run: how it joined the job and its
+// trainer, with the error handling both commands share.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "launch.h"
+#include "run_options.h"
+#include "tandem/train/trainer.h"
+
+namespace tandem::cli {
+
+struct Session {
+  std::unique_ptr<Launch> launch;
+  std::unique_ptr<train::Trainer> trainer;
+
+  // "[r2/4] " under MPI, "" in process.
+  std::string prefix() const { return launch->prefix(); }
+  // Information comes from the process that owns the loss, in replica 0; warnings and errors
+  // from every process.
+  bool main_process() const;
+};
+
+// Parses the text options of `args` into its config, joins the job (MPI or in process), checks
+// that every rank runs the same configuration and builds the trainer. Returns 0, or prints
+// why it could not (with the rank prefix, ending the job under MPI) and returns the exit
+// status: kExitUsage for a bad configuration, kExitOutOfMemory when a budget is too small.
+int start_session(RunArgs& args, Session& session);
+
+// Prints the data set and the placement table (with ranks and hosts under MPI). Collective
+// under MPI: every rank calls it.
+void print_start(Session& session);
+
+// Runs `body` and returns its status. An error it throws is printed with the rank prefix and
+// ends the job under MPI; the status is then kExitOutOfMemory for a device over its budget,
+// kExitFailure otherwise.
+int run_guarded(Session& session, const std::function<int()>& body);
+
+// "test_accuracy=0.9729": the key and precision of the held-out metric on every result line.
+std::string test_metric_field(const std::string& metric_name, double value);
+
+}  // namespace tandem::cli
