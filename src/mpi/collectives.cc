@@ -4,6 +4,7 @@
 #include <chrono>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "tandem/common/check.h"
 #include "tandem/mpi/handles.h"
@@ -93,18 +94,45 @@ void agree_on(MPI_Comm comm, uint64_t config_hash, const std::string& descriptio
     if (ranks.empty()) order.push_back(hashes[r]);
     ranks.push_back(r);
   }
+  // Name only the settings ("key=value" words) that differ between the configurations.
+  auto words = [](const std::string& text) {
+    std::map<std::string, std::string> out;  // key -> word
+    for (size_t at = 0; at < text.size();) {
+      const size_t end = std::min(text.find(' ', at), text.size());
+      const std::string word = text.substr(at, end - at);
+      if (!word.empty()) out[word.substr(0, word.find('='))] = word;
+      at = end + 1;
+    }
+    return out;
+  };
+  std::vector<std::map<std::string, std::string>> configs;
+  for (uint64_t h : order) configs.push_back(words(descriptions[ranks_of[h].front()]));
+  std::set<std::string> differing;
+  for (const auto& config : configs) {
+    for (const auto& [key, word] : config) {
+      for (const auto& other : configs) {
+        auto it = other.find(key);
+        if (it == other.end() || it->second != word) differing.insert(key);
+      }
+    }
+  }
   std::string clauses;
-  for (uint64_t h : order) {
-    const auto& ranks = ranks_of[h];
+  for (size_t i = 0; i < order.size(); ++i) {
+    const auto& ranks = ranks_of[order[i]];
+    std::vector<std::string> shown;
+    for (const auto& key : differing) {
+      auto it = configs[i].find(key);
+      shown.push_back(it == configs[i].end() ? "no " + key : it->second);
+    }
     if (!clauses.empty()) clauses += "; ";
-    clauses +=
-        fmt::format("{} {} {} '{}'", ranks.size() == 1 ? "rank" : "ranks", fmt::join(ranks, ", "),
-                    ranks.size() == 1 ? "has" : "have", descriptions[ranks.front()]);
+    clauses += fmt::format("{} {} {} {}", ranks.size() == 1 ? "rank" : "ranks",
+                           fmt::join(ranks, ", "), ranks.size() == 1 ? "has" : "have",
+                           shown.empty() ? std::string("other input files") : fmt::format("{}", fmt::join(shown, " ")));
   }
   TANDEM_CHECK(false,
-               "ranks disagree on the configuration: {}. Start every rank with the same "
-               "options and input files",
-               clauses);
+               "ranks disagree on the configuration: {} (rank {}'s whole configuration: '{}'). "
+               "Start every rank with the same options and input files",
+               clauses, ranks_of[order.front()].front(), descriptions[ranks_of[order.front()].front()]);
 }
 
 double clock_offset_us(MPI_Comm comm, int rounds) {
