@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Fault paths of `tandem train` under mpirun, checked from outside the job: it must end by
+# itself with a non-zero status, quickly, and say where it broke with the rank prefix.
+#   rank-exception  4 ranks; only rank 2's stage exceeds its memory budget
+#   silent-rank     4 ranks; rank 1 is stopped (SIGSTOP) mid-training, so it never sends
+#   mismatch        2 ranks started with different --lr
+# Usage: mpi_faults.sh CASE TANDEM MPIRUN...
+set -uo pipefail
+case_name=$1
+tandem=$2
+shift 2
+mpirun=("$@")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+common=(--model mlp --width 64 --blocks 2 --data mnist --schedule 1f1b --microbatches 4 --batch 64)
+
+fail() {
+  echo "----- output -----"
+  cat "$work/out"
+  echo "------------------"
+  echo "FAIL ($case_name): $*"
+  exit 1
+}
+expect() {  # expect TEXT: the output contains TEXT
+  grep -qF -- "$1" "$work/out" || fail "the output lacks '$1'"
+}
+
+start=$(date +%s)
+case $case_name in
+rank-exception)
+  # Stage 2 gets nine layers (526k parameters, ~8 MiB with gradients and Adam); the others
+  # stay far below 6 MiB.
+  timeout 120 "${mpirun[@]}" -n 4 "$tandem" train --model mlp --width 256 --blocks 4 \
+    --data mnist --schedule 1f1b --microbatches 4 --batch 64 --balance 1,1,9,1 --device-memory 6MiB --steps 5 --progress none >"$work/out" 2>&1
+  status=$?
+  expect "[r2/4] tandem: cpu:2 is out of its 6.0 MiB budget: stage 2"
+  ;;
+silent-rank)
+  # Each rank records its pid (exec keeps it); rank 1 is stopped once training runs.
+  timeout 120 "${mpirun[@]}" -n 4 bash -c "echo \$\$ > '$work'/pid.\${OMPI_COMM_WORLD_RANK:-\${PMIX_RANK:-x}}; exec '$tandem' train ${common[*]} --epochs 100 --progress line --comm-timeout 5" \
+    >"$work/out" 2>&1 &
+  job=$!
+  for _ in $(seq 1 300); do
+    grep -q "step" "$work/out" 2>/dev/null && [ -s "$work/pid.1" ] && break
+    sleep 0.2
+  done
+  [ -s "$work/pid.1" ] || fail "rank 1 never started"
+  sleep 1
+  kill -STOP "$(cat "$work/pid.1")"
+  wait $job
+  status=$?
+  kill -KILL "$(cat "$work/pid.1")" 2>/dev/null
+  expect "waited 5 s for message"
+  grep -qE '^\[r[0-9]/4\] step [0-9]+ failed on device [0-9] \(cpu:[0-9]\), stage [0-9], action' "$work/out" ||
+    fail "no rank-prefixed report of the step, device, stage and action that waited"
+  grep -qE 'from rank 1 and it did not arrive' "$work/out" || fail "no report names rank 1 as the silent peer"
+  grep -qE '^ +\^$' "$work/out" || fail "no schedule grid with the waiting action marked"
+  ;;
+mismatch)
+  timeout 120 "${mpirun[@]}" -n 1 "$tandem" train "${common[@]}" --steps 2 --lr 0.1 : \
+    -n 1 "$tandem" train "${common[@]}" --steps 2 --lr 0.2 >"$work/out" 2>&1
+  status=$?
+  expect "ranks disagree on the configuration: rank 0 has lr=0.1; rank 1 has lr=0.2"
+  ;;
+*)
+  echo "unknown case '$case_name'"
+  exit 2
+  ;;
+esac
+seconds=$(($(date +%s) - start))
+[ "$status" -ne 0 ] || fail "the job exited with status 0"
+[ "$status" -ne 124 ] || fail "the job did not end by itself within 120 s"
+[ "$seconds" -le 60 ] || fail "the job took $seconds s to end"
+echo "PASS ($case_name): status $status after $seconds s"
