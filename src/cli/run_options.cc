@@ -50,7 +50,12 @@ void add_placement_options(CLI::App& cmd, RunArgs& args) {
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
   cmd.add_option("--balance", args.balance,
-                 "layers per stage, e.g. 3,4,3 (default: even split by parameters)");
+                 "layers per stage, e.g. 3,4,3 (default: split by --partition)");
+  cmd.add_option("--partition", c.partition,
+                 "parameters: even parameter counts | memory: the smallest largest peak, measured "
+                 "per layer on one micro-batch under the schedule (and --recompute)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"parameters", "memory"}));
   cmd.add_option("--stages", c.stages, "pipeline stages (0: one per device)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));

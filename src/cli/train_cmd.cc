@@ -61,8 +61,11 @@ Runner add_train(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("train", "Train a model split across devices.");
   add_model_options(*cmd, c);
   add_placement_options(*cmd, args->run);
-  cmd->add_flag("--recompute", c.recompute,
-                "keep only stage inputs and recompute the forward in the backward");
+  cmd->add_option_function<std::string>(
+         "--recompute", [&c](const std::string& v) { c.recompute = v == "stage"; },
+         "none | stage: keep only each stage's inputs and recompute its forward in the backward")
+      ->default_str("none")
+      ->check(CLI::IsMember({"none", "stage"}));
   add_batch_options(*cmd, c);
   cmd->add_option("--epochs", c.epochs, "passes over the training set")
       ->capture_default_str()

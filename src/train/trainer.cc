@@ -125,6 +125,10 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport)
   }
   TANDEM_CHECK(c.partition == "parameters" || c.partition == "memory",
                "--partition {} is unknown; use parameters or memory", c.partition);
+  TANDEM_CHECK(c.balance.empty() || c.partition == "parameters",
+               "--balance gives the layers per stage and --partition {} computes them: give one "
+               "of the two",
+               c.partition);
   source_ = make_source(c);
   graph::Partition partition =
       !c.balance.empty()         ? graph::partition_by_balance(model, c.balance)
