@@ -6,6 +6,9 @@ build=${1:-build}
 cd "$(dirname "$0")/.."
 out=bench/RESULTS.md
 tmp=$(mktemp)
+pipe_mlp=$(mktemp)
+pipe_conv=$(mktemp)
+python=${PYTHON:-/usr/bin/python3}  # the interpreter with Debian's python3-torch
 
 blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | awk '/^Value:/ {print $2}')
 {
@@ -19,11 +22,52 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo "- BLAS: ${blas:-unknown}"
   echo "- LibTorch: $(dpkg-query -W -f='${Version}' libtorch-dev 2>/dev/null || echo unknown)"
   echo
-  echo "## Core: tandem against a plain LibTorch loop, throughput against micro-batches, executor overhead"
+  echo "## Core: tandem against a plain LibTorch loop and PyTorch's Pipe, the matrix-multiply ceiling, executor overhead"
   echo
-  echo "Command: \`$build/bench/bench_core --repeats 5 --steps 10\`"
+  echo "The mlp (width 1024, 8 blocks, batch 256, Adam, synthetic MNIST-shaped data) with the"
+  echo "machine's cores as the thread budget of every run: the plain loops and tandem's 1 stage use"
+  echo "all of them, tandem's N stages divide them among N devices (at least 1 each), PyTorch's Pipe"
+  echo "(which runs every CPU partition on one worker thread) gets all of them. Every run here and"
+  echo "in the next sections has \`OMP_WAIT_POLICY=passive\` (why: the section after next)."
   echo
-  "$build/bench/bench_core" --repeats 5 --steps 10
+  pipe_cmd="$python bench/pipe_baseline.py --plain --repeats 5 --steps 5"
+  core_cmd="$build/bench/bench_core --repeats 5 --steps 10 --pipe PIPE_RESULTS"
+  echo "Commands: \`OMP_WAIT_POLICY=passive $pipe_cmd > PIPE_RESULTS\`, then \`OMP_WAIT_POLICY=passive $core_cmd\`"
+  echo
+  OMP_WAIT_POLICY=passive $pipe_cmd > "$pipe_mlp"
+  OMP_WAIT_POLICY=passive ${core_cmd/PIPE_RESULTS/$pipe_mlp}
+  echo
+  echo "## PyTorch's Pipe: what it measured"
+  echo
+  echo "\`torch.distributed.pipeline.sync.Pipe\` from Debian's python3-torch $(dpkg-query -W -f='${Version}' python3-torch 2>/dev/null || echo '(version unknown)'),"
+  echo "chunks = micro-batches, checkpoint='never', on CPU devices, the stages split by the same rule"
+  echo "as tandem's (\`partition\` lines: layers per stage, in tandem's layer order). Raw output of the"
+  echo "first command above (samples/s; the Core table divides tandem's medians by these):"
+  echo
+  echo '```'
+  cat "$pipe_mlp"
+  echo '```'
+  echo
+  echo "## Before: the plain loop with OpenMP's default wait policy"
+  echo
+  echo "The same baseline rows with \`OMP_WAIT_POLICY\` unset, as the Core table used to be measured."
+  echo
+  echo "Command: \`env -u OMP_WAIT_POLICY $build/bench/bench_core --baseline-only --repeats 5 --steps 5\`"
+  echo
+  env -u OMP_WAIT_POLICY "$build/bench/bench_core" --baseline-only --repeats 5 --steps 5
+  echo
+  echo "## conv3d-stack at 2 stages"
+  echo
+  conv_pipe_cmd="$python bench/pipe_baseline.py --model conv3d-stack --convs 4 --filters 16 --volume 32 --batch 8 --stages 2 --microbatches 1,2,4,8 --plain --repeats 5 --steps 5"
+  conv_cmd="$build/bench/bench_conv3d --convs 4 --filters 16 --volume 32 --batch 8 --repeats 5 --steps 5 --pipe PIPE_RESULTS"
+  echo "Commands: \`OMP_WAIT_POLICY=passive $conv_pipe_cmd > PIPE_RESULTS\`, then \`OMP_WAIT_POLICY=passive $conv_cmd\`"
+  echo
+  OMP_WAIT_POLICY=passive $conv_pipe_cmd > "$pipe_conv"
+  OMP_WAIT_POLICY=passive ${conv_cmd/PIPE_RESULTS/$pipe_conv}
+  echo
+  echo '```'
+  cat "$pipe_conv"
+  echo '```'
   echo
   echo "## Measured bubble against the simulator's prediction (GPipe, 4 stages, 8 micro-batches)"
   echo
@@ -38,8 +82,8 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo
   echo "Each line: \`$build/tandem train --model mlp --width 1024 --blocks 8 --data mnist --devices 4 --microbatches 8 --batch 256 --steps 12 --optimizer adam --progress none --trace-steps 10 --report FILE --schedule S\` (interleaved with \`--virtual-stages 2\`); the step time is the traced steps' mean."
   echo
-  echo "| schedule | samples/s | bubble measured | bubble predicted (simulator, measured costs) |"
-  echo "|---|---|---|---|"
+  echo "| schedule | samples/s | bubble measured | bubble predicted (simulator, measured costs) | target: within 5 points |"
+  echo "|---|---|---|---|---|"
   for s in gpipe 1f1b interleaved zb-h1; do
     extra=""
     [ "$s" = interleaved ] && extra="--virtual-stages 2"
@@ -47,7 +91,8 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
     sps=$(echo "$line" | sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p')
     meas=$(echo "$line" | sed -n 's/.*bubble measured=\([0-9.]*\).*/\1/p')
     pred=$(echo "$line" | sed -n 's/.*predicted=\([0-9.]*\).*/\1/p')
-    echo "| $s | $sps | $meas | $pred |"
+    gap=$(awk -v a="$meas" -v b="$pred" 'BEGIN { d = a - b; if (d < 0) d = -d; printf "%.1f points, %s", 100 * d, d <= 0.05 ? "met" : "not met" }')
+    echo "| $s | $sps | $meas | $pred | $gap |"
   done
   echo
   echo "## Reading these numbers"
@@ -61,5 +106,5 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo "- GPU results (H200, scripts/gpu-check.sh) are kept in bench/GPU-CHECK.md."
 } > "$out.new"
 mv "$out.new" "$out"
-rm -f "$tmp"
+rm -f "$tmp" "$pipe_mlp" "$pipe_conv"
 echo "bench: wrote $out"

@@ -1,0 +1,178 @@
+// The conv3d-stack (4 convolutions of 16 filters on 32^3 volumes, batch 8 by default): a plain
+// LibTorch loop over torch::nn::Conv3d modules, tandem on 1 stage, and tandem with 1F1B on 2
+// stages against PyTorch's Pipe at the same micro-batch counts (results of
+// bench/pipe_baseline.py --model conv3d-stack), with achieved FLOP/s against the measured
+// matrix-multiply ceiling.
+//
+// Shapes: input [B,1,S,S,S] -> output [B,1,S,S,S]; MSE against a random target of that shape.
+// Usage: bench_conv3d [--repeats N] [--steps N] [--convs N] [--filters N] [--volume S]
+//                     [--batch B] [--quick] [--pipe FILE]
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "tandem/common/device.h"
+#include "tandem/models/conv3d_stack.h"
+#include "tandem/runtime/pipeline.h"
+
+namespace {
+
+using namespace tandem::bench;
+
+struct Workload {
+  int convs = 4;
+  int64_t filters = 16;
+  int64_t volume = 32;
+  int64_t batch = 8;
+  int steps = 5;
+};
+
+tandem::graph::Model make_model(const Workload& w) {
+  torch::manual_seed(0);
+  tandem::models::Conv3dStackOptions o;
+  o.convs = w.convs;
+  o.filters = w.filters;
+  o.volume = w.volume;
+  return tandem::models::conv3d_stack(o);
+}
+
+// Samples per second of a plain LibTorch loop over torch::nn::Conv3d modules (3^3, "same"
+// padding, relu after all but the last): forward, backward, Adam, on the calling thread.
+double plain_loop(const Workload& w, int threads, const torch::Tensor& x, const torch::Tensor& y) {
+  set_threads(threads);
+  torch::manual_seed(0);
+  torch::nn::Sequential net;
+  for (int i = 0; i < w.convs; ++i) {
+    const bool last = i == w.convs - 1;
+    net->push_back(torch::nn::Conv3d(
+        torch::nn::Conv3dOptions(i == 0 ? 1 : w.filters, last ? 1 : w.filters, 3).padding(1)));
+    if (!last) net->push_back(torch::nn::ReLU());
+  }
+  torch::optim::Adam opt(net->parameters(), torch::optim::AdamOptions(1e-4));
+  return samples_per_s(
+      [&] {
+        opt.zero_grad();
+        torch::nn::functional::mse_loss(net->forward(x), y).backward();
+        opt.step();
+      },
+      w.steps, w.batch);
+}
+
+double tandem_loop(const Workload& w, int stages, int microbatches, const std::string& schedule,
+                   int threads, const torch::Tensor& x, const torch::Tensor& y) {
+  tandem::runtime::PipelineOptions o;
+  o.devices = tandem::parse_devices(std::to_string(stages), threads);
+  o.schedule = schedule;
+  o.microbatches = microbatches;
+  tandem::graph::Model m = make_model(w);
+  auto part = tandem::graph::partition_by_parameters(m, stages);
+  tandem::runtime::Pipeline p(std::move(m), part, o);
+  p.set_optimizer([](std::vector<torch::Tensor> ps) {
+    return std::make_unique<torch::optim::Adam>(ps, torch::optim::AdamOptions(1e-4));
+  });
+  return samples_per_s(
+      [&] {
+        p.forward_backward(x, y);
+        p.optimizer_step();
+      },
+      w.steps, w.batch);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int repeats = 5;
+  std::string pipe_file;
+  Workload w;
+  for (int i = 1; i < argc; ++i) {
+    auto next = [&] { return std::atoi(argv[++i]); };
+    if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc)
+      repeats = next();
+    else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc)
+      w.steps = next();
+    else if (!std::strcmp(argv[i], "--convs") && i + 1 < argc)
+      w.convs = next();
+    else if (!std::strcmp(argv[i], "--filters") && i + 1 < argc)
+      w.filters = next();
+    else if (!std::strcmp(argv[i], "--volume") && i + 1 < argc)
+      w.volume = next();
+    else if (!std::strcmp(argv[i], "--batch") && i + 1 < argc)
+      w.batch = next();
+    else if (!std::strcmp(argv[i], "--pipe") && i + 1 < argc)
+      pipe_file = argv[++i];
+    else if (!std::strcmp(argv[i], "--quick")) {
+      repeats = 3;
+      w.steps = 2;
+      w.volume = 16;
+    } else {
+      std::fprintf(stderr,
+                   "usage: bench_conv3d [--repeats N] [--steps N] [--convs N] [--filters N] "
+                   "[--volume S] [--batch B] [--quick] [--pipe FILE]\n");
+      return 2;
+    }
+  }
+  const BaselineLines python(pipe_file);
+  const int cores = tandem::available_cores();
+  torch::manual_seed(1);
+  const int64_t s = w.volume;
+  torch::Tensor x = torch::randn({w.batch, 1, s, s, s});
+  torch::Tensor y = torch::randn({w.batch, 1, s, s, s});
+  const double flops_per_sample = train_flops_per_sample(make_model(w));
+  std::printf(
+      "# bench_conv3d: conv3d-stack %d convs, %lld filters, %lld^3 volume, batch %lld, "
+      "%d steps per run, %d runs, %d cores, OMP_WAIT_POLICY=%s\n",
+      w.convs, static_cast<long long>(w.filters), static_cast<long long>(s),
+      static_cast<long long>(w.batch), w.steps, repeats, cores, omp_wait_policy().c_str());
+
+  const GemmShape square{"square 1024", 1024, 1024, 1024};
+  const Stats gemm = on_own_thread([&] { return gemm_flops_per_s(square, cores, repeats); });
+  const double ceiling = gemm.median;
+  std::printf(
+      "# training FLOPs per sample (3x forward): %.1f M; matrix-multiply ceiling (float32 "
+      "1024x1024 by 1024x1024, %d threads): %.1f GFLOP/s (%.1f-%.1f)\n",
+      flops_per_sample / 1e6, cores, ceiling / 1e9, gemm.min / 1e9, gemm.max / 1e9);
+
+  const std::vector<int> microbatches = {1, 2, 4, 8};
+  std::vector<double> plain, one;
+  std::vector<std::vector<double>> two(microbatches.size());
+  // Interleaved, so that load from elsewhere on the machine falls on every variant alike.
+  for (int r = 0; r < repeats; ++r) {
+    plain.push_back(on_own_thread([&] { return plain_loop(w, cores, x, y); }));
+    one.push_back(tandem_loop(w, 1, 1, "sequential", cores, x, y));
+    for (size_t i = 0; i < microbatches.size(); ++i) {
+      if (microbatches[i] <= w.batch)
+        two[i].push_back(tandem_loop(w, 2, microbatches[i], "1f1b", 0, x, y));
+    }
+  }
+  const Stats b = summarize(plain);
+  std::printf(
+      "\n| run | samples/s median | min-max | ratio to plain loop | GFLOP/s | of ceiling "
+      "| Pipe samples/s median | Pipe min-max | tandem / Pipe |\n"
+      "|---|---|---|---|---|---|---|---|---|\n");
+  auto row = [&](const std::string& name, const Stats& st, const Stats* pipe) {
+    std::printf("| %s | %.2f | %.2f-%.2f | %.3f | %.1f | %.0f%% |", name.c_str(), st.median, st.min,
+                st.max, st.median / b.median, st.median * flops_per_sample / 1e9,
+                100 * st.median * flops_per_sample / ceiling);
+    if (pipe) {
+      std::printf(" %.2f | %.2f-%.2f | %.2f |\n", pipe->median, pipe->min, pipe->max,
+                  st.median / pipe->median);
+    } else {
+      std::printf(" - | - | - |\n");
+    }
+  };
+  row("plain LibTorch loop (torch::nn modules), " + std::to_string(cores) + " threads, own thread",
+      b, nullptr);
+  if (const Stats* p = python.find("plain", "conv3d-stack", 1, 1))
+    row("plain PyTorch loop (Python, bench/pipe_baseline.py)", *p, nullptr);
+  row("tandem 1 stage, " + std::to_string(cores) + " threads", summarize(one), nullptr);
+  for (size_t i = 0; i < microbatches.size(); ++i) {
+    if (two[i].empty()) continue;
+    row("tandem 1f1b 2 stages, " + std::to_string(microbatches[i]) + " micro-batches",
+        summarize(two[i]), python.find("pipe", "conv3d-stack", 2, microbatches[i]));
+  }
+  return 0;
+}
