@@ -97,4 +97,20 @@ void write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes
   TANDEM_CHECK(done == bytes.size() && rc == Z_OK, "error while writing gzip file '{}'.", path);
 }
 
+std::vector<uint8_t> read_file_prefix(const std::string& path, size_t max_bytes) {
+  open_or_throw(path, "rb");
+  // gzread passes a file that is not gzip through unchanged.
+  gzFile gz = gzopen(path.c_str(), "rb");
+  TANDEM_CHECK(gz != nullptr, "cannot open '{}': {}.", path, std::strerror(errno));
+  std::vector<uint8_t> bytes(max_bytes);
+  const int n = gzread(gz, bytes.data(), static_cast<unsigned>(max_bytes));
+  int errnum = Z_OK;
+  const char* msg = gzerror(gz, &errnum);
+  const std::string error = n < 0 && msg ? msg : "";
+  gzclose(gz);
+  TANDEM_CHECK(n >= 0, "cannot read '{}': {}.", path, error);
+  bytes.resize(static_cast<size_t>(n));
+  return bytes;
+}
+
 }  // namespace tandem::data

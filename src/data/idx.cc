@@ -79,6 +79,23 @@ void swap_elements(uint8_t* p, int64_t count, int width) {
 
 }  // namespace
 
+std::vector<int64_t> read_idx_dims(const std::string& path) {
+  // 4 bytes of magic and at most 255 dimensions of 4 bytes.
+  const std::vector<uint8_t> bytes = read_file_prefix(path, 4 + 4 * 255);
+  TANDEM_CHECK(bytes.size() >= 4 && bytes[0] == 0 && bytes[1] == 0 && bytes[3] >= 1,
+               "'{}' is not an IDX file: it does not start with 00 00, a type code and 1 or more "
+               "dimensions.",
+               path);
+  const int ndim = bytes[3];
+  TANDEM_CHECK(bytes.size() >= 4 + 4 * static_cast<size_t>(ndim),
+               "'{}' is truncated: its IDX header needs {} bytes for {} dimensions but the file "
+               "holds {}.",
+               path, 4 + 4 * ndim, ndim, bytes.size());
+  std::vector<int64_t> dims(ndim);
+  for (int d = 0; d < ndim; ++d) dims[d] = load_be32(&bytes[4 + 4 * d]);
+  return dims;
+}
+
 torch::Tensor read_idx(const std::string& path) {
   std::vector<uint8_t> bytes = read_file_bytes(path);
   TANDEM_CHECK(bytes.size() >= 4,

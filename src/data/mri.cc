@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include <fmt/ranges.h>
+
 #include "tandem/common/check.h"
 #include "tandem/data/nifti.h"
 #include "tandem/data/rng.h"
@@ -34,6 +36,30 @@ std::array<int64_t, 2> origin_range(int64_t begin, int64_t end, int64_t s,
 
 }  // namespace
 
+int64_t MriDataset::check_fits(const std::array<int64_t, 3>& shape, int crop,
+                               const MriOptions& options, const std::string& image_path) {
+  TANDEM_CHECK(crop >= 1 && crop <= shape[0] && crop <= shape[1] && crop <= shape[2],
+               "MriDataset: crop {} does not fit the volume of shape [{}] [Z,Y,X] from '{}'; use "
+               "a crop in 1..{}.",
+               crop, fmt::join(shape, ", "), image_path, std::min({shape[0], shape[1], shape[2]}));
+  TANDEM_CHECK(options.held_out_fraction >= 0.0 && options.held_out_fraction <= 0.9,
+               "MriDataset: held_out_fraction {} is outside 0..0.9.", options.held_out_fraction);
+  const int64_t x = shape[2];
+  const int64_t held_out_begin =
+      x - std::llround(options.held_out_fraction * static_cast<double>(x));
+  TANDEM_CHECK(held_out_begin >= crop,
+               "MriDataset: crop {} does not fit the training slab x in [0, {}) of '{}' ({} "
+               "columns); use a crop <= {} or a smaller held_out_fraction than {}.",
+               crop, held_out_begin, image_path, held_out_begin, held_out_begin,
+               options.held_out_fraction);
+  TANDEM_CHECK(held_out_begin == x || x - held_out_begin >= crop,
+               "MriDataset: crop {} does not fit the held-out slab x in [{}, {}) of '{}' ({} "
+               "columns); use a crop <= {} or a larger held_out_fraction than {}.",
+               crop, held_out_begin, x, image_path, x - held_out_begin, x - held_out_begin,
+               options.held_out_fraction);
+  return held_out_begin;
+}
+
 MriDataset::MriDataset(const std::string& image_path, const std::string& mask_path, int crop,
                        uint64_t seed, MriOptions options)
     : crop_(crop), seed_(seed), options_(options) {
@@ -42,25 +68,8 @@ MriDataset::MriDataset(const std::string& image_path, const std::string& mask_pa
   TANDEM_CHECK(image.data.sizes() == mask.data.sizes(),
                "MriDataset: image '{}' has shape {} but mask '{}' has shape {}; they must match.",
                image_path, image.data.sizes(), mask_path, mask.data.sizes());
-  const auto shape = image.data.sizes();
-  TANDEM_CHECK(crop >= 1 && crop <= shape[0] && crop <= shape[1] && crop <= shape[2],
-               "MriDataset: crop {} does not fit the volume of shape {} [Z,Y,X] from '{}'; use "
-               "a crop in 1..{}.",
-               crop, shape, image_path, std::min({shape[0], shape[1], shape[2]}));
-  TANDEM_CHECK(options.held_out_fraction >= 0.0 && options.held_out_fraction <= 0.9,
-               "MriDataset: held_out_fraction {} is outside 0..0.9.", options.held_out_fraction);
-  const int64_t x = shape[2];
-  held_out_begin_ = x - std::llround(options.held_out_fraction * static_cast<double>(x));
-  TANDEM_CHECK(held_out_begin_ >= crop,
-               "MriDataset: crop {} does not fit the training slab x in [0, {}) of '{}' ({} "
-               "columns); use a crop <= {} or a smaller held_out_fraction than {}.",
-               crop, held_out_begin_, image_path, held_out_begin_, held_out_begin_,
-               options.held_out_fraction);
-  TANDEM_CHECK(held_out_begin_ == x || x - held_out_begin_ >= crop,
-               "MriDataset: crop {} does not fit the held-out slab x in [{}, {}) of '{}' ({} "
-               "columns); use a crop <= {} or a larger held_out_fraction than {}.",
-               crop, held_out_begin_, x, image_path, x - held_out_begin_, x - held_out_begin_,
-               options.held_out_fraction);
+  const auto sizes = image.data.sizes();
+  held_out_begin_ = check_fits({sizes[0], sizes[1], sizes[2]}, crop, options, image_path);
 
   mask_ = mask.data.gt(0).to(torch::kFloat32);
   TANDEM_CHECK(mask_.sum().item<double>() > 0,
@@ -76,8 +85,8 @@ MriDataset::MriDataset(const std::string& image_path, const std::string& mask_pa
   for (int64_t d = 0; d < 3; ++d) {
     const std::array<int64_t, 2> brain = extent(mask_, d);
     const bool is_x = d == 2;
-    train_range_[d] = origin_range(0, is_x ? held_out_begin_ : shape[d], crop, brain);
-    held_out_range_[d] = origin_range(is_x ? held_out_begin_ : 0, shape[d], crop, brain);
+    train_range_[d] = origin_range(0, is_x ? held_out_begin_ : sizes[d], crop, brain);
+    held_out_range_[d] = origin_range(is_x ? held_out_begin_ : 0, sizes[d], crop, brain);
   }
 }
 

@@ -71,33 +71,53 @@ void convert_any(NiftiType type, const uint8_t* src, int64_t n, bool swap, doubl
   }
 }
 
-}  // namespace
+// The volume's size (x, y, z) and voxel bytes from a checked header.
+struct Dims {
+  int64_t size[3] = {1, 1, 1};  // x, y, z
+  int16_t code = 0;
+  int width = 0;
+};
 
-Volume read_nifti(const std::string& path) {
-  const std::vector<uint8_t> bytes = read_file_bytes(path);
-  const bool swap = check_header(path, bytes);
-  const uint8_t* h = bytes.data();
-
+Dims read_dims(const std::string& path, const uint8_t* h, bool swap) {
+  Dims out;
   int16_t dim[8];
   for (int d = 0; d < 8; ++d) dim[d] = nf::load<int16_t>(h, nf::kDim + 2 * d, swap);
   TANDEM_CHECK(dim[0] >= 1 && dim[0] <= 7, "'{}' has dim[0] = {}; it must be 1..7.", path, dim[0]);
-  int64_t size[3] = {1, 1, 1};  // x, y, z
   for (int d = 1; d <= dim[0]; ++d) {
     TANDEM_CHECK(dim[d] >= 1, "'{}' has dim[{}] = {}; sizes must be positive.", path, d, dim[d]);
-    if (d <= 3) size[d - 1] = dim[d];
+    if (d <= 3) out.size[d - 1] = dim[d];
     TANDEM_CHECK(d <= 3 || dim[d] == 1,
                  "'{}' holds more than one 3D volume (dim[{}] = {}); tandem reads 3D volumes. "
                  "Extract one first, e.g. with `fslroi`.",
                  path, d, dim[d]);
   }
-
-  const int16_t code = nf::load<int16_t>(h, nf::kDatatype, swap);
-  const int width = nf::element_bytes(code);
-  TANDEM_CHECK(width > 0,
+  out.code = nf::load<int16_t>(h, nf::kDatatype, swap);
+  out.width = nf::element_bytes(out.code);
+  TANDEM_CHECK(out.width > 0,
                "'{}' has NIfTI datatype code {}, which tandem does not read; supported codes: 2 "
                "(uint8), 4 (int16), 8 (int32), 16 (float32), 64 (float64), 256 (int8), 512 "
                "(uint16), 768 (uint32).",
-               path, code);
+               path, out.code);
+  return out;
+}
+
+}  // namespace
+
+std::array<int64_t, 3> read_nifti_shape(const std::string& path) {
+  const std::vector<uint8_t> bytes = read_file_prefix(path, nf::kHeaderSize);
+  const bool swap = check_header(path, bytes);
+  const Dims dims = read_dims(path, bytes.data(), swap);
+  return {dims.size[2], dims.size[1], dims.size[0]};
+}
+
+Volume read_nifti(const std::string& path) {
+  const std::vector<uint8_t> bytes = read_file_bytes(path);
+  const bool swap = check_header(path, bytes);
+  const uint8_t* h = bytes.data();
+  const Dims dims = read_dims(path, h, swap);
+  const int64_t* size = dims.size;
+  const int16_t code = dims.code;
+  const int width = dims.width;
 
   const float vox_offset = nf::load<float>(h, nf::kVoxOffset, swap);
   TANDEM_CHECK(std::isfinite(vox_offset) && vox_offset >= nf::kHeaderSize &&

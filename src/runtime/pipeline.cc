@@ -39,11 +39,26 @@ struct Pipeline::Impl {
 
   schedule::Schedule build_schedule(const std::string& name, int microbatches) const;
   std::vector<std::pair<int64_t, int64_t>> slices(int64_t batch) const;
-  StepStats run(const torch::Tensor& input, const torch::Tensor& target, bool training);
+  StepStats run(const torch::Tensor& input, const torch::Tensor& target, int64_t samples,
+                bool training);
   std::vector<torch::Tensor> stage_parameters(int stage) const;
   uint64_t device_bytes(int device) const;
   uint64_t device_peak_bytes(int device) const;
+  bool runs_locally(int stage) const {
+    return std::count(local.begin(), local.end(), stage_device[stage]) > 0;
+  }
+  bool reads_input() const;
+  bool reads_target() const { return runs_locally(flow.loss_stage); }
 };
+
+bool Pipeline::Impl::reads_input() const {
+  for (int s = 0; s < partition.num_stages; ++s) {
+    if (!runs_locally(s)) continue;
+    for (const auto& c : flow.inputs[s])
+      if (c.from_stage < 0) return true;
+  }
+  return false;
+}
 
 schedule::Schedule Pipeline::Impl::build_schedule(const std::string& name, int microbatches) const {
   schedule::Options o;
@@ -214,10 +229,23 @@ Pipeline::Pipeline(graph::Model model, graph::Partition partition, PipelineOptio
 Pipeline::~Pipeline() = default;
 
 StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& target,
-                              bool training) {
-  TANDEM_CHECK(input.defined() && target.defined() && input.size(0) == target.size(0),
-               "input and target must have the same number of samples ({} vs {})",
-               input.defined() ? input.size(0) : 0, target.defined() ? target.size(0) : 0);
+                              int64_t samples, bool training) {
+  const int64_t batch = input.defined()    ? input.size(0)
+                        : target.defined() ? target.size(0)
+                                           : samples;
+  TANDEM_CHECK(batch >= 1,
+               "a step needs its batch: pass the input and the target, or give the number of "
+               "samples when this process needs neither");
+  TANDEM_CHECK(!input.defined() || !target.defined() || input.size(0) == target.size(0),
+               "input and target must have the same number of samples ({} vs {})", input.size(0),
+               target.size(0));
+  TANDEM_CHECK(samples < 0 || samples == batch,
+               "the step was told {} samples but its tensors hold {}", samples, batch);
+  TANDEM_CHECK(input.defined() || !reads_input(),
+               "this process runs a stage that reads the graph input '{}': pass the input",
+               model.input);
+  TANDEM_CHECK(target.defined() || !reads_target(),
+               "this process runs the stage that computes the loss: pass the target");
   StepPlan plan;
   plan.model = &model;
   plan.flow = &flow;
@@ -232,10 +260,10 @@ StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& t
   plan.training = training;
   plan.recompute = options.recompute;
   plan.split_backward = training && schedule::splits_backward(train_schedule);
-  plan.slices = slices(input.size(0));
+  plan.slices = slices(batch);
   plan.input = input;
   plan.target = target;
-  plan.global_batch = input.size(0) * options.replicas;
+  plan.global_batch = batch * options.replicas;
   plan.origin = Clock::now();
   plan.placement_log = training ? placement_log.get() : nullptr;
 
@@ -310,8 +338,9 @@ StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& t
   return stats;
 }
 
-StepStats Pipeline::forward_backward(const torch::Tensor& input, const torch::Tensor& target) {
-  StepStats s = impl_->run(input, target, /*training=*/true);
+StepStats Pipeline::forward_backward(const torch::Tensor& input, const torch::Tensor& target,
+                                     int64_t samples) {
+  StepStats s = impl_->run(input, target, samples, /*training=*/true);
   Impl& m = *impl_;
   if (m.options.replicas > 1) {
     auto errors = m.pool->run([&m](int w) {
@@ -332,8 +361,9 @@ StepStats Pipeline::forward_backward(const torch::Tensor& input, const torch::Te
   return s;
 }
 
-StepStats Pipeline::evaluate(const torch::Tensor& input, const torch::Tensor& target) {
-  return impl_->run(input, target, /*training=*/false);
+StepStats Pipeline::evaluate(const torch::Tensor& input, const torch::Tensor& target,
+                             int64_t samples) {
+  return impl_->run(input, target, samples, /*training=*/false);
 }
 
 void Pipeline::set_optimizer(const OptimizerFactory& factory) {
@@ -390,10 +420,9 @@ std::vector<int> Pipeline::local_stages() const {
   return v;
 }
 
-bool Pipeline::owns_loss() const {
-  const int loss_device = impl_->stage_device[impl_->flow.loss_stage];
-  return std::count(impl_->local.begin(), impl_->local.end(), loss_device) > 0;
-}
+bool Pipeline::owns_loss() const { return impl_->reads_target(); }
+bool Pipeline::needs_input() const { return impl_->reads_input(); }
+bool Pipeline::needs_target() const { return impl_->reads_target(); }
 
 const graph::Model& Pipeline::model() const { return impl_->model; }
 const graph::Partition& Pipeline::partition() const { return impl_->partition; }

@@ -1,3 +1,7 @@
+#include <functional>
+#include <mutex>
+#include <vector>
+
 #include "tandem/common/check.h"
 #include "tandem/data/batching.h"
 #include "tandem/data/mnist.h"
@@ -7,42 +11,72 @@ namespace tandem::train {
 
 namespace {
 
+// Reads the files' headers at construction (for the sizes) and their data on the first batch
+// asked for: a process that never asks (an MPI rank whose stages read neither the input nor
+// the target) never reads the images.
 class ImageSource : public Source {
  public:
-  // Pixels are standardized with the training set's mean and deviation, as is usual for
-  // these data sets: it speeds up training of the unnormalized-input models noticeably.
-  ImageSource(std::string name, data::ImageDataset train, data::ImageDataset test, uint64_t seed)
-      : name_(std::move(name)), train_(std::move(train)), test_(std::move(test)), seed_(seed) {
-    const double mean = train_.images.mean().item<double>();
-    const double stddev = train_.images.std().item<double>();
-    train_.images = (train_.images - mean) / stddev;
-    test_.images = (test_.images - mean) / stddev;
-  }
+  using Loader = std::function<data::ImageDataset(data::Split)>;
+  ImageSource(std::string name, Loader load, int64_t train_size, int64_t test_size, uint64_t seed)
+      : name_(std::move(name)),
+        load_(std::move(load)),
+        train_size_(train_size),
+        test_size_(test_size),
+        seed_(seed) {}
 
-  int64_t train_size() const override { return train_.size(); }
-  int64_t test_size() const override { return test_.size(); }
+  int64_t train_size() const override { return train_size_; }
+  int64_t test_size() const override { return test_size_; }
 
   Batch train_batch(int64_t epoch, int64_t begin, int64_t end) const override {
+    const Loaded& d = loaded();
+    std::lock_guard<std::mutex> lock(order_mutex_);
     if (epoch != order_epoch_) {
-      order_ = data::shuffled_indices(train_.size(), seed_, epoch);
+      order_ = data::shuffled_indices(d.train.size(), seed_, epoch);
       order_epoch_ = epoch;
     }
-    data::ImageBatch b = data::gather(train_, order_, begin, end);
+    data::ImageBatch b = data::gather(d.train, order_, begin, end);
     return {b.images, b.labels};
   }
 
   Batch test_batch(int64_t begin, int64_t end) const override {
-    return {test_.images.slice(0, begin, end), test_.labels.slice(0, begin, end)};
+    const Loaded& d = loaded();
+    return {d.test.images.slice(0, begin, end), d.test.labels.slice(0, begin, end)};
   }
 
   std::string describe() const override {
-    return fmt::format("{} ({} training, {} test images)", name_, train_.size(), test_.size());
+    return fmt::format("{} ({} training, {} test images)", name_, train_size_, test_size_);
   }
 
  private:
+  struct Loaded {
+    data::ImageDataset train, test;
+  };
+
+  // Pixels are standardized with the training set's mean and deviation, as is usual for
+  // these data sets: it speeds up training of the unnormalized-input models noticeably.
+  const Loaded& loaded() const {
+    std::call_once(load_once_, [this] {
+      Loaded d{load_(data::Split::kTrain), load_(data::Split::kTest)};
+      TANDEM_CHECK(d.train.size() == train_size_ && d.test.size() == test_size_,
+                   "{} changed while it was read: {} training and {} test images, its headers "
+                   "said {} and {}",
+                   name_, d.train.size(), d.test.size(), train_size_, test_size_);
+      const double mean = d.train.images.mean().item<double>();
+      const double stddev = d.train.images.std().item<double>();
+      d.train.images = (d.train.images - mean) / stddev;
+      d.test.images = (d.test.images - mean) / stddev;
+      data_ = std::move(d);
+    });
+    return data_;
+  }
+
   std::string name_;
-  data::ImageDataset train_, test_;
+  Loader load_;
+  int64_t train_size_, test_size_;
   uint64_t seed_;
+  mutable std::once_flag load_once_;
+  mutable Loaded data_;  // written once, under load_once_
+  mutable std::mutex order_mutex_;  // guards the epoch order cache below
   mutable int64_t order_epoch_ = -1;
   mutable std::vector<int64_t> order_;
 };
@@ -52,14 +86,17 @@ class ImageSource : public Source {
 std::unique_ptr<Source> make_image_source(const std::string& name, const std::string& dir,
                                           uint64_t seed) {
   if (name == "mnist") {
-    std::string d = dir.empty() ? data::kDefaultMnistDir : dir;
-    return std::make_unique<ImageSource>(name, data::load_mnist(d, data::Split::kTrain),
-                                         data::load_mnist(d, data::Split::kTest), seed);
+    const std::string d = dir.empty() ? data::kDefaultMnistDir : dir;
+    return std::make_unique<ImageSource>(
+        name, [d](data::Split split) { return data::load_mnist(d, split); },
+        data::count_mnist(d, data::Split::kTrain), data::count_mnist(d, data::Split::kTest), seed);
   }
   if (name == "fashion-mnist") {
-    std::string d = dir.empty() ? data::kDefaultFashionMnistDir : dir;
-    return std::make_unique<ImageSource>(name, data::load_fashion_mnist(d, data::Split::kTrain),
-                                         data::load_fashion_mnist(d, data::Split::kTest), seed);
+    const std::string d = dir.empty() ? data::kDefaultFashionMnistDir : dir;
+    return std::make_unique<ImageSource>(
+        name, [d](data::Split split) { return data::load_fashion_mnist(d, split); },
+        data::count_fashion_mnist(d, data::Split::kTrain),
+        data::count_fashion_mnist(d, data::Split::kTest), seed);
   }
   TANDEM_CHECK(false, "unknown image data set '{}'; use mnist or fashion-mnist", name);
 }

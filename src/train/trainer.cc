@@ -196,8 +196,8 @@ Result Trainer::run(const StepCallback& on_step) {
   for (int64_t step = start; step < total; ++step) {
     const int64_t epoch = step / per_epoch;
     const int64_t begin = (step % per_epoch) * global_batch + replica_ * config_.batch;
-    Batch b = source_->train_batch(epoch, begin, begin + config_.batch);
-    runtime::StepStats s = pipeline_->forward_backward(b.input, b.target);
+    Batch b = local_batch([&] { return source_->train_batch(epoch, begin, begin + config_.batch); });
+    runtime::StepStats s = pipeline_->forward_backward(b.input, b.target, config_.batch);
     const double lr = learning_rate(step);
     for (int stage : pipeline_->local_stages()) {
       for (auto& group : pipeline_->optimizer(stage)->param_groups()) group.options().set_lr(lr);
@@ -221,6 +221,15 @@ Result Trainer::run(const StepCallback& on_step) {
   return r;
 }
 
+Batch Trainer::local_batch(const std::function<Batch()>& read) const {
+  const bool input = pipeline_->needs_input(), target = pipeline_->needs_target();
+  if (!input && !target) return {};
+  Batch b = read();
+  if (!input) b.input = torch::Tensor();
+  if (!target) b.target = torch::Tensor();
+  return b;
+}
+
 double Trainer::evaluate() {
   const int64_t n = source_->test_size();
   double metric = 0;
@@ -231,8 +240,8 @@ double Trainer::evaluate() {
   for (int64_t begin = 0; begin < n; begin += chunk) {
     const int64_t end = std::min(n, begin + chunk);
     if (end - begin < config_.microbatches) break;  // too few samples left for every micro-batch
-    Batch b = source_->test_batch(begin, end);
-    runtime::StepStats s = pipeline_->evaluate(b.input, b.target);
+    Batch b = local_batch([&] { return source_->test_batch(begin, end); });
+    runtime::StepStats s = pipeline_->evaluate(b.input, b.target, end - begin);
     metric += s.metric_sum;
     count += s.samples;
   }

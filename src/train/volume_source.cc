@@ -1,12 +1,16 @@
 #include "tandem/train/volume_source.h"
 
+#include <array>
 #include <functional>
 #include <mutex>
 #include <vector>
 
+#include <fmt/ranges.h>
+
 #include "tandem/common/check.h"
 #include "tandem/data/batching.h"
 #include "tandem/data/mri.h"
+#include "tandem/data/nifti.h"
 #include "tandem/data/regression.h"
 #include "tandem/data/spheres.h"
 
@@ -114,10 +118,27 @@ std::unique_ptr<Source> make_volume_source(const std::string& name, int volume, 
         train_size, test_size);
   }
   const std::string dir = mri_dir.empty() ? kDefaultMriDir : mri_dir;
-  auto set =
-      std::make_shared<data::MriDataset>(dir + "/ch2.nii.gz", dir + "/ch2bet.nii.gz", volume, seed);
-  DrawFn draw = [set](int64_t first, int count, bool held_out) {
-    return set->sample(first, count, held_out ? data::Subset::kHeldOut : data::Subset::kTrain);
+  // The headers are checked now; the voxels are read on the first draw, so a process that
+  // never draws (an MPI rank whose stages read neither the input nor the target) never reads
+  // them.
+  const std::string image = dir + "/ch2.nii.gz", mask = dir + "/ch2bet.nii.gz";
+  const std::array<int64_t, 3> shape = data::read_nifti_shape(image);
+  const std::array<int64_t, 3> mask_shape = data::read_nifti_shape(mask);
+  TANDEM_CHECK(shape == mask_shape,
+               "the MRI image '{}' has shape [{}] but its mask '{}' has [{}]; they must match",
+               image, fmt::join(shape, ", "), mask, fmt::join(mask_shape, ", "));
+  data::MriDataset::check_fits(shape, volume, data::MriOptions{}, image);
+  struct Lazy {
+    std::once_flag once;
+    std::unique_ptr<data::MriDataset> set;
+  };
+  auto lazy = std::make_shared<Lazy>();
+  DrawFn draw = [lazy, image, mask, volume, seed](int64_t first, int count, bool held_out) {
+    std::call_once(lazy->once, [&] {
+      lazy->set = std::make_unique<data::MriDataset>(image, mask, volume, seed);
+    });
+    return lazy->set->sample(first, count,
+                             held_out ? data::Subset::kHeldOut : data::Subset::kTrain);
   };
   return std::make_unique<VolumeSource>(fmt::format("mri crops of {} ({})", dir, sizes),
                                         std::move(draw), seed, train_size, test_size);

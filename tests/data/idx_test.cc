@@ -84,6 +84,23 @@ TEST(Idx, TruncatedDataGivesBothSizes) {
   expect_error([&] { read_idx(path); }, {path, "truncated", "52", "49"});
 }
 
+TEST(Idx, DimsFromTheHeaderAloneOfPlainAndGzipFiles) {
+  for (bool gzip : {false, true}) {
+    const std::string path = temp_path(gzip ? "dims_gz" : "dims");
+    write_idx(path, torch::zeros({7, 4, 3}, torch::kUInt8), gzip);
+    // Cut the data short: the header still answers, the whole read refuses.
+    std::vector<uint8_t> bytes = read_file_bytes(path);
+    bytes.resize(16 + 10);
+    write_file_bytes(path, bytes, gzip);
+    EXPECT_EQ(read_idx_dims(path), (std::vector<int64_t>{7, 4, 3})) << path;
+    expect_error([&] { read_idx(path); }, {path, "truncated"});
+  }
+  const std::string bad = temp_path("dims_bad");
+  write_file_bytes(bad, {0, 0, 0x08, 3, 0, 0, 0, 5}, false);
+  expect_error([&] { read_idx_dims(bad); }, {bad, "truncated", "16 bytes"});
+  expect_error([&] { read_idx_dims(temp_path("dims_missing")); }, {"dims_missing"});
+}
+
 TEST(Idx, TruncatedHeader) {
   const std::string path = temp_path("truncated_header");
   write_file_bytes(path, {0, 0, 0x08, 3, 0, 0, 0, 5}, false);

@@ -48,6 +48,25 @@ void write_split(const std::string& dir, const std::string& prefix, int64_t n, b
             torch::arange(label_count).remainder(10).to(torch::kUInt8), gzip);
 }
 
+TEST(Mnist, CountsFromTheHeadersWithoutReadingTheImages) {
+  const std::string dir = temp_dir("count");
+  write_split(dir, "train", 6, true);
+  write_split(dir, "t10k", 2, false);
+  // Images cut short after their header: counting still works, loading does not.
+  const std::string images = dir + "/train-images-idx3-ubyte.gz";
+  std::vector<uint8_t> bytes = read_file_bytes(images);
+  bytes.resize(16 + 5);
+  write_file_bytes(images, bytes, true);
+  EXPECT_EQ(count_mnist(dir, Split::kTrain), 6);
+  EXPECT_EQ(count_mnist(dir, Split::kTest), 2);
+  expect_error([&] { load_mnist(dir, Split::kTrain); }, {images, "truncated"});
+  // Headers that disagree, and missing files, are refused by the count too.
+  write_split(dir, "t10k", 2, false, /*label_count=*/3);
+  expect_error([&] { count_mnist(dir, Split::kTest); }, {"t10k-labels-idx1-ubyte", "same N"});
+  expect_error([&] { count_mnist(temp_dir("count_empty"), Split::kTrain); },
+               {"MNIST training images not found"});
+}
+
 TEST(Mnist, LoadsPlainFiles) {
   const std::string dir = temp_dir("plain");
   write_split(dir, "train", 5, false);

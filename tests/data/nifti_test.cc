@@ -111,6 +111,12 @@ TEST(Nifti, TruncatedFileGivesExpectedAndActualBytes) {
   bytes.resize(390);
   write_file_bytes(path, bytes, true);
   expect_error([&] { read_nifti(path); }, {path, "truncated", "need 400 bytes", "holds 390"});
+  // The header alone still gives the shape [Z,Y,X].
+  const auto sizes = ramp().data.sizes();
+  EXPECT_EQ(read_nifti_shape(path), (std::array<int64_t, 3>{sizes[0], sizes[1], sizes[2]}));
+  bytes.resize(200);  // not even a whole header
+  write_file_bytes(path, bytes, true);
+  expect_error([&] { read_nifti_shape(path); }, {path, "fewer than the 348-byte header"});
 }
 
 // Writes a valid file, lets `edit` change its header, and returns the path.

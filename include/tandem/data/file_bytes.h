@@ -15,6 +15,10 @@ namespace tandem::data {
 // or unreadable, or when a gzip stream is corrupt or truncated.
 std::vector<uint8_t> read_file_bytes(const std::string& path);
 
+// The first `max_bytes` bytes of `path` (fewer if it is shorter), decompressed when the file is
+// gzip; only as much of the file is read as that takes.
+std::vector<uint8_t> read_file_prefix(const std::string& path, size_t max_bytes);
+
 // True when `path` exists and starts with the gzip magic bytes.
 bool is_gzip_file(const std::string& path);
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tandem::data {
 
@@ -26,6 +27,10 @@ enum class IdxType : uint8_t {
 // int16, int32, float32, float64). Throws tandem::Error naming the file for a missing file,
 // a bad magic, an unknown type code, or a size that disagrees with the dims.
 torch::Tensor read_idx(const std::string& path);
+
+// The dims of an IDX file, from its header alone (the data is not read). Throws like read_idx
+// for a missing file, a bad magic or a header cut short.
+std::vector<int64_t> read_idx_dims(const std::string& path);
 
 // Writes `array` (any of the dtypes above, at least one dimension) as an IDX file,
 // gzip-compressed when `gzip` is true. Used by tests and tools to make small files.

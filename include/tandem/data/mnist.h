@@ -35,6 +35,11 @@ ImageDataset load_mnist(const std::string& dir, Split split);
 
 // Loads Fashion-MNIST; the same file names and checks as load_mnist.
 ImageDataset load_fashion_mnist(const std::string& dir, Split split);
+// The number of samples of a split, from the files' headers alone (nothing else is read);
+// missing files and mismatched headers throw as the loaders do.
+int64_t count_mnist(const std::string& dir, Split split);
+int64_t count_fashion_mnist(const std::string& dir, Split split);
+
 inline ImageDataset load_fashion_mnist(Split split) {
   return load_fashion_mnist(kDefaultFashionMnistDir, split);
 }

@@ -42,6 +42,11 @@ class MriDataset {
   MriDataset(const std::string& image_path, const std::string& mask_path, int crop, uint64_t seed,
              MriOptions options = {});
 
+  // Throws like the constructor when `crop` does not fit a volume of `shape` [Z,Y,X] or its
+  // training or held-out slab; returns the first held-out column x.
+  static int64_t check_fits(const std::array<int64_t, 3>& shape, int crop,
+                            const MriOptions& options, const std::string& image_path);
+
   // Crops first_index .. first_index + batch - 1 of `subset`: input [B,1,S,S,S] float32,
   // target [B,1,S,S,S] float32 0/1. Held-out crops are not flipped.
   VolumeBatch sample(int64_t first_index, int batch, Subset subset = Subset::kTrain) const;

@@ -41,6 +41,10 @@ enum class NiftiType : int16_t {
 // vox_offset + data bytes (with both numbers).
 Volume read_nifti(const std::string& path);
 
+// The shape [Z,Y,X] of a .nii or .nii.gz volume from its header alone (the voxels are not
+// read); the header is checked as read_nifti checks it.
+std::array<int64_t, 3> read_nifti_shape(const std::string& path);
+
 struct NiftiWriteOptions {
   NiftiType type = NiftiType::kFloat32;
   float scl_slope = 0.0f;  // 0: no scaling; else the file stores (value - scl_inter) / scl_slope

@@ -83,9 +83,14 @@ class Pipeline {
   // parameter's grad holds d(mean loss over the whole batch)/d(parameter), summed across
   // replicas. Throws tandem::Error (StepError) naming device, stage, action and micro-batch
   // when any device fails; no device is left waiting.
-  StepStats forward_backward(const torch::Tensor& input, const torch::Tensor& target);
+  // A process whose stages read neither the graph input nor the target (an MPI rank in the
+  // middle of the pipeline, see needs_input/needs_target) may pass undefined tensors for what
+  // it does not need, and then gives the batch size as `samples`.
+  StepStats forward_backward(const torch::Tensor& input, const torch::Tensor& target,
+                             int64_t samples = -1);
   // Forward only, no gradients, dropout off.
-  StepStats evaluate(const torch::Tensor& input, const torch::Tensor& target);
+  StepStats evaluate(const torch::Tensor& input, const torch::Tensor& target,
+                     int64_t samples = -1);
 
   // One optimizer per stage, stepped on the stage's own worker.
   void set_optimizer(const OptimizerFactory& factory);
@@ -110,6 +115,9 @@ class Pipeline {
   // Stages this process owns (all of them in process; one device's stages under MPI).
   std::vector<int> local_stages() const;
   bool owns_loss() const;
+  // Whether a local stage reads the graph input, or computes the loss (reads the target).
+  bool needs_input() const;
+  bool needs_target() const;
 
   // What each device executed in the last step, with times since the step's start.
   const std::vector<ActionTiming>& last_timings() const;

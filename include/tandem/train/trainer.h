@@ -51,6 +51,10 @@ class Trainer {
   double evaluate();
 
  private:
+  // The part of a batch this process's stages read: `read` runs only when they read the input
+  // or the target, so a rank in the middle of the pipeline never touches the data.
+  Batch local_batch(const std::function<Batch()>& read) const;
+
   Config config_;
   std::unique_ptr<Source> source_;
   std::unique_ptr<runtime::Pipeline> pipeline_;
