@@ -71,6 +71,9 @@ void print_start(Session& session) {
   if (session.main_process()) std::cout << prefix << "data: " << t.source().describe() << "\n";
   if (launch.mpi() ? launch.rank() == 0 : session.main_process())
     std::cout << prefix << "placement:\n" << table << std::flush;
+  if (!t.memory_plan().empty() && (launch.mpi() ? launch.rank() == 0 : session.main_process()))
+    std::cout << prefix << "memory plan (per device, measured on one micro-batch):\n"
+              << t.memory_plan() << std::flush;
 }
 
 int run_guarded(Session& session, const std::function<int()>& body) {

@@ -154,6 +154,11 @@ void Executor::forward(int stage, int mb) {
     torch::Tensor leaf = st.outputs.at(c.tensor).detach();
     state_[{c.to_stage, mb}].inputs[c.tensor] = plan_->training ? leaf.requires_grad_(true) : leaf;
   }
+  if (plan_->training && plan_->recompute) {
+    // The backward runs the forward again: keep the outputs only until they are sent.
+    for (const auto& c : plan_->flow->outputs[stage]) st.pending_sends += !is_local(c.to_stage);
+    if (st.pending_sends == 0) st.outputs.clear();
+  }
   if (!plan_->training) {
     // Forward only: keep the outputs until their last send (see send_forward).
     st.inputs.clear();
@@ -218,9 +223,14 @@ void Executor::send_forward(int stage, int mb, int to) {
     plan_->transport->send(global_device(stage), global_device(to),
                            key(c.tensor, mb, false, stage, to), st.outputs.at(c.tensor).detach(),
                            st.ready);
-    if (!plan_->training) --st.pending_sends;
+    if (!plan_->training || plan_->recompute) --st.pending_sends;
   }
-  if (!plan_->training && st.pending_sends == 0) state_.erase({stage, mb});
+  if (st.pending_sends > 0) return;
+  if (!plan_->training) {
+    state_.erase({stage, mb});
+  } else if (plan_->recompute) {
+    st.outputs.clear();
+  }
 }
 
 void Executor::recv_backward(int stage, int mb, int from) {

@@ -71,7 +71,7 @@ class Executor {
     torch::Tensor loss;                            // weighted loss, loss stage only
     torch::Tensor target;
     std::shared_ptr<c10::Event> ready;             // recorded after the forward
-    int pending_sends = 0;                         // forward only: sends still to make
+    int pending_sends = 0;  // forward only, or recomputing: output sends still to make
     // d(loss)/d(output) by tensor name, then by consumer stage (summed in stage order).
     std::map<std::string, std::map<int, torch::Tensor>> output_grads;
     // d(loss)/d(input) by producer stage, then by tensor name; waiting to be sent.

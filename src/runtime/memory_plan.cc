@@ -1,9 +1,11 @@
 #include "tandem/runtime/memory_plan.h"
 
+#include <algorithm>
 #include <set>
 
 #include "tandem/common/check.h"
 #include "tandem/graph/call_context.h"
+#include "tandem/memory/bytes.h"
 #include "tandem/memory/context.h"
 #include "tandem/memory/cpu_allocator.h"
 #include "tandem/memory/tracker.h"
@@ -16,6 +18,39 @@ constexpr int kProbeDevice = memory::Tracker::kMaxDevices - 1;
 uint64_t tensor_bytes(const torch::Tensor& t) {
   return static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(t.element_size());
 }
+// The most bytes a backward of `layer` alone holds above what is in use when it starts: it runs
+// the layer again on copies of `inputs` cut from the graph and asks for the gradients of its
+// inputs and parameters (without accumulating them into the parameters).
+uint64_t backward_workspace(const graph::Layer& layer, const graph::Tensors& inputs) {
+  auto& tracker = memory::Tracker::global();
+  graph::Tensors detached;
+  std::vector<torch::Tensor> wrt;
+  for (const auto& x : inputs) {
+    torch::Tensor d = x.detach();
+    if (d.is_floating_point()) {
+      d.requires_grad_(true);
+      wrt.push_back(d);
+    }
+    detached.push_back(d);
+  }
+  for (const auto& p : graph::named_parameters(layer))
+    if (p.second.requires_grad()) wrt.push_back(p.second);
+  graph::Tensors outputs = layer.forward(detached);
+  std::vector<torch::Tensor> roots, seeds;
+  for (const auto& y : outputs) {
+    if (!y.requires_grad()) continue;
+    roots.push_back(y);
+    seeds.push_back(torch::ones_like(y));
+  }
+  if (roots.empty() || wrt.empty()) return 0;
+  const uint64_t start = tracker.current(kProbeDevice);
+  tracker.reset_peak(kProbeDevice);
+  torch::autograd::grad(roots, wrt, seeds, /*retain_graph=*/false, /*create_graph=*/false,
+                        /*allow_unused=*/true);
+  const uint64_t peak = tracker.peak(kProbeDevice);
+  return peak > start ? peak - start : 0;
+}
+
 }  // namespace
 
 LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& micro_input,
@@ -40,9 +75,12 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
       graph::Tensors inputs;
       for (const auto& name : layer.inputs) inputs.push_back(env.at(name));
       const uint64_t before = tracker.current(kProbeDevice);
+      tracker.reset_peak(kProbeDevice);
       graph::Tensors outputs = layer.forward(inputs);
       const uint64_t after = tracker.current(kProbeDevice);
       out.activations.push_back(after > before ? after - before : 0);
+      const uint64_t forward_workspace = tracker.peak(kProbeDevice) - after;
+      out.transient.push_back(std::max(forward_workspace, backward_workspace(layer, inputs)));
       for (size_t k = 0; k < outputs.size(); ++k) {
         out.tensors[layer.outputs[k]] = tensor_bytes(outputs[k]);
         env[layer.outputs[k]] = outputs[k];
@@ -55,29 +93,82 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
   return out;
 }
 
-double stage_bytes(const graph::Model& model, const LayerBytes& bytes, int begin, int end,
-                   int in_flight, bool recompute) {
-  double activations = 0, state = 0;
+namespace {
+
+// The parts of a stage's predicted peak.
+struct StageParts {
+  double per_microbatch = 0;  // kept per micro-batch in flight
+  double workspace = 0;       // the largest passing workspace of one layer
+  double state = 0;           // parameters, gradients, optimizer slots
+  double recomputed = 0;      // with recomputation: one micro-batch's activations
+  double peak(int in_flight) const {
+    return state + in_flight * per_microbatch + recomputed + workspace;
+  }
+};
+
+StageParts stage_parts(const graph::Model& model, const LayerBytes& bytes, int begin, int end,
+                       bool recompute) {
+  StageParts out;
+  double activations = 0;
   for (int i = begin; i < end; ++i) {
     activations += static_cast<double>(bytes.activations[i]);
-    state += static_cast<double>(bytes.state[i]);
+    out.state += static_cast<double>(bytes.state[i]);
+    out.workspace = std::max(out.workspace, static_cast<double>(bytes.transient[i]));
   }
-  if (!recompute) return state + in_flight * activations;
-  // Kept per micro-batch in flight: the tensors the stage reads from before it.
-  std::set<std::string> produced_inside, inputs;
+  // What the stage receives (its own copy per micro-batch in flight) and what it sends on,
+  // whose gradients come back during its backward.
+  std::set<std::string> produced_inside, inputs, used_after;
   for (int i = begin; i < end; ++i) {
     for (const auto& name : model.layers[i].inputs)
       if (!produced_inside.count(name)) inputs.insert(name);
     for (const auto& name : model.layers[i].outputs) produced_inside.insert(name);
   }
-  double kept = 0;
-  for (const auto& name : inputs) kept += static_cast<double>(bytes.tensors.at(name));
-  return state + in_flight * kept + activations;
+  for (size_t i = end; i < model.layers.size(); ++i)
+    for (const auto& name : model.layers[i].inputs)
+      if (produced_inside.count(name)) used_after.insert(name);
+  if (produced_inside.count(model.output)) used_after.insert(model.output);
+  double received = 0, sent = 0;
+  for (const auto& name : inputs) received += static_cast<double>(bytes.tensors.at(name));
+  for (const auto& name : used_after) sent += static_cast<double>(bytes.tensors.at(name));
+  out.workspace += sent;  // the gradients of what it sent, during its backward
+  if (!recompute) {
+    out.per_microbatch = activations + received;
+    return out;
+  }
+  // Kept per micro-batch in flight: only the tensors the stage reads from before it.
+  out.per_microbatch = received;
+  out.recomputed = activations;
+  return out;
+}
+
+}  // namespace
+
+double stage_bytes(const graph::Model& model, const LayerBytes& bytes, int begin, int end,
+                   int in_flight, bool recompute) {
+  return stage_parts(model, bytes, begin, end, recompute).peak(in_flight);
+}
+
+std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes,
+                              const graph::Partition& partition, const std::vector<int>& in_flight,
+                              bool recompute) {
+  std::string out = fmt::format("{:<6} {:<28} {:>9} {:>14} {:>12} {:>12} {:>14}\n", "stage",
+                                "layers", "in flight", recompute ? "inputs per mb" : "kept per mb",
+                                "workspace", "state", "predicted peak");
+  for (int s = 0; s < partition.num_stages; ++s) {
+    auto [begin, end] = partition.layers_of(s);
+    const StageParts p = stage_parts(model, bytes, begin, end, recompute);
+    auto mib = [](double b) { return memory::format_bytes(static_cast<uint64_t>(b)); };
+    out += fmt::format("{:<6} {:<28} {:>9} {:>14} {:>12} {:>12} {:>14}\n", s,
+                       partition.layer_range(model, s), in_flight[s], mib(p.per_microbatch),
+                       mib(p.workspace), mib(p.state), mib(p.peak(in_flight[s])));
+  }
+  return out;
 }
 
 graph::Partition partition_by_memory(const graph::Model& model, const LayerBytes& bytes,
                                      const std::vector<int>& in_flight, bool recompute) {
   TANDEM_CHECK(bytes.activations.size() == model.layers.size() &&
+                   bytes.transient.size() == model.layers.size() &&
                    bytes.state.size() == model.layers.size(),
                "memory was measured for {} layers but model '{}' has {}", bytes.activations.size(),
                model.name, model.layers.size());

@@ -75,7 +75,7 @@ runtime::OptimizerFactory make_optimizer(const Config& c) {
 
 // Stages that balance measured memory under the schedule that will run (see memory_plan.h).
 graph::Partition memory_partition(const graph::Model& model, const Config& c, int stages,
-                                  int devices, const Source& source) {
+                                  int devices, const Source& source, std::string* plan) {
   schedule::Options o;
   const bool per_device = c.schedule == "interleaved" || c.schedule == "zb-v";
   o.stages = per_device ? devices : stages;
@@ -89,7 +89,9 @@ graph::Partition memory_partition(const graph::Model& model, const Config& c, in
   const torch::Tensor sample = source.train_batch(0, 0, std::min<int64_t>(micro, source.train_size())).input;
   const int slots = c.optimizer == "adam" ? 2 : (c.momentum != 0 ? 1 : 0);
   const runtime::LayerBytes bytes = runtime::measure_layer_bytes(model, sample, slots);
-  return runtime::partition_by_memory(model, bytes, in_flight, c.recompute);
+  graph::Partition partition = runtime::partition_by_memory(model, bytes, in_flight, c.recompute);
+  *plan = runtime::memory_plan_table(model, bytes, partition, in_flight, c.recompute);
+  return partition;
 }
 
 }  // namespace
@@ -132,7 +134,7 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport)
   source_ = make_source(c);
   graph::Partition partition =
       !c.balance.empty()         ? graph::partition_by_balance(model, c.balance)
-      : c.partition == "memory" ? memory_partition(model, c, stages, static_cast<int>(po.devices.size()), *source_)
+      : c.partition == "memory" ? memory_partition(model, c, stages, static_cast<int>(po.devices.size()), *source_, &memory_plan_)
                                  : graph::partition_by_parameters(model, stages);
   if (c.schedule != "interleaved" && stages != static_cast<int>(po.devices.size())) {
     // More stages than devices: stage s on device s mod devices.

@@ -33,8 +33,10 @@ TEST(MemoryPlan, MeasuresTensorsAndStatePerLayer) {
   EXPECT_EQ(b.tensors.at(m.input), 2u * 8 * 8 * 8 * 4);
   EXPECT_EQ(b.tensors.at(m.output), 2u * 8 * 8 * 8 * 4);
   for (size_t i = 0; i < m.layers.size(); ++i) {
-    // At least the layer's own output stays alive.
+    // At least the layer's own output stays alive; its backward needs at least the gradient
+    // of its input for a moment.
     EXPECT_GE(b.activations[i], b.tensors.at(m.layers[i].outputs[0])) << m.layers[i].name;
+    EXPECT_GE(b.transient[i], b.tensors.at(m.layers[i].inputs[0])) << m.layers[i].name;
     uint64_t params = 0;
     for (auto& [name, p] : graph::named_parameters(m.layers[i])) params += p.numel() * 4;
     EXPECT_EQ(b.state[i], params * 4) << "parameters, gradients and two Adam slots";

@@ -5,7 +5,9 @@
 // all m, 1F1B holds p - s on stage s. With recomputation a stage keeps only its inputs per
 // micro-batch in flight and the activations of the one micro-batch it recomputes. The bytes per
 // layer are measured, not guessed: one micro-batch runs forward through the model on the
-// calling thread while the CPU allocator hook counts what each layer leaves alive.
+// calling thread while the CPU allocator hook counts what each layer leaves alive, and each
+// layer's forward and backward run once more on their own to count their passing workspace.
+// A stage's peak adds its largest such workspace to what it stores.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,10 @@ struct LayerBytes {
   // Per layer: bytes its forward leaves alive for one micro-batch (outputs and tensors saved
   // for the backward), measured as the growth of the allocator's count over the call.
   std::vector<uint64_t> activations;
+  // Per layer: the most bytes its forward or its backward holds for a moment above what it
+  // leaves alive (workspaces such as a convolution's unfolded input, and the gradients it
+  // makes), measured by running the layer once more on its own.
+  std::vector<uint64_t> transient;
   // Per layer: parameters, their gradients and `optimizer_slots` tensors of their size.
   std::vector<uint64_t> state;
   // Per named tensor, the graph input included: its bytes for one micro-batch.
@@ -45,5 +51,11 @@ double stage_bytes(const graph::Model& model, const LayerBytes& bytes, int begin
 // (schedule::peak_in_flight of the schedule that will run).
 graph::Partition partition_by_memory(const graph::Model& model, const LayerBytes& bytes,
                                      const std::vector<int>& in_flight, bool recompute);
+
+// A table of the prediction per stage: layers, micro-batches in flight, bytes kept per
+// micro-batch, the largest workspace, the parameter state and the predicted peak.
+std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes,
+                              const graph::Partition& partition, const std::vector<int>& in_flight,
+                              bool recompute);
 
 }  // namespace tandem::runtime

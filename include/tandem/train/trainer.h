@@ -41,6 +41,8 @@ class Trainer {
   int64_t total_steps() const;
   // Which data-parallel replica this process runs (0 in process).
   int replica() const { return replica_; }
+  // With --partition memory: the predicted bytes per stage (memory_plan_table); else empty.
+  const std::string& memory_plan() const { return memory_plan_; }
   // The learning rate of step `step` (0-based) under --lr-schedule.
   double learning_rate(int64_t step) const;
   // Under MPI: the ranks, this one, and a barrier over all of them, for checkpoints.
@@ -59,6 +61,7 @@ class Trainer {
   std::unique_ptr<Source> source_;
   std::unique_ptr<runtime::Pipeline> pipeline_;
   int replica_ = 0;
+  std::string memory_plan_;
   checkpoint::World world_;
 };
 
