@@ -43,6 +43,7 @@ struct Case {
   int microbatches;
   int batch;  // per replica
   bool skips;
+  int virtual_stages = 1;  // interleaved: model chunks per rank
 };
 
 // Runs `c` under MPI (this rank's part) and in process (whole pipeline, one replica on the
@@ -50,10 +51,15 @@ struct Case {
 void check_case(const Case& c) {
   auto& env = mpi::test_environment();
   ASSERT_EQ(env.size(), c.stages * c.replicas);
-  auto make = [&] { return c.skips ? testing::skip_model() : testing::small_mlp(); };
+  // c.stages ranks per replica; interleaved and zb-v put several stages on each.
+  const int chunks = c.schedule == "zb-v" ? 2 : c.virtual_stages;
+  const int stages = c.stages * chunks;
+  auto make = [&] {
+    return c.skips ? testing::skip_model() : testing::small_mlp(0.0, 7, stages > 6 ? 2 : 1);
+  };
   const int features = c.skips ? 6 : 12, classes = c.skips ? 3 : 5;
   auto part = [&](const graph::Model& m) {
-    return c.skips ? graph::partition_by_balance(m, {1, 1, 1, 3}) : graph::partition_by_parameters(m, c.stages);
+    return c.skips ? graph::partition_by_balance(m, {1, 1, 1, 3}) : graph::partition_by_parameters(m, stages);
   };
   Data whole = make_data(static_cast<int64_t>(c.batch) * c.replicas, features, classes, 21);
 
@@ -61,6 +67,7 @@ void check_case(const Case& c) {
   o.devices = parse_devices(std::to_string(c.stages), 1);
   o.schedule = c.schedule;
   o.microbatches = c.microbatches;
+  o.virtual_stages = c.virtual_stages;
   o.replicas = c.replicas;
   auto transport = std::make_shared<mpi::MpiTransport>(env, mpi::Layout{c.stages, c.replicas},
                                                        mpi::MpiTransportOptions{60.0});
@@ -75,7 +82,7 @@ void check_case(const Case& c) {
         p.needs_target() ? d.target.narrow(0, replica * c.batch, c.batch) : torch::Tensor(),
         c.batch);
   };
-  if (!c.skips) {
+  if (!c.skips && chunks == 1) {
     const int stage_device = env.rank() % c.stages;
     EXPECT_EQ(p.needs_input(), stage_device == 0);
     EXPECT_EQ(p.needs_target(), stage_device == c.stages - 1);
@@ -131,13 +138,26 @@ std::vector<Case> cases_for(int world) {
     }
     if (world == 4) out.push_back({s, 4, 1, 3, 12, true});  // skips to non-adjacent ranks
   }
+  // Several stages per rank: interleaved (rank d holds stages d, d+p, ...) and zb-v (a V).
+  out.push_back({"interleaved", world, 1, 2 * world, 8 * world, false, 2});
+  out.push_back({"interleaved", world, 1, 2 * world, 8 * world + 3, false, 2});  // uneven
+  out.push_back({"zb-v", world, 1, 2 * world, 8 * world, false});
+  out.push_back({"zb-v", world, 1, 2 * world, 8 * world + 3, false});  // uneven
+  if (world == 2) {
+    // Skips between the chunks of two ranks: stages 0,1,0,1 (interleaved), 0,1,1,0 (zb-v).
+    out.push_back({"interleaved", 2, 1, 4, 12, true, 2});
+    out.push_back({"zb-v", 2, 1, 4, 12, true});
+  }
+  if (world == 4) out.push_back({"interleaved", 2, 2, 4, 12, false, 2});  // with replicas
   return out;
 }
 
 TEST(MpiPipeline, EquivalentToInProcessAndOneDevice) {
   for (const Case& c : cases_for(mpi::test_environment().size())) {
-    SCOPED_TRACE(fmt::format("{} stages={} replicas={} microbatches={} batch={} skips={}", c.schedule,
-                             c.stages, c.replicas, c.microbatches, c.batch, c.skips));
+    SCOPED_TRACE(fmt::format("{} ranks per replica={} virtual stages={} replicas={} "
+                             "microbatches={} batch={} skips={}",
+                             c.schedule, c.stages, c.virtual_stages, c.replicas, c.microbatches,
+                             c.batch, c.skips));
     check_case(c);
   }
 }

@@ -171,6 +171,34 @@ TEST_P(SkipEquivalence, SkipsAcrossNonAdjacentStagesAndTwoConsumers) {
 INSTANTIATE_TEST_SUITE_P(Schedules, SkipEquivalence,
                          ::testing::Values("sequential", "gpipe", "1f1b", "zb-h1"));
 
+// The same skips with two stages per device: interleaved places stages 0,1,0,1 and zb-v
+// 0,1,1,0, so x1 and x2 also travel between chunks of one device. 4 and 6 micro-batches of a
+// batch of 21: uneven sizes.
+class SkipEquivalenceTwoChunks
+    : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+
+TEST_P(SkipEquivalenceTwoChunks, SkipsBetweenChunks) {
+  const auto [schedule, microbatches] = GetParam();
+  auto make = [] { return testing::skip_model(); };
+  Data d = make_data(21, 6, 3);
+  auto want = reference_grads(make, d);
+  runtime::PipelineOptions o;
+  o.devices = cpu_devices(2);
+  o.schedule = schedule;
+  o.virtual_stages = 2;
+  o.microbatches = microbatches;
+  graph::Model m = make();
+  runtime::Pipeline p(std::move(m), graph::partition_by_balance(make(), {1, 1, 1, 3}), o);
+  EXPECT_EQ(p.stage_device(), (schedule == "zb-v" ? std::vector<int>{0, 1, 1, 0}
+                                                  : std::vector<int>{0, 1, 0, 1}));
+  p.forward_backward(d.input, d.target);
+  for (auto& [name, t] : p.named_parameters()) expect_close(t.grad(), want.at(name), name);
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, SkipEquivalenceTwoChunks,
+                         ::testing::Combine(::testing::Values("interleaved", "zb-v"),
+                                            ::testing::Values(4, 6)));
+
 TEST(SplitBackward, WeightGradientsWaitForTheWAction) {
   // zb-h1 defers the weight gradients of Linear layers to W: the gradients are complete only
   // after the whole step, and equal those of 1F1B.

@@ -9,13 +9,13 @@
 
 namespace tandem::testing {
 
-// 6 layers: flatten, dense0, block0.dense0, block0.dense1, dropout, logits.
-inline graph::Model small_mlp(double dropout = 0.0, uint64_t seed = 7) {
+// 4 + 2 * blocks layers: flatten, dense0, block0.dense0, block0.dense1, ..., dropout, logits.
+inline graph::Model small_mlp(double dropout = 0.0, uint64_t seed = 7, int blocks = 1) {
   torch::manual_seed(seed);
   models::MlpOptions o;
   o.inputs = 12;
   o.width = 16;
-  o.blocks = 1;
+  o.blocks = blocks;
   o.dropout = dropout;
   o.classes = 5;
   return models::mlp(o);
