@@ -119,11 +119,15 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport)
   po.transport = transport;
   int stages = c.stages > 0 ? c.stages : static_cast<int>(po.devices.size());
   if (!c.balance.empty()) stages = static_cast<int>(c.balance.size());
-  if (c.schedule == "interleaved") {
-    TANDEM_CHECK(c.stages == 0 || c.stages == static_cast<int>(po.devices.size()) * c.virtual_stages,
-                 "interleaved on {} devices with {} virtual stages has {} stages, not {}",
-                 po.devices.size(), c.virtual_stages, po.devices.size() * c.virtual_stages, c.stages);
-    if (c.balance.empty()) stages = static_cast<int>(po.devices.size()) * c.virtual_stages;
+  // interleaved and zb-v place several stages on each device themselves: V per device, or 2.
+  const bool chunked = c.schedule == "interleaved" || c.schedule == "zb-v";
+  if (chunked) {
+    const int per_device = c.schedule == "zb-v" ? 2 : c.virtual_stages;
+    const int want = static_cast<int>(po.devices.size()) * per_device;
+    TANDEM_CHECK(c.stages == 0 || c.stages == want,
+                 "{} on {} devices with {} stages per device has {} stages, not {}", c.schedule,
+                 po.devices.size(), per_device, want, c.stages);
+    if (c.balance.empty()) stages = want;
   }
   TANDEM_CHECK(c.partition == "parameters" || c.partition == "memory",
                "--partition {} is unknown; use parameters or memory", c.partition);
@@ -136,7 +140,7 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport)
       !c.balance.empty()         ? graph::partition_by_balance(model, c.balance)
       : c.partition == "memory" ? memory_partition(model, c, stages, static_cast<int>(po.devices.size()), *source_, &memory_plan_)
                                  : graph::partition_by_parameters(model, stages);
-  if (c.schedule != "interleaved" && stages != static_cast<int>(po.devices.size())) {
+  if (!chunked && stages != static_cast<int>(po.devices.size())) {
     // More stages than devices: stage s on device s mod devices.
     TANDEM_CHECK(stages > static_cast<int>(po.devices.size()),
                  "{} stages on {} devices leaves devices idle; give as many stages as devices",
