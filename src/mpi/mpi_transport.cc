@@ -39,6 +39,7 @@ MpiTransport::MpiTransport(const Environment& env, Layout layout, MpiTransportOp
   ProgressEngine::Options engine_options;
   engine_options.comm = tensor_comm_.get();
   engine_options.pin_receive_buffers = pinned_memory_available();
+  engine_options.receive_buffers = BufferPool::create();
   // Ranks reach the end at different times (the last stage finishes last), and a rank that
   // waited out a short timeout arrives late: give shutdown at least a minute.
   engine_options.shutdown_timeout =

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <vector>
 
+#include "tandem/mpi/buffer_pool.h"
 #include "tandem/mpi/handles.h"
 #include "tandem/mpi/mailbox.h"
 #include "tandem/mpi/wire.h"
@@ -57,8 +58,9 @@ std::unique_ptr<Operation> make_send(MPI_Comm comm, int peer, std::vector<char> 
 
 // Receives the payload announced by `header` from `peer` into a new CPU tensor (in pinned
 // memory when `pinned`) and delivers it to `mailbox`.
+// `pool` (may be null) provides the buffer of an unpinned receive.
 std::unique_ptr<Operation> make_receive(MPI_Comm comm, int peer, WireHeader header, bool pinned,
-                                        Mailbox& mailbox);
+                                        Mailbox& mailbox, BufferPool* pool = nullptr);
 
 // Sums `buffer` (contiguous CPU, elements of MPI type `type`) in place over `comm`.
 std::unique_ptr<Operation> make_all_reduce(MPI_Comm comm, torch::Tensor buffer, MPI_Datatype type,

@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "tandem/mpi/buffer_pool.h"
 #include "tandem/mpi/mailbox.h"
 #include "tandem/mpi/operations.h"
 
@@ -36,6 +37,8 @@ class ProgressEngine {
   struct Options {
     MPI_Comm comm = MPI_COMM_NULL;  // tensor messages travel here; borrowed, must outlive this
     bool pin_receive_buffers = false;
+    // Where unpinned receives get their buffers (null: a fresh tensor each time).
+    std::shared_ptr<BufferPool> receive_buffers;
     std::chrono::duration<double> shutdown_timeout{300.0};
     std::string prefix;  // "[r1/4]", for the messages this thread prints
   };
