@@ -17,6 +17,9 @@
 #   5. tandem train: MLP on MNIST, 2 stages on cuda:0 (1F1B, 8 micro-batches) against 1 device;
 #      the 3D U-Net on 64^3 volumes, 2 stages (1F1B, 4 micro-batches) against 1 device, when
 #      this build's CLI offers --model unet3d
+#   6. conv3d-stack (10 x 64 filters, 64^3): 1 device against 2 and 4 stages on cuda:0
+#   7. the largest unet3d volume (96..256) that trains under --device-memory 16GiB: 1 rank,
+#      and 4 ranks sharing cuda:0 under mpirun (memory partition)
 # Everything lands in $OUT: one log per step and results.md (a table of the steps with their
 # exit status, the `result:` lines, the tests' largest errors), printed again at the end.
 # The whole run stays under 8 minutes on 16 cores: later steps are skipped past the deadline.
@@ -356,6 +359,48 @@ if grep -q 'unet3d' <<<"$help"; then
 else
   record "unet3d runs" "skipped" 0 "this build's tandem train has no --model unet3d"
 fi
+# ---------------------------------------------------------------------------------------------
+section "6. conv3d-stack on the GPU: 1 device against 2 and 4 stages on cuda:0"
+if grep -q 'conv3d-stack' <<<"$help"; then
+  conv=(--model conv3d-stack --convs 10 --filters 64 --data regression --volume 64 --batch 8
+    --steps 20 --train-samples 160 --test-samples 0 --progress none)
+  train_step conv3d-1device "conv3d-stack 1 device cuda:0 (sequential)" 60 \
+    "${conv[@]}" --devices cuda:0 --schedule sequential --microbatches 1
+  train_step conv3d-2stages "conv3d-stack 2 stages on cuda:0 (1f1b, 4 micro-batches)" 60 \
+    "${conv[@]}" --devices cuda:0,cuda:0 --schedule 1f1b --microbatches 4
+  train_step conv3d-4stages "conv3d-stack 4 stages on cuda:0 (1f1b, 8 micro-batches)" 60 \
+    "${conv[@]}" --devices cuda:0,cuda:0,cuda:0,cuda:0 --schedule 1f1b --microbatches 8
+fi
+
+# ---------------------------------------------------------------------------------------------
+section "7. the largest unet3d volume under a 16 GiB cap: 1 rank against 4 ranks on cuda:0"
+# volume_search NAME CMD...: tries --volume 96, 128, ... 256 with one training step each and
+# records the largest that ends with status 0 (3 = out of the cap stops the search).
+volume_search() {
+  local name=$1
+  shift
+  local best=none v
+  for v in 96 128 160 192 224 256; do
+    run_step 60 "volume-${name// /_}-$v.log" "$@" --volume "$v"
+    [ "$step_rc" = 0 ] || break
+    best=$v
+  done
+  record "largest unet3d volume, $name" "$best" 0 \
+    "$(grep -h -m 1 'result:' "$out/volume-${name// /_}-$best.log" 2>/dev/null)"
+}
+if grep -q -- '--device-memory' <<<"$help"; then
+  cap=(train --model unet3d --data spheres --batch 1 --microbatches 1 --steps 1
+    --train-samples 1 --test-samples 0 --dropout 0 --device-memory 16GiB --progress none)
+  volume_search "1 rank" "$bin_tandem" "${cap[@]}" --devices cuda:0 --schedule sequential
+  if command -v mpirun >/dev/null && "$bin_tandem" train --help 2>&1 | grep -q -- '--transport'; then
+    volume_search "4 ranks" mpirun --allow-run-as-root --oversubscribe --bind-to none -n 4 \
+      "$bin_tandem" "${cap[@]}" --devices cuda:0,cuda:0,cuda:0,cuda:0 --schedule 1f1b \
+      --partition memory
+  else
+    record "largest unet3d volume, 4 ranks" "skipped" 0 "no mpirun, or a build without MPI"
+  fi
+fi
+
 if ((${#result_lines[@]})); then
   results_extra+=("$(printf '## result lines\n\n```\n'; printf '%s\n' "${result_lines[@]}"; printf '```')")
 fi
