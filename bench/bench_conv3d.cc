@@ -1,12 +1,13 @@
 // The conv3d-stack (4 convolutions of 16 filters on 32^3 volumes, batch 8 by default): a plain
 // LibTorch loop over torch::nn::Conv3d modules, tandem on 1 stage, and tandem with 1F1B on 2
-// stages against PyTorch's Pipe at the same micro-batch counts (results of
-// bench/pipe_baseline.py --model conv3d-stack), with achieved FLOP/s against the measured
-// matrix-multiply ceiling.
+// stages against PyTorch's Pipe at the same micro-batch counts (bench/pipe_baseline.py --serve
+// in a child process, timed in turn with tandem), with achieved FLOP/s against samples of the
+// matrix-multiply ceiling taken between the runs.
 //
 // Shapes: input [B,1,S,S,S] -> output [B,1,S,S,S]; MSE against a random target of that shape.
 // Usage: bench_conv3d [--repeats N] [--steps N] [--convs N] [--filters N] [--volume S]
-//                     [--batch B] [--quick] [--pipe FILE]
+//                     [--batch B] [--quick] [--python INTERPRETER [--pipe-script PATH]]
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "python_baseline.h"
 #include "tandem/common/device.h"
 #include "tandem/models/conv3d_stack.h"
 #include "tandem/runtime/pipeline.h"
@@ -86,37 +88,48 @@ double tandem_loop(const Workload& w, int stages, int microbatches, const std::s
 
 int main(int argc, char** argv) {
   int repeats = 5;
-  std::string pipe_file;
+  std::string python, pipe_script = "bench/pipe_baseline.py";
   Workload w;
   for (int i = 1; i < argc; ++i) {
+    const bool more = i + 1 < argc;
     auto next = [&] { return std::atoi(argv[++i]); };
-    if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc)
+    if (!std::strcmp(argv[i], "--repeats") && more) {
       repeats = next();
-    else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc)
+    } else if (!std::strcmp(argv[i], "--steps") && more) {
       w.steps = next();
-    else if (!std::strcmp(argv[i], "--convs") && i + 1 < argc)
+    } else if (!std::strcmp(argv[i], "--convs") && more) {
       w.convs = next();
-    else if (!std::strcmp(argv[i], "--filters") && i + 1 < argc)
+    } else if (!std::strcmp(argv[i], "--filters") && more) {
       w.filters = next();
-    else if (!std::strcmp(argv[i], "--volume") && i + 1 < argc)
+    } else if (!std::strcmp(argv[i], "--volume") && more) {
       w.volume = next();
-    else if (!std::strcmp(argv[i], "--batch") && i + 1 < argc)
+    } else if (!std::strcmp(argv[i], "--batch") && more) {
       w.batch = next();
-    else if (!std::strcmp(argv[i], "--pipe") && i + 1 < argc)
-      pipe_file = argv[++i];
-    else if (!std::strcmp(argv[i], "--quick")) {
+    } else if (!std::strcmp(argv[i], "--python") && more) {
+      python = argv[++i];
+    } else if (!std::strcmp(argv[i], "--pipe-script") && more) {
+      pipe_script = argv[++i];
+    } else if (!std::strcmp(argv[i], "--quick")) {
       repeats = 3;
       w.steps = 2;
       w.volume = 16;
     } else {
       std::fprintf(stderr,
                    "usage: bench_conv3d [--repeats N] [--steps N] [--convs N] [--filters N] "
-                   "[--volume S] [--batch B] [--quick] [--pipe FILE]\n");
+                   "[--volume S] [--batch B] [--quick] [--python INTERPRETER [--pipe-script "
+                   "PATH]]\n");
       return 2;
     }
   }
-  const BaselineLines python(pipe_file);
   const int cores = tandem::available_cores();
+  std::unique_ptr<PythonBaseline> py;
+  if (!python.empty()) {
+    py = std::make_unique<PythonBaseline>(std::vector<std::string>{
+        python, pipe_script, "--serve", "--model", "conv3d-stack", "--convs",
+        std::to_string(w.convs), "--filters", std::to_string(w.filters), "--volume",
+        std::to_string(w.volume), "--batch", std::to_string(w.batch), "--steps",
+        std::to_string(w.steps), "--threads", std::to_string(cores)});
+  }
   torch::manual_seed(1);
   const int64_t s = w.volume;
   torch::Tensor x = torch::randn({w.batch, 1, s, s, s});
@@ -124,55 +137,68 @@ int main(int argc, char** argv) {
   const double flops_per_sample = train_flops_per_sample(make_model(w));
   std::printf(
       "# bench_conv3d: conv3d-stack %d convs, %lld filters, %lld^3 volume, batch %lld, "
-      "%d steps per run, %d runs, %d cores, OMP_WAIT_POLICY=%s\n",
+      "%d steps per run, %d runs, %d cores, OMP_WAIT_POLICY=%s; training FLOPs per sample (3x "
+      "forward): %.1f M\n",
       w.convs, static_cast<long long>(w.filters), static_cast<long long>(s),
-      static_cast<long long>(w.batch), w.steps, repeats, cores, omp_wait_policy().c_str());
+      static_cast<long long>(w.batch), w.steps, repeats, cores, omp_wait_policy().c_str(),
+      flops_per_sample / 1e6);
+  std::fflush(stdout);
 
-  const GemmShape square{"square 1024", 1024, 1024, 1024};
-  const Stats gemm = on_own_thread([&] { return gemm_flops_per_s(square, cores, repeats); });
-  const double ceiling = gemm.median;
-  std::printf(
-      "# training FLOPs per sample (3x forward): %.1f M; matrix-multiply ceiling (float32 "
-      "1024x1024 by 1024x1024, %d threads): %.1f GFLOP/s (%.1f-%.1f)\n",
-      flops_per_sample / 1e6, cores, ceiling / 1e9, gemm.min / 1e9, gemm.max / 1e9);
-
-  const std::vector<int> microbatches = {1, 2, 4, 8};
-  std::vector<double> plain, one;
-  std::vector<std::vector<double>> two(microbatches.size());
-  // Interleaved, so that load from elsewhere on the machine falls on every variant alike.
+  std::vector<int> microbatches;
+  for (int m : {1, 2, 4, 8})
+    if (m <= w.batch) microbatches.push_back(m);
+  std::vector<double> plain, py_plain, one, probes;
+  std::vector<std::vector<double>> two(microbatches.size()), pipe(microbatches.size());
+  // In turn, so that load from elsewhere on the machine falls on every variant alike.
   for (int r = 0; r < repeats; ++r) {
     plain.push_back(on_own_thread([&] { return plain_loop(w, cores, x, y); }));
+    if (py) py_plain.push_back(py->ask_number("plain"));
     one.push_back(tandem_loop(w, 1, 1, "sequential", cores, x, y));
     for (size_t i = 0; i < microbatches.size(); ++i) {
-      if (microbatches[i] <= w.batch)
-        two[i].push_back(tandem_loop(w, 2, microbatches[i], "1f1b", 0, x, y));
+      two[i].push_back(tandem_loop(w, 2, microbatches[i], "1f1b", 0, x, y));
+      if (py) pipe[i].push_back(py->ask_number(fmt::format("pipe 2 {}", microbatches[i])));
     }
+    probes.push_back(gemm_probe(cores));
   }
+
+  // Convolutions run through other kernels than GEMM, so the ceiling is a yardstick here, not
+  // their bound.
+  const Stats ceiling = summarize(probes);
+  std::printf(
+      "\nMatrix-multiply ceiling: %.1f GFLOP/s (%.1f-%.1f), the median of %zu samples (as in "
+      "bench_core) taken between the runs below.",
+      ceiling.median / 1e9, ceiling.min / 1e9, ceiling.max / 1e9, probes.size());
+  if (py) {
+    std::printf(
+        " Partition (layers per stage): tandem %s, Pipe %s.",
+        balance_text(tandem::graph::partition_by_parameters(make_model(w), 2).balance()).c_str(),
+        py->ask("partition 2").c_str());
+  }
+  std::printf("\n");
   const Stats b = summarize(plain);
   std::printf(
       "\n| run | samples/s median | min-max | ratio to plain loop | GFLOP/s | of ceiling "
       "| Pipe samples/s median | Pipe min-max | tandem / Pipe |\n"
       "|---|---|---|---|---|---|---|---|---|\n");
-  auto row = [&](const std::string& name, const Stats& st, const Stats* pipe) {
+  auto row = [&](const std::string& name, const std::vector<double>& runs,
+                 const std::vector<double>& pipe_runs) {
+    const Stats st = summarize(runs);
     std::printf("| %s | %.2f | %.2f-%.2f | %.3f | %.1f | %.0f%% |", name.c_str(), st.median, st.min,
                 st.max, st.median / b.median, st.median * flops_per_sample / 1e9,
-                100 * st.median * flops_per_sample / ceiling);
-    if (pipe) {
-      std::printf(" %.2f | %.2f-%.2f | %.2f |\n", pipe->median, pipe->min, pipe->max,
-                  st.median / pipe->median);
-    } else {
+                100 * st.median * flops_per_sample / ceiling.median);
+    if (pipe_runs.empty()) {
       std::printf(" - | - | - |\n");
+      return;
     }
+    const Stats p = summarize(pipe_runs);
+    std::printf(" %.2f | %.2f-%.2f | %.2f |\n", p.median, p.min, p.max, st.median / p.median);
   };
-  row("plain LibTorch loop (torch::nn modules), " + std::to_string(cores) + " threads, own thread",
-      b, nullptr);
-  if (const Stats* p = python.find("plain", "conv3d-stack", 1, 1))
-    row("plain PyTorch loop (Python, bench/pipe_baseline.py)", *p, nullptr);
-  row("tandem 1 stage, " + std::to_string(cores) + " threads", summarize(one), nullptr);
+  row(fmt::format("plain LibTorch loop (torch::nn modules), {} threads, own thread", cores), plain,
+      {});
+  if (py) row("plain PyTorch loop (Python, bench/pipe_baseline.py)", py_plain, {});
+  row(fmt::format("tandem 1 stage, {} threads", cores), one, {});
   for (size_t i = 0; i < microbatches.size(); ++i) {
-    if (two[i].empty()) continue;
-    row("tandem 1f1b 2 stages, " + std::to_string(microbatches[i]) + " micro-batches",
-        summarize(two[i]), python.find("pipe", "conv3d-stack", 2, microbatches[i]));
+    row(fmt::format("tandem 1f1b 2 stages, {} micro-batches", microbatches[i]), two[i], pipe[i]);
   }
   return 0;
 }

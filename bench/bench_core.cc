@@ -1,12 +1,16 @@
 // Core benchmarks on the mlp (width 1024, 8 blocks, batch 256): tandem against a plain
 // LibTorch training loop on the same model, data and threads; throughput against stage and
-// micro-batch count, beside PyTorch's Pipe on the same configuration (results of
-// bench/pipe_baseline.py); achieved FLOP/s against the measured matrix-multiply ceiling;
-// executor overhead per action.
+// micro-batch count beside PyTorch's Pipe on the same configuration; achieved FLOP/s against
+// the measured matrix-multiply ceiling; executor overhead per action.
 //
-// Prints tables of medians over --repeats runs (with min-max) and ratios against baselines
-// measured in the same run.
-// Usage: bench_core [--repeats N] [--steps N] [--quick] [--baseline-only] [--pipe FILE]
+// Every configuration runs --repeats times, in turn with its baselines (the Python ones in a
+// child process, bench/pipe_baseline.py --serve) and with a short sample of the
+// matrix-multiply ceiling, so that load from elsewhere on a shared machine falls on all of
+// them alike. Prints tables of medians (with min-max) and ratios against those baselines.
+//
+// Usage: bench_core [--repeats N] [--steps N] [--quick] [--baseline-only]
+//                   [--python INTERPRETER [--pipe-script PATH]]
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -15,6 +19,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "python_baseline.h"
 #include "tandem/common/device.h"
 #include "tandem/models/layers.h"
 #include "tandem/models/mlp.h"
@@ -143,48 +148,60 @@ double overhead_per_action_us(int stages, int microbatches, int steps) {
   return us / steps / busiest;
 }
 
-// The matrix-multiply ceiling: the best median FLOP/s of float32 GEMMs with the whole thread
-// budget, over square products and the mlp's own three training products.
-double print_ceiling(const Workload& w, int cores, int repeats) {
+// FLOP/s of float32 GEMMs of square shapes and of the mlp's own training products, each both
+// ways of using the cores: one product with all of them as BLAS threads, and one product per
+// core at once with one BLAS thread each (as tandem's stages multiply).
+void print_gemm_table(const Workload& w, int cores, int repeats) {
+  const int64_t b = w.batch, d = w.width;
   const std::vector<GemmShape> shapes = {
       {"square 2048x2048 by 2048x2048", 2048, 2048, 2048},
       {"square 1024x1024 by 1024x1024", 1024, 1024, 1024},
-      {"mlp forward: x[B,W] by weight[W,W] transposed", w.batch, w.width, w.width, true},
-      {"mlp input gradient: g[B,W] by weight[W,W]", w.batch, w.width, w.width},
-      {"mlp weight gradient: g[B,W] transposed by x[B,W]", w.width, w.batch, w.width},
+      {fmt::format("mlp forward: x[{},{}] by weight[{},{}] transposed", b, d, d, d), b, d, d, true},
+      {fmt::format("mlp input gradient: g[{},{}] by weight[{},{}]", b, d, d, d), b, d, d},
+      {fmt::format("mlp weight gradient: g[{},{}] transposed by x[{},{}]", b, d, b, d), d, b, d},
+      {fmt::format("mlp forward of a 1/8 micro-batch: x[{},{}] by weight[{},{}] transposed", b / 8,
+                   d, d, d),
+       b / 8, d, d, true},
   };
   std::printf(
-      "\n| matrix multiply, float32, %d threads | GFLOP/s median | min-max |\n|---|---|---|\n",
-      cores);
-  double best = 0;
+      "\n| matrix multiply, float32 | 1 product, %d BLAS threads: GFLOP/s median | min-max | %d "
+      "products at once, 1 BLAS thread each | min-max |\n|---|---|---|---|---|\n",
+      cores, cores);
   for (const auto& g : shapes) {
-    const Stats s = on_own_thread([&] { return gemm_flops_per_s(g, cores, repeats); });
-    best = std::max(best, s.median);
-    std::printf("| %s (B=%lld, W=%lld) | %.1f | %.1f-%.1f |\n", g.name.c_str(),
-                static_cast<long long>(w.batch), static_cast<long long>(w.width), s.median / 1e9,
-                s.min / 1e9, s.max / 1e9);
+    const Stats one = gemm_flops_per_s(g, 1, cores, repeats);
+    const Stats each = gemm_flops_per_s(g, cores, 1, repeats);
+    std::printf("| %s | %.1f | %.1f-%.1f | %.1f | %.1f-%.1f |\n", g.name.c_str(), one.median / 1e9,
+                one.min / 1e9, one.max / 1e9, each.median / 1e9, each.min / 1e9, each.max / 1e9);
   }
-  std::printf("\nCeiling: %.1f GFLOP/s (the best median above).\n", best / 1e9);
-  return best;
 }
+
+// Runs of one configuration of tandem and, where there is one, of its Python baseline.
+struct Measured {
+  std::string name;
+  int stages = 1, microbatches = 1;
+  std::vector<double> tandem, python;
+};
 
 }  // namespace
 
 int main(int argc, char** argv) {
   int repeats = 5;
   bool baseline_only = false;
-  std::string pipe_file;
+  std::string python, pipe_script = "bench/pipe_baseline.py";
   Workload w;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc)
+    const bool more = i + 1 < argc;
+    if (!std::strcmp(argv[i], "--repeats") && more) {
       repeats = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--steps") && i + 1 < argc)
+    } else if (!std::strcmp(argv[i], "--steps") && more) {
       w.steps = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--pipe") && i + 1 < argc)
-      pipe_file = argv[++i];
-    else if (!std::strcmp(argv[i], "--baseline-only"))
+    } else if (!std::strcmp(argv[i], "--python") && more) {
+      python = argv[++i];
+    } else if (!std::strcmp(argv[i], "--pipe-script") && more) {
+      pipe_script = argv[++i];
+    } else if (!std::strcmp(argv[i], "--baseline-only")) {
       baseline_only = true;
-    else if (!std::strcmp(argv[i], "--quick")) {
+    } else if (!std::strcmp(argv[i], "--quick")) {
       repeats = 3;
       w.steps = 3;
       w.width = 256;
@@ -192,12 +209,18 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: bench_core [--repeats N] [--steps N] [--quick] [--baseline-only] "
-                   "[--pipe FILE]\n");
+                   "[--python INTERPRETER [--pipe-script PATH]]\n");
       return 2;
     }
   }
-  const BaselineLines python(pipe_file);
   const int cores = tandem::available_cores();
+  std::unique_ptr<PythonBaseline> py;
+  if (!python.empty()) {
+    py = std::make_unique<PythonBaseline>(std::vector<std::string>{
+        python, pipe_script, "--serve", "--model", "mlp", "--width", std::to_string(w.width),
+        "--blocks", std::to_string(w.blocks), "--batch", std::to_string(w.batch), "--steps",
+        std::to_string(w.steps), "--threads", std::to_string(cores)});
+  }
   torch::manual_seed(1);
   torch::Tensor x = torch::randn({w.batch, 1, 28, 28});
   torch::Tensor y = torch::randint(10, {w.batch});
@@ -209,83 +232,115 @@ int main(int argc, char** argv) {
       cores, omp_wait_policy().c_str());
   std::printf("# BLAS: %s; training FLOPs per sample (3x forward): %.1f M\n",
               blas_description().c_str(), flops_per_sample / 1e6);
+  std::fflush(stdout);
+  if (!baseline_only) print_gemm_table(w, cores, repeats);
 
-  const double ceiling = baseline_only ? 0 : print_ceiling(w, cores, repeats);
-  auto gflops = [&](double sps) { return sps * flops_per_sample / 1e9; };
-  auto of_ceiling = [&](double sps) {
-    return ceiling > 0
-               ? std::to_string(static_cast<int>(100 * sps * flops_per_sample / ceiling + 0.5)) +
-                     "%"
-               : std::string("-");
-  };
-
-  // Interleaved, so that load from elsewhere on the machine falls on every variant alike.
-  std::vector<double> plain, plain_main, layers, one;
+  // The baselines and tandem's 1 stage, in turn.
+  std::vector<double> plain, plain_main, layers, one, py_plain, probes;
   for (int r = 0; r < repeats; ++r) {
     plain.push_back(on_own_thread([&] { return plain_loop(w, cores, x, y); }));
     plain_main.push_back(plain_loop(w, cores, x, y));
     layers.push_back(on_own_thread([&] { return layers_loop(w, cores, x, y); }));
     one.push_back(tandem_loop(w, 1, 1, "sequential", cores, x, y));
+    if (py) py_plain.push_back(py->ask_number("plain"));
+    if (!baseline_only) probes.push_back(gemm_probe(cores));
   }
-  const Stats b = summarize(plain), t1 = summarize(one);
+  // Pipelines: tandem 1F1B and Pipe on the same stages and micro-batches, in turn.
+  std::vector<Measured> sweep;
+  if (!baseline_only) {
+    for (int stages : {2, 4}) {
+      for (int m : {1, 4, 8, 16, 32}) {
+        Measured c{fmt::format("{} stages, {} micro-batches", stages, m), stages, m, {}, {}};
+        for (int r = 0; r < repeats; ++r) {
+          c.tandem.push_back(tandem_loop(w, stages, m, "1f1b", 0, x, y));
+          if (py) c.python.push_back(py->ask_number(fmt::format("pipe {} {}", stages, m)));
+          probes.push_back(gemm_probe(cores));
+        }
+        sweep.push_back(std::move(c));
+      }
+    }
+  }
+
+  const Stats ceiling = summarize(probes);
+  if (!baseline_only) {
+    std::printf(
+        "\nCeiling: %.1f GFLOP/s (%.1f-%.1f), the median of %zu samples of the better way "
+        "(square 1024) taken between the runs below.\n",
+        ceiling.median / 1e9, ceiling.min / 1e9, ceiling.max / 1e9, probes.size());
+  }
+  auto of_ceiling = [&](double sps) {
+    return ceiling.median > 0
+               ? fmt::format("{:.0f}%", 100 * sps * flops_per_sample / ceiling.median)
+               : std::string("-");
+  };
+  const Stats b = summarize(plain), t1 = summarize(one), lay = summarize(layers);
   std::printf(
       "\n| run, %d threads | samples/s median | min-max | ratio to plain loop | GFLOP/s | of "
-      "ceiling |\n"
-      "|---|---|---|---|---|---|\n",
+      "ceiling |\n|---|---|---|---|---|---|\n",
       cores);
   auto row = [&](const std::string& name, const Stats& s) {
     std::printf("| %s | %.0f | %.0f-%.0f | %.3f | %.1f | %s |\n", name.c_str(), s.median, s.min,
-                s.max, s.median / b.median, gflops(s.median), of_ceiling(s.median).c_str());
+                s.max, s.median / b.median, s.median * flops_per_sample / 1e9,
+                of_ceiling(s.median).c_str());
   };
   row("plain LibTorch loop (torch::nn modules), own thread", b);
   row("plain LibTorch loop (torch::nn modules), main thread", summarize(plain_main));
-  row("plain loop over tandem's layers, own thread", summarize(layers));
+  row("plain loop over tandem's layers, own thread", lay);
   row("tandem 1 stage", t1);
-  if (const Stats* p = python.find("plain", "mlp", 1, 1))
-    row("plain PyTorch loop (Python, bench/pipe_baseline.py)", *p);
+  if (py) row("plain PyTorch loop (Python, bench/pipe_baseline.py)", summarize(py_plain));
   std::printf(
       "\nTarget, tandem 1 stage >= 0.97x the plain loop: %.3f (%s); against the loop over "
       "tandem's layers %.3f.\n",
       t1.median / b.median, t1.median >= 0.97 * b.median ? "met" : "not met",
-      t1.median / summarize(layers).median);
+      t1.median / lay.median);
   if (baseline_only) return 0;
 
+  if (py) {
+    std::printf("\nPartitions (layers per stage): ");
+    for (int stages : {2, 4}) {
+      std::printf(
+          "%d stages: tandem %s, Pipe %s. ", stages,
+          balance_text(tandem::graph::partition_by_parameters(make_model(w), stages).balance())
+              .c_str(),
+          py->ask(fmt::format("partition {}", stages)).c_str());
+    }
+    std::printf("\n");
+  }
   std::printf(
       "\n| tandem 1f1b | samples/s median | min-max | ratio to plain loop | of ceiling "
       "| Pipe samples/s median | Pipe min-max | tandem / Pipe |\n"
       "|---|---|---|---|---|---|---|---|\n");
-  int compared = 0, twice = 0;
-  double best = std::max(b.median, t1.median), worst_ratio = 0, best_ratio = 0;
-  for (int stages : {2, 4}) {
-    for (int m : {1, 2, 4, 8, 16, 32}) {
-      std::vector<double> v;
-      for (int r = 0; r < repeats; ++r) v.push_back(tandem_loop(w, stages, m, "1f1b", 0, x, y));
-      const Stats s = summarize(v);
-      best = std::max(best, s.median);
-      std::printf("| %d stages, %d micro-batches | %.0f | %.0f-%.0f | %.3f | %s |", stages, m,
-                  s.median, s.min, s.max, s.median / b.median, of_ceiling(s.median).c_str());
-      if (const Stats* p = python.find("pipe", "mlp", stages, m)) {
-        const double ratio = s.median / p->median;
-        worst_ratio = compared ? std::min(worst_ratio, ratio) : ratio;
-        best_ratio = std::max(best_ratio, ratio);
-        ++compared;
-        twice += ratio >= 2.0;
-        std::printf(" %.0f | %.0f-%.0f | %.2f |\n", p->median, p->min, p->max, ratio);
-      } else {
-        std::printf(" - | - | - |\n");
-      }
+  int twice = 0, compared = 0;
+  double best = std::max(b.median, t1.median), low = 0, high = 0;
+  for (const auto& c : sweep) {
+    const Stats s = summarize(c.tandem);
+    best = std::max(best, s.median);
+    std::printf("| %s | %.0f | %.0f-%.0f | %.3f | %s |", c.name.c_str(), s.median, s.min, s.max,
+                s.median / b.median, of_ceiling(s.median).c_str());
+    if (c.python.empty()) {
+      std::printf(" - | - | - |\n");
+      continue;
     }
+    const Stats p = summarize(c.python);
+    const double ratio = s.median / p.median;
+    low = compared ? std::min(low, ratio) : ratio;
+    high = std::max(high, ratio);
+    ++compared;
+    twice += ratio >= 2.0;
+    std::printf(" %.0f | %.0f-%.0f | %.2f |\n", p.median, p.min, p.max, ratio);
   }
   if (compared > 0) {
     std::printf(
         "\nTarget, >= 2x Pipe at equal stages and micro-batches: met at %d of %d "
         "configurations (tandem / Pipe from %.2f to %.2f).\n",
-        twice, compared, worst_ratio, best_ratio);
+        twice, compared, low, high);
   }
   std::printf(
-      "\nTarget, the mlp at >= 50%% of the matrix-multiply ceiling: best run %s of the "
-      "ceiling (%s).\n",
-      of_ceiling(best).c_str(), best * flops_per_sample >= 0.5 * ceiling ? "met" : "not met");
+      "\nTarget, the mlp at >= 50%% of the matrix-multiply ceiling: best configuration at %s "
+      "(%s).\n",
+      of_ceiling(best).c_str(),
+      best * flops_per_sample >= 0.5 * ceiling.median ? "met" : "not met");
+
   std::printf("\n| executor overhead | us per action, median | min-max |\n|---|---|---|\n");
   for (int stages : {2, 4}) {
     std::vector<double> v;

@@ -1,6 +1,5 @@
 // Pieces the benchmark programs share: run statistics, timing a training loop on a thread of
-// its own, the BLAS in use, the matrix-multiply ceiling, and reading the key=value result
-// lines of bench/pipe_baseline.py.
+// its own, the BLAS in use, the matrix-multiply ceiling.
 #pragma once
 
 #include <ATen/Parallel.h>
@@ -11,9 +10,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <map>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -109,70 +105,59 @@ struct GemmShape {
   bool b_transposed = false;
 };
 
-// FLOP/s of one GEMM shape on the calling thread with `threads` BLAS threads: each sample
-// repeats the product for at least `min_seconds`; the median of `repeats` samples.
-inline Stats gemm_flops_per_s(const GemmShape& g, int threads, int repeats,
+// FLOP/s of one GEMM shape with `workers` threads at once, each repeating its own product for
+// at least `min_seconds` with `blas_threads` BLAS threads (process-wide, so the same for all):
+// the median of `repeats` samples of the total rate. One worker with all the cores as BLAS
+// threads is how the plain loop multiplies; one worker per core with one BLAS thread each is
+// how tandem's stages do.
+inline Stats gemm_flops_per_s(const GemmShape& g, int workers, int blas_threads, int repeats,
                               double min_seconds = 0.2) {
-  set_threads(threads);
+  tandem::set_blas_threads(blas_threads);
   torch::manual_seed(0);
-  torch::Tensor a = torch::randn({g.m, g.k});
-  torch::Tensor b = g.b_transposed ? torch::randn({g.n, g.k}).t() : torch::randn({g.k, g.n});
-  torch::Tensor c = torch::empty({g.m, g.n});
-  torch::mm_out(c, a, b);  // warm-up
+  std::vector<torch::Tensor> a, b, c;
+  for (int t = 0; t < workers; ++t) {
+    a.push_back(torch::randn({g.m, g.k}));
+    b.push_back(g.b_transposed ? torch::randn({g.n, g.k}).t() : torch::randn({g.k, g.n}));
+    c.push_back(torch::empty({g.m, g.n}));
+  }
   const double flops = 2.0 * static_cast<double>(g.m * g.k * g.n);
   std::vector<double> v;
-  for (int r = 0; r < repeats; ++r) {
-    int64_t calls = 0;
+  for (int r = -1; r < repeats; ++r) {  // r = -1: warm-up
+    std::vector<int64_t> calls(workers, 0);
+    std::vector<std::thread> threads;
     const auto t0 = Clock::now();
-    double s = 0;
-    do {
-      torch::mm_out(c, a, b);
-      ++calls;
-      s = seconds_since(t0);
-    } while (s < min_seconds);
-    v.push_back(flops * static_cast<double>(calls) / s);
+    for (int t = 0; t < workers; ++t) {
+      threads.emplace_back([&, t] {
+        at::set_num_threads(1);
+        do {
+          torch::mm_out(c[t], a[t], b[t]);
+          ++calls[t];
+        } while (seconds_since(t0) < min_seconds);
+      });
+    }
+    for (auto& t : threads) t.join();
+    const double s = seconds_since(t0);
+    int64_t total = 0;
+    for (int64_t n : calls) total += n;
+    if (r >= 0) v.push_back(flops * static_cast<double>(total) / s);
   }
   return summarize(v);
 }
 
-// Results of bench/pipe_baseline.py: lines "KIND key=value ...". Keyed by
-// "KIND model=M stages=S microbatches=N".
-class BaselineLines {
- public:
-  // Reads `path`; an empty path gives no lines. Throws when a named file cannot be read.
-  explicit BaselineLines(const std::string& path) {
-    if (path.empty()) return;
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error("cannot read baseline results " + path);
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream words(line);
-      std::string kind, word;
-      words >> kind;
-      std::map<std::string, std::string> kv;
-      while (words >> word) {
-        const auto eq = word.find('=');
-        if (eq != std::string::npos) kv[word.substr(0, eq)] = word.substr(eq + 1);
-      }
-      if (!kv.count("samples_per_s")) continue;
-      Stats s{std::stod(kv["samples_per_s"]), std::stod(kv["min"]), std::stod(kv["max"])};
-      results_[key(kind, kv["model"], std::stoi(kv["stages"]), std::stoi(kv["microbatches"]))] = s;
-    }
-  }
+// One short sample of the matrix-multiply ceiling, cheap enough to take between the runs it
+// is compared with: float32 1024x1024 by 1024x1024, the better of one product with all `cores`
+// as BLAS threads and `cores` products at once with one BLAS thread each.
+inline double gemm_probe(int cores) {
+  const GemmShape square{"square 1024", 1024, 1024, 1024};
+  return std::max(gemm_flops_per_s(square, 1, cores, 1, 0.1).median,
+                  gemm_flops_per_s(square, cores, 1, 1, 0.1).median);
+}
 
-  // The result for one configuration, or null when the file has none.
-  const Stats* find(const std::string& kind, const std::string& model, int stages,
-                    int microbatches) const {
-    auto it = results_.find(key(kind, model, stages, microbatches));
-    return it == results_.end() ? nullptr : &it->second;
-  }
-
- private:
-  static std::string key(const std::string& kind, const std::string& model, int stages,
-                         int microbatches) {
-    return kind + " " + model + " " + std::to_string(stages) + " " + std::to_string(microbatches);
-  }
-  std::map<std::string, Stats> results_;
-};
+// The balance ("10,10": layers per stage) of a partition.
+inline std::string balance_text(const std::vector<int>& balance) {
+  std::string s;
+  for (int b : balance) s += (s.empty() ? "" : ",") + std::to_string(b);
+  return s;
+}
 
 }  // namespace tandem::bench

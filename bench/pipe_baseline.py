@@ -14,8 +14,15 @@ result is the median over --repeats runs. One line per configuration, key=value:
   pipe model=mlp stages=2 microbatches=4 threads=2 repeats=5 steps=10 samples_per_s=M min=A max=B
   plain model=mlp stages=1 microbatches=1 threads=2 ... (--plain: one module, no Pipe)
 
+With --serve it measures one run per request instead, so that a benchmark program can time
+it in turn with its own runs (bench/python_baseline.h). Requests on stdin, one reply line each
+on stdout: "partition S" -> the balance ("10,10"); "plain" -> samples/s of one plain run;
+"pipe S M" -> samples/s of one Pipe run with S stages and M micro-batches; "error ..." when a
+request fails.
+
 Usage: /usr/bin/python3 bench/pipe_baseline.py [--model mlp|conv3d-stack] [--stages 2,4]
          [--microbatches 1,2,4,8,16,32] [--plain] [--threads N] [--repeats 5] [--steps 10]
+         [--serve]
 """
 import argparse
 import ctypes
@@ -192,6 +199,8 @@ def main():
     p.add_argument("--convs", type=int, default=4)
     p.add_argument("--filters", type=int, default=16)
     p.add_argument("--volume", type=int, default=32)
+    p.add_argument("--serve", action="store_true",
+                   help="answer one request per stdin line (see the module docstring)")
     args = p.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -200,19 +209,15 @@ def main():
               "its own size", file=sys.stderr)
     w = Workload(args)
 
+    if args.serve:
+        with Rpc():
+            serve(w, args)
+        return
     if args.plain:
         report("plain", w, 1, 1, args, [plain_run(w, args.steps) for _ in range(args.repeats)])
     if not args.stages:
         return
-
-    import torch.distributed.rpc as rpc
-
-    os.environ.setdefault("TP_SOCKET_IFNAME", "lo")  # the RPC agent needs no network
-    store = tempfile.NamedTemporaryFile(prefix="pipe_baseline.", delete=False)
-    store.close()
-    rpc.init_rpc("worker", rank=0, world_size=1,
-                 rpc_backend_options=rpc.TensorPipeRpcBackendOptions(init_method="file://" + store.name))
-    try:
+    with Rpc():
         for stages in args.stages:
             balance = partition_by_parameters(w.layers(), stages)
             print(f"partition model={w.model} stages={stages} balance={','.join(map(str, balance))}",
@@ -222,9 +227,49 @@ def main():
                     continue
                 report("pipe", w, stages, m, args,
                        [pipe_run(w, balance, m, args.steps) for _ in range(args.repeats)])
-    finally:
+
+
+class Rpc:
+    """torch.distributed.rpc with this process as its only worker, as Pipe requires; the
+    agent listens on the loopback interface only."""
+
+    def __enter__(self):
+        import torch.distributed.rpc as rpc
+
+        os.environ.setdefault("TP_SOCKET_IFNAME", "lo")
+        self.store = tempfile.NamedTemporaryFile(prefix="pipe_baseline.", delete=False)
+        self.store.close()
+        rpc.init_rpc("worker", rank=0, world_size=1,
+                     rpc_backend_options=rpc.TensorPipeRpcBackendOptions(
+                         init_method="file://" + self.store.name))
+        return self
+
+    def __exit__(self, *exc):
+        import torch.distributed.rpc as rpc
+
         rpc.shutdown()
-        os.unlink(store.name)
+        os.unlink(self.store.name)
+        return False
+
+
+def serve(w, args):
+    """One reply line per request line, until stdin closes (protocol: the module docstring)."""
+    for line in sys.stdin:
+        words = line.split()
+        try:
+            if words[:1] == ["partition"] and len(words) == 2:
+                reply = ",".join(map(str, partition_by_parameters(w.layers(), int(words[1]))))
+            elif words == ["plain"]:
+                reply = f"{plain_run(w, args.steps):.3f}"
+            elif words[:1] == ["pipe"] and len(words) == 3:
+                stages, m = int(words[1]), int(words[2])
+                balance = partition_by_parameters(w.layers(), stages)
+                reply = f"{pipe_run(w, balance, m, args.steps):.3f}"
+            else:
+                reply = f"error: unknown request {line.strip()!r}"
+        except Exception as e:  # the reply names the failure; the client decides
+            reply = f"error: {type(e).__name__}: {e}".replace("\n", " ")
+        print(reply, flush=True)
 
 
 if __name__ == "__main__":

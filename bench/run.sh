@@ -6,8 +6,6 @@ build=${1:-build}
 cd "$(dirname "$0")/.."
 out=bench/RESULTS.md
 tmp=$(mktemp)
-pipe_mlp=$(mktemp)
-pipe_conv=$(mktemp)
 python=${PYTHON:-/usr/bin/python3}  # the interpreter with Debian's python3-torch
 
 blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | awk '/^Value:/ {print $2}')
@@ -24,50 +22,36 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo
   echo "## Core: tandem against a plain LibTorch loop and PyTorch's Pipe, the matrix-multiply ceiling, executor overhead"
   echo
-  echo "The mlp (width 1024, 8 blocks, batch 256, Adam, synthetic MNIST-shaped data) with the"
-  echo "machine's cores as the thread budget of every run: the plain loops and tandem's 1 stage use"
-  echo "all of them, tandem's N stages divide them among N devices (at least 1 each), PyTorch's Pipe"
-  echo "(which runs every CPU partition on one worker thread) gets all of them. Every run here and"
-  echo "in the next sections has \`OMP_WAIT_POLICY=passive\` (why: the section after next)."
+  echo "The mlp (width 1024, 8 blocks, batch 256, Adam, synthetic MNIST-shaped data). Thread budget:"
+  echo "the machine's cores. The plain loops and tandem's 1 stage use all of them; tandem's N stages"
+  echo "divide them among N devices (at least 1 each); PyTorch's Pipe, which runs every CPU partition"
+  echo "on one worker thread, gets all of them. Pipe is \`torch.distributed.pipeline.sync.Pipe\` from"
+  echo "Debian's python3-torch $(dpkg-query -W -f='${Version}' python3-torch 2>/dev/null || echo '(version unknown)') (bench/pipe_baseline.py: chunks = micro-batches,"
+  echo "checkpoint='never', CPU devices, the stages split by the same rule as tandem's). The Python"
+  echo "runs and short samples of the matrix-multiply ceiling are taken in turn with tandem's runs, so"
+  echo "that load from elsewhere falls on all of them alike. FLOPs: 3x the forward's multiply-adds."
+  echo "Runs in this section and in the conv3d-stack section have \`OMP_WAIT_POLICY=passive\` (why: the"
+  echo "next section)."
   echo
-  pipe_cmd="$python bench/pipe_baseline.py --plain --repeats 5 --steps 5"
-  core_cmd="$build/bench/bench_core --repeats 5 --steps 10 --pipe PIPE_RESULTS"
-  echo "Commands: \`OMP_WAIT_POLICY=passive $pipe_cmd > PIPE_RESULTS\`, then \`OMP_WAIT_POLICY=passive $core_cmd\`"
+  core_cmd="$build/bench/bench_core --repeats 5 --steps 4 --python $python"
+  echo "Command: \`OMP_WAIT_POLICY=passive $core_cmd\`"
   echo
-  OMP_WAIT_POLICY=passive $pipe_cmd > "$pipe_mlp"
-  OMP_WAIT_POLICY=passive ${core_cmd/PIPE_RESULTS/$pipe_mlp}
-  echo
-  echo "## PyTorch's Pipe: what it measured"
-  echo
-  echo "\`torch.distributed.pipeline.sync.Pipe\` from Debian's python3-torch $(dpkg-query -W -f='${Version}' python3-torch 2>/dev/null || echo '(version unknown)'),"
-  echo "chunks = micro-batches, checkpoint='never', on CPU devices, the stages split by the same rule"
-  echo "as tandem's (\`partition\` lines: layers per stage, in tandem's layer order). Raw output of the"
-  echo "first command above (samples/s; the Core table divides tandem's medians by these):"
-  echo
-  echo '```'
-  cat "$pipe_mlp"
-  echo '```'
+  OMP_WAIT_POLICY=passive $core_cmd
   echo
   echo "## Before: the plain loop with OpenMP's default wait policy"
   echo
   echo "The same baseline rows with \`OMP_WAIT_POLICY\` unset, as the Core table used to be measured."
   echo
-  echo "Command: \`env -u OMP_WAIT_POLICY $build/bench/bench_core --baseline-only --repeats 5 --steps 5\`"
+  echo "Command: \`env -u OMP_WAIT_POLICY $build/bench/bench_core --baseline-only --repeats 5 --steps 4\`"
   echo
-  env -u OMP_WAIT_POLICY "$build/bench/bench_core" --baseline-only --repeats 5 --steps 5
+  env -u OMP_WAIT_POLICY "$build/bench/bench_core" --baseline-only --repeats 5 --steps 4
   echo
   echo "## conv3d-stack at 2 stages"
   echo
-  conv_pipe_cmd="$python bench/pipe_baseline.py --model conv3d-stack --convs 4 --filters 16 --volume 32 --batch 8 --stages 2 --microbatches 1,2,4,8 --plain --repeats 5 --steps 5"
-  conv_cmd="$build/bench/bench_conv3d --convs 4 --filters 16 --volume 32 --batch 8 --repeats 5 --steps 5 --pipe PIPE_RESULTS"
-  echo "Commands: \`OMP_WAIT_POLICY=passive $conv_pipe_cmd > PIPE_RESULTS\`, then \`OMP_WAIT_POLICY=passive $conv_cmd\`"
+  conv_cmd="$build/bench/bench_conv3d --convs 4 --filters 16 --volume 32 --batch 8 --repeats 5 --steps 4 --python $python"
+  echo "Command: \`OMP_WAIT_POLICY=passive $conv_cmd\`"
   echo
-  OMP_WAIT_POLICY=passive $conv_pipe_cmd > "$pipe_conv"
-  OMP_WAIT_POLICY=passive ${conv_cmd/PIPE_RESULTS/$pipe_conv}
-  echo
-  echo '```'
-  cat "$pipe_conv"
-  echo '```'
+  OMP_WAIT_POLICY=passive $conv_cmd
   echo
   echo "## Measured bubble against the simulator's prediction (GPipe, 4 stages, 8 micro-batches)"
   echo
@@ -106,5 +90,5 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo "- GPU results (H200, scripts/gpu-check.sh) are kept in bench/GPU-CHECK.md."
 } > "$out.new"
 mv "$out.new" "$out"
-rm -f "$tmp" "$pipe_mlp" "$pipe_conv"
+rm -f "$tmp"
 echo "bench: wrote $out"
