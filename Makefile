@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build demo demo-unet test bench format clean
+.PHONY: all setup build demo demo-unet test bench bench-memory format clean
 
 all: build
 
@@ -32,6 +32,10 @@ test: build
 
 bench: build
 	bash bench/run.sh $(BUILD)
+
+# The largest volume under a per-device budget (byte counts: independent of the machine's load).
+bench-memory: build
+	bash bench/memory-report.sh $(BUILD)
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
