@@ -66,22 +66,8 @@ double plain_loop(const Workload& w, int threads, const torch::Tensor& x, const 
 
 double tandem_loop(const Workload& w, int stages, int microbatches, const std::string& schedule,
                    int threads, const torch::Tensor& x, const torch::Tensor& y) {
-  tandem::runtime::PipelineOptions o;
-  o.devices = tandem::parse_devices(std::to_string(stages), threads);
-  o.schedule = schedule;
-  o.microbatches = microbatches;
-  tandem::graph::Model m = make_model(w);
-  auto part = tandem::graph::partition_by_parameters(m, stages);
-  tandem::runtime::Pipeline p(std::move(m), part, o);
-  p.set_optimizer([](std::vector<torch::Tensor> ps) {
-    return std::make_unique<torch::optim::Adam>(ps, torch::optim::AdamOptions(1e-4));
-  });
-  return samples_per_s(
-      [&] {
-        p.forward_backward(x, y);
-        p.optimizer_step();
-      },
-      w.steps, w.batch);
+  return pipeline_samples_per_s(make_model(w), stages, microbatches, schedule, threads, x, y,
+                                w.steps, w.batch);
 }
 
 }  // namespace

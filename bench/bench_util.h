@@ -16,6 +16,8 @@
 
 #include "tandem/common/device.h"
 #include "tandem/graph/model.h"
+#include "tandem/graph/partition.h"
+#include "tandem/runtime/pipeline.h"
 
 namespace tandem::bench {
 
@@ -43,6 +45,29 @@ double samples_per_s(Step&& step, int steps, int64_t batch) {
   const auto t0 = Clock::now();
   for (int s = 0; s < steps; ++s) step();
   return static_cast<double>(steps * batch) / seconds_since(t0);
+}
+
+// Samples per second of `model` trained by tandem: `stages` CPU devices of `threads` each,
+// split by parameters, Adam, `steps` timed steps after a warm-up.
+inline double pipeline_samples_per_s(graph::Model model, int stages, int microbatches,
+                                     const std::string& schedule, int threads,
+                                     const torch::Tensor& x, const torch::Tensor& y, int steps,
+                                     int64_t batch) {
+  runtime::PipelineOptions o;
+  o.devices = parse_devices(std::to_string(stages), threads);
+  o.schedule = schedule;
+  o.microbatches = microbatches;
+  auto part = graph::partition_by_parameters(model, stages);
+  runtime::Pipeline p(std::move(model), part, o);
+  p.set_optimizer([](std::vector<torch::Tensor> ps) {
+    return std::make_unique<torch::optim::Adam>(ps, torch::optim::AdamOptions(1e-4));
+  });
+  return samples_per_s(
+      [&] {
+        p.forward_backward(x, y);
+        p.optimizer_step();
+      },
+      steps, batch);
 }
 
 // Runs `f` on a new thread and returns its result. A training loop timed this way has what a
