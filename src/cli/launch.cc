@@ -106,7 +106,10 @@ double Launch::clock_offset_us() {
   return 0;
 }
 
-void Launch::abort(const std::string& message) {
+void Launch::abort(const std::string& message, int exit_status) {
+#ifdef TANDEM_WITH_MPI
+  if (mpi_->transport) mpi_->transport->abort(message, exit_status);
+#endif
   if (transport_) transport_->abort(message);
 }
 

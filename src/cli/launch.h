@@ -36,9 +36,9 @@ class Launch {
   // Microseconds to add to this process's steady clock to get rank 0's (0 in process);
   // collective under MPI.
   double clock_offset_us();
-  // Under MPI: the job ends on every rank with a non-zero status, after `message` is printed
-  // with this rank's prefix. In process: nothing.
-  void abort(const std::string& message);
+  // Under MPI: the job ends on every rank with `exit_status` (mpirun's status), after `message`
+  // is printed with this rank's prefix. In process: nothing.
+  void abort(const std::string& message, int exit_status = 1);
 
  private:
   struct Mpi;

@@ -24,11 +24,12 @@ std::vector<int> parse_int_list(const std::string& text, const char* option) {
   return out;
 }
 
-// Prints `what` with the rank prefix (when the job was joined) and ends the job under MPI.
-void report(const std::unique_ptr<Launch>& launch, const char* what) {
+// Prints `what` with the rank prefix (when the job was joined) and ends the job under MPI with
+// `exit_status`.
+void report(const std::unique_ptr<Launch>& launch, const char* what, int exit_status) {
   const std::string prefix = launch ? launch->prefix() : "";
   std::fprintf(stderr, "%standem: %s\n", prefix.c_str(), what);
-  if (launch && launch->mpi()) launch->abort(what);
+  if (launch && launch->mpi()) launch->abort(what, exit_status);
 }
 
 }  // namespace
@@ -51,10 +52,10 @@ int start_session(RunArgs& args, Session& session) {
           {l->rank(), l->world(), session.trainer->replica(), c.replicas, [l] { l->barrier(); }});
     }
   } catch (const memory::OutOfMemory& e) {
-    report(session.launch, e.what());
+    report(session.launch, e.what(), kExitOutOfMemory);
     return kExitOutOfMemory;
   } catch (const Error& e) {
-    report(session.launch, e.what());
+    report(session.launch, e.what(), kExitUsage);
     return kExitUsage;
   }
   return 0;
@@ -80,10 +81,15 @@ int run_guarded(Session& session, const std::function<int()>& body) {
   try {
     return body();
   } catch (const runtime::StepError& e) {
-    report(session.launch, e.what());
-    return e.out_of_memory ? kExitOutOfMemory : kExitFailure;
+    const int status = e.out_of_memory ? kExitOutOfMemory : kExitFailure;
+    report(session.launch, e.what(), status);
+    return status;
+  } catch (const memory::OutOfMemory& e) {
+    // Outside a step's actions, e.g. the optimizer's state on its first step.
+    report(session.launch, e.what(), kExitOutOfMemory);
+    return kExitOutOfMemory;
   } catch (const Error& e) {
-    report(session.launch, e.what());
+    report(session.launch, e.what(), kExitFailure);
     return kExitFailure;
   }
 }

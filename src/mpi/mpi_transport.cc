@@ -109,18 +109,18 @@ std::string MpiTransport::stashed_note(int peer) const {
                      fmt::join(shown, ", "), keys.size() > kShown ? ", ..." : "");
 }
 
-void MpiTransport::abort(const std::string& reason) {
+void MpiTransport::abort(const std::string& reason, int exit_status) {
   if (mailbox_.abort(reason)) {
     std::fprintf(stderr, "%s %s\n", prefix_.c_str(), reason.c_str());
     std::fflush(stderr);
   }
-  engine_->request_abort();
+  engine_->request_abort(exit_status);
   // The progress thread ends the job at its next iteration. Should it be stuck in a blocking
   // helper (a collective some rank never joined), end it from here: that breaks the one-thread
   // rule of MPI_THREAD_SERIALIZED, but it is the last MPI call this process makes.
   std::this_thread::sleep_for(kAbortGrace);
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  std::_Exit(1);  // not reached: MPI_Abort does not return
+  MPI_Abort(MPI_COMM_WORLD, exit_status);
+  std::_Exit(exit_status);  // not reached: MPI_Abort does not return
 }
 
 void MpiTransport::agree_on(uint64_t config_hash, const std::string& description) {

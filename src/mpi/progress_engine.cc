@@ -68,7 +68,8 @@ void ProgressEngine::wake() {
   cv_.notify_all();
 }
 
-void ProgressEngine::request_abort() {
+void ProgressEngine::request_abort(int exit_status) {
+  abort_status_.store(exit_status);
   abort_requested_.store(true);
   wake();
 }
@@ -86,7 +87,7 @@ void ProgressEngine::loop() {
 #endif
   try {
     for (;;) {
-      if (abort_requested_.load()) MPI_Abort(MPI_COMM_WORLD, 1);
+      if (abort_requested_.load()) MPI_Abort(MPI_COMM_WORLD, abort_status_.load());
       std::vector<std::unique_ptr<Operation>> fresh;
       bool stopping = false;
       {

@@ -17,6 +17,8 @@ tandem_cli_test(balance_mismatch 2 "balance 3,4 covers 7 layers but the model ha
 tandem_cli_test(too_many_microbatches 1 "micro-batches cannot be cut from a batch of 4" train --batch 4 --microbatches 8 --devices 2 --steps 1 --progress none)
 tandem_cli_test(train_two_steps 0 "result: steps=2 loss=[0-9.]+ test_accuracy=[0-9.]+ samples_per_s=" train --devices 2 --steps 2 --batch 32 --microbatches 4 --eval-batch 5000 --progress none)
 tandem_cli_test(out_of_memory_exit_3 3 "out of its" train --devices 2 --steps 1 --batch 64 --width 512 --device-memory 1MiB --progress none)
+# Out of the budget in the optimizer phase (Adam's state on the first step): status 3 as well.
+tandem_cli_test(out_of_memory_in_optimizer_exit_3 3 "stage 2 \\(optimizer\\)" train --model mlp --width 256 --blocks 4 --balance 1,1,9,1 --device-memory 6MiB --microbatches 4 --steps 2 --progress none)
 
 # Checkpoints through the command line: save, resume to the same result, consolidate, start
 # from the consolidated file. The fixtures order the steps.

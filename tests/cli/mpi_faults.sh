@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fault paths of `tandem train` under mpirun, checked from outside the job: it must end by
 # itself with a non-zero status, quickly, and say where it broke with the rank prefix.
-#   rank-exception  4 ranks; only rank 2's stage exceeds its memory budget
+#   rank-exception  4 ranks; only rank 2's stage exceeds its memory budget (status 3)
 #   silent-rank     4 ranks; rank 1 is stopped (SIGSTOP) mid-training, so it never sends
 #   mismatch        2 ranks started with different --lr
 # Usage: mpi_faults.sh CASE TANDEM MPIRUN...
@@ -34,6 +34,7 @@ rank-exception)
     --data mnist --schedule 1f1b --microbatches 4 --batch 64 --balance 1,1,9,1 --device-memory 6MiB --steps 5 --progress none >"$work/out" 2>&1
   status=$?
   expect "[r2/4] tandem: cpu:2 is out of its 6.0 MiB budget: stage 2"
+  [ "$status" -eq 3 ] || fail "an out-of-memory job must end with status 3, not $status"
   ;;
 silent-rank)
   # Each rank records its pid (exec keeps it); rank 1 is stopped once training runs.

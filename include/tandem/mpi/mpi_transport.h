@@ -61,7 +61,9 @@ class MpiTransport : public transport::Transport {
   void all_reduce_sum(int device, std::vector<torch::Tensor>& tensors) override;
   // Prints "[r2/4] <reason>" to stderr (first call only), wakes every recv with Aborted, and
   // ends the job with MPI_Abort(MPI_COMM_WORLD, 1). Does not return.
-  void abort(const std::string& reason) override;
+  void abort(const std::string& reason) override { abort(reason, 1); }
+  // The same, ending the job with `exit_status` (mpirun reports it), e.g. 3 for out of memory.
+  [[noreturn]] void abort(const std::string& reason, int exit_status);
   bool aborted() const override { return mailbox_.aborted(); }
 
   int rank() const { return rank_; }

@@ -59,8 +59,9 @@ class ProgressEngine {
   void call(std::function<void()> fn);
   // Makes the progress thread poll now. Thread-safe.
   void wake();
-  // The progress thread calls MPI_Abort(MPI_COMM_WORLD, 1) at its next iteration. Thread-safe.
-  void request_abort();
+  // The progress thread calls MPI_Abort(MPI_COMM_WORLD, exit_status) at its next iteration.
+  // Thread-safe.
+  void request_abort(int exit_status = 1);
 
  private:
   void loop();
@@ -75,6 +76,7 @@ class ProgressEngine {
   bool stop_ = false;                              // guarded by mu_
   bool woken_ = false;                             // guarded by mu_
   std::atomic<bool> abort_requested_{false};
+  std::atomic<int> abort_status_{1};
   std::thread thread_;  // last: started once everything above exists
 };
 
