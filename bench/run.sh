@@ -8,6 +8,25 @@ out=bench/RESULTS.md
 tmp=$(mktemp)
 python=${PYTHON:-/usr/bin/python3}  # the interpreter with Debian's python3-torch
 
+
+# schedule_table DEVICES: the mlp under gpipe, 1f1b, interleaved (2 stages per device) and zb-h1
+# on DEVICES devices, a Markdown table of samples/s and the measured and predicted bubble.
+schedule_table() {
+  echo "| schedule | samples/s | bubble measured | bubble predicted (simulator, measured costs) | target: within 5 points |"
+  echo "|---|---|---|---|---|"
+  local s extra line sps meas pred gap
+  for s in gpipe 1f1b interleaved zb-h1; do
+    extra=""
+    [ "$s" = interleaved ] && extra="--virtual-stages 2"
+    line=$($build/tandem train --model mlp --width 1024 --blocks 8 --data mnist --devices "$1" --microbatches 8 --batch 256 --steps 12 --optimizer adam --progress none --trace-steps 10 --report "$tmp" --schedule $s $extra | grep -E '^(report|result):' | tr '\n' ' ')
+    sps=$(echo "$line" | sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p')
+    meas=$(echo "$line" | sed -n 's/.*bubble measured=\([0-9.]*\).*/\1/p')
+    pred=$(echo "$line" | sed -n 's/.*predicted=\([0-9.]*\).*/\1/p')
+    gap=$(awk -v a="$meas" -v b="$pred" 'BEGIN { d = a - b; if (d < 0) d = -d; printf "%.1f points, %s", 100 * d, d <= 0.05 ? "met" : "not met" }')
+    echo "| $s | $sps | $meas | $pred | $gap |"
+  done
+}
+
 blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | awk '/^Value:/ {print $2}')
 {
   echo "# Benchmark results"
@@ -58,18 +77,7 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo "The schedules of the table at the end on 2 devices, so that no two device threads share a core"
   echo "(interleaved: 4 stages, 2 per device). Each line: \`$build/tandem train --model mlp --width 1024 --blocks 8 --data mnist --devices 2 --microbatches 8 --batch 256 --steps 12 --optimizer adam --progress none --trace-steps 10 --report FILE --schedule S\`."
   echo
-  echo "| schedule | samples/s | bubble measured | bubble predicted (simulator, measured costs) | target: within 5 points |"
-  echo "|---|---|---|---|---|"
-  for s in gpipe 1f1b interleaved zb-h1; do
-    extra=""
-    [ "$s" = interleaved ] && extra="--virtual-stages 2"
-    line=$($build/tandem train --model mlp --width 1024 --blocks 8 --data mnist --devices 2 --microbatches 8 --batch 256 --steps 12 --optimizer adam --progress none --trace-steps 10 --report "$tmp" --schedule $s $extra | grep -E '^(report|result):' | tr '\n' ' ')
-    sps=$(echo "$line" | sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p')
-    meas=$(echo "$line" | sed -n 's/.*bubble measured=\([0-9.]*\).*/\1/p')
-    pred=$(echo "$line" | sed -n 's/.*predicted=\([0-9.]*\).*/\1/p')
-    gap=$(awk -v a="$meas" -v b="$pred" 'BEGIN { d = a - b; if (d < 0) d = -d; printf "%.1f points, %s", 100 * d, d <= 0.05 ? "met" : "not met" }')
-    echo "| $s | $sps | $meas | $pred | $gap |"
-  done
+  schedule_table 2
   echo
   echo "## Measured bubble against the simulator's prediction (GPipe, 4 stages, 8 micro-batches)"
   echo
@@ -84,18 +92,7 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo
   echo "Each line: \`$build/tandem train --model mlp --width 1024 --blocks 8 --data mnist --devices 4 --microbatches 8 --batch 256 --steps 12 --optimizer adam --progress none --trace-steps 10 --report FILE --schedule S\` (interleaved with \`--virtual-stages 2\`); the step time is the traced steps' mean."
   echo
-  echo "| schedule | samples/s | bubble measured | bubble predicted (simulator, measured costs) | target: within 5 points |"
-  echo "|---|---|---|---|---|"
-  for s in gpipe 1f1b interleaved zb-h1; do
-    extra=""
-    [ "$s" = interleaved ] && extra="--virtual-stages 2"
-    line=$($build/tandem train --model mlp --width 1024 --blocks 8 --data mnist --devices 4 --microbatches 8 --batch 256 --steps 12 --optimizer adam --progress none --trace-steps 10 --report "$tmp" --schedule $s $extra | grep -E '^(report|result):' | tr '\n' ' ')
-    sps=$(echo "$line" | sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p')
-    meas=$(echo "$line" | sed -n 's/.*bubble measured=\([0-9.]*\).*/\1/p')
-    pred=$(echo "$line" | sed -n 's/.*predicted=\([0-9.]*\).*/\1/p')
-    gap=$(awk -v a="$meas" -v b="$pred" 'BEGIN { d = a - b; if (d < 0) d = -d; printf "%.1f points, %s", 100 * d, d <= 0.05 ? "met" : "not met" }')
-    echo "| $s | $sps | $meas | $pred | $gap |"
-  done
+  schedule_table 4
   echo
   echo "## MPI: transfer through tandem against raw MPI, and 2 ranks against one process"
   echo
