@@ -40,9 +40,12 @@ class SplitConv3d : public torch::autograd::Function<SplitConv3d> {
     torch::Tensor g = grads[0].contiguous();
     auto* deferred = reinterpret_cast<graph::DeferredWeightGrads*>(
         static_cast<intptr_t>(ctx->saved_data["deferred"].toInt()));
+    // The model's own input (the first layer's x) needs no gradient: skip computing it.
+    const bool input_grad = ctx->needs_input_grad(0);
     if (deferred && deferred->deferring()) {
       torch::Tensor grad_x =
-          std::get<0>(conv_grads(g, x, weight, bias, padding, {true, false, false}));
+          input_grad ? std::get<0>(conv_grads(g, x, weight, bias, padding, {true, false, false}))
+                     : torch::Tensor();
       deferred->push([g, x, weight, bias, padding] {
         auto [gx, gw, gb] = conv_grads(g, x, weight, bias, padding, {false, true, true});
         graph::accumulate_grad(weight, gw);
@@ -50,7 +53,7 @@ class SplitConv3d : public torch::autograd::Function<SplitConv3d> {
       });
       return {grad_x, torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
-    auto [gx, gw, gb] = conv_grads(g, x, weight, bias, padding, {true, true, true});
+    auto [gx, gw, gb] = conv_grads(g, x, weight, bias, padding, {input_grad, true, true});
     return {gx, gw, gb, torch::Tensor()};
   }
 };

@@ -23,7 +23,8 @@ class SplitLinear : public torch::autograd::Function<SplitLinear> {
     auto saved = ctx->get_saved_variables();
     torch::Tensor x = saved[0], weight = saved[1], bias = saved[2];
     torch::Tensor g = grads[0];
-    torch::Tensor grad_x = g.matmul(weight);
+    // The model's own input (the first layer's x) needs no gradient: skip that product.
+    torch::Tensor grad_x = ctx->needs_input_grad(0) ? g.matmul(weight) : torch::Tensor();
     // Flatten leading dimensions: [N, in] and [N, out].
     torch::Tensor x2 = x.reshape({-1, x.size(-1)});
     torch::Tensor g2 = g.reshape({-1, g.size(-1)});

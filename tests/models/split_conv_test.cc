@@ -1,10 +1,12 @@
-// Conv3d layers split their backward: under zb-h1 the input gradient is computed in I and the
+// Conv3d and Linear layers split their backward: under zb-h1 the input gradient is computed in I and the
 // weight gradients in W, and the result equals the one-device gradients (tolerance as in the
 // volume equivalence tests: 3e-5 of the largest magnitude, reordered fp32 sums over voxels).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "tandem/models/conv3d_stack.h"
+#include "tandem/models/split_conv.h"
+#include "tandem/models/split_linear.h"
 #include "tandem/runtime/pipeline.h"
 #include "tandem/schedule/action.h"
 
@@ -44,6 +46,39 @@ TEST(SplitConv, ZeroBubbleGradientsEqualOneDevice) {
   for (auto& [name, t] : p.named_parameters()) {
     const double scale = want.at(name).abs().max().item<double>();
     EXPECT_LE((t.grad() - want.at(name)).abs().max().item<double>(), 3e-5 * scale + 1e-7) << name;
+  }
+}
+
+// The model's input needs no gradient: the layers skip it and still give the weight gradients
+// of the plain ops (and the input gradient when it is asked for).
+TEST(SplitLayers, WeightGradientsWithAndWithoutAnInputGradient) {
+  torch::manual_seed(9);
+  for (bool input_grad : {false, true}) {
+    torch::Tensor x = torch::randn({2, 3, 6, 6, 6}).requires_grad_(input_grad);
+    torch::Tensor w = torch::randn({4, 3, 3, 3, 3}).requires_grad_(true);
+    torch::Tensor b = torch::randn({4}).requires_grad_(true);
+    models::split_conv3d(x, w, b, 1).square().sum().backward();
+    torch::Tensor xr = x.detach().clone().requires_grad_(input_grad);
+    torch::Tensor wr = w.detach().clone().requires_grad_(true);
+    torch::Tensor br = b.detach().clone().requires_grad_(true);
+    torch::conv3d(xr, wr, br, 1, 1).square().sum().backward();
+    EXPECT_TRUE(torch::allclose(w.grad(), wr.grad(), 1e-4, 1e-3)) << "conv, input_grad " << input_grad;
+    EXPECT_TRUE(torch::allclose(b.grad(), br.grad(), 1e-4, 1e-3));
+    EXPECT_EQ(x.grad().defined(), input_grad);
+    if (input_grad) {
+      EXPECT_TRUE(torch::allclose(x.grad(), xr.grad(), 1e-4, 1e-3));
+    }
+
+    torch::Tensor v = torch::randn({5, 7}).requires_grad_(input_grad);
+    torch::Tensor lw = torch::randn({3, 7}).requires_grad_(true);
+    torch::Tensor lb = torch::randn({3}).requires_grad_(true);
+    models::split_linear(v, lw, lb).square().sum().backward();
+    torch::Tensor lwr = lw.detach().clone().requires_grad_(true);
+    torch::Tensor lbr = lb.detach().clone().requires_grad_(true);
+    torch::nn::functional::linear(v.detach(), lwr, lbr).square().sum().backward();
+    EXPECT_TRUE(torch::allclose(lw.grad(), lwr.grad(), 1e-5, 1e-4)) << "linear, input_grad " << input_grad;
+    EXPECT_TRUE(torch::allclose(lb.grad(), lbr.grad(), 1e-5, 1e-4));
+    EXPECT_EQ(v.grad().defined(), input_grad);
   }
 }
 
