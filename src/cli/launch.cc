@@ -28,10 +28,13 @@ Launch::Launch(train::Config& c) : mpi_(std::make_unique<Mpi>()) {
                "--transport {} is unknown; use auto, inprocess or mpi", c.transport);
   bool use_mpi = c.transport == "mpi";
 #ifdef TANDEM_WITH_MPI
-  if (c.transport == "auto") use_mpi = mpi::Environment::launched_by_mpirun() && mpi::Environment::launched_world_size() > 1;
+  if (c.transport == "auto")
+    use_mpi = mpi::Environment::launched_by_mpirun() && mpi::Environment::launched_world_size() > 1;
   if (!use_mpi) {
-    TANDEM_CHECK(c.replicas == 1, "--replicas {} needs one process per pipeline: run under mpirun with "
-                 "stages x replicas ranks", c.replicas);
+    TANDEM_CHECK(c.replicas == 1,
+                 "--replicas {} needs one process per pipeline: run under mpirun with "
+                 "stages x replicas ranks",
+                 c.replicas);
     return;
   }
   mpi_->env = std::make_unique<mpi::Environment>();

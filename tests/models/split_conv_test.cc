@@ -1,11 +1,12 @@
-// Conv3d and Linear layers split their backward: under zb-h1 the input gradient is computed in I and the
-// weight gradients in W, and the result equals the one-device gradients (tolerance as in the
-// volume equivalence tests: 3e-5 of the largest magnitude, reordered fp32 sums over voxels).
+// Conv3d and Linear layers split their backward: under zb-h1 the input gradient is computed in I
+// and the weight gradients in W, and the result equals the one-device gradients (tolerance as in
+// the volume equivalence tests: 3e-5 of the largest magnitude, reordered fp32 sums over voxels).
+#include "tandem/models/split_conv.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "tandem/models/conv3d_stack.h"
-#include "tandem/models/split_conv.h"
 #include "tandem/models/split_linear.h"
 #include "tandem/runtime/pipeline.h"
 #include "tandem/schedule/action.h"
@@ -62,7 +63,8 @@ TEST(SplitLayers, WeightGradientsWithAndWithoutAnInputGradient) {
     torch::Tensor wr = w.detach().clone().requires_grad_(true);
     torch::Tensor br = b.detach().clone().requires_grad_(true);
     torch::conv3d(xr, wr, br, 1, 1).square().sum().backward();
-    EXPECT_TRUE(torch::allclose(w.grad(), wr.grad(), 1e-4, 1e-3)) << "conv, input_grad " << input_grad;
+    EXPECT_TRUE(torch::allclose(w.grad(), wr.grad(), 1e-4, 1e-3))
+        << "conv, input_grad " << input_grad;
     EXPECT_TRUE(torch::allclose(b.grad(), br.grad(), 1e-4, 1e-3));
     EXPECT_EQ(x.grad().defined(), input_grad);
     if (input_grad) {
@@ -76,7 +78,8 @@ TEST(SplitLayers, WeightGradientsWithAndWithoutAnInputGradient) {
     torch::Tensor lwr = lw.detach().clone().requires_grad_(true);
     torch::Tensor lbr = lb.detach().clone().requires_grad_(true);
     torch::nn::functional::linear(v.detach(), lwr, lbr).square().sum().backward();
-    EXPECT_TRUE(torch::allclose(lw.grad(), lwr.grad(), 1e-5, 1e-4)) << "linear, input_grad " << input_grad;
+    EXPECT_TRUE(torch::allclose(lw.grad(), lwr.grad(), 1e-5, 1e-4))
+        << "linear, input_grad " << input_grad;
     EXPECT_TRUE(torch::allclose(lb.grad(), lbr.grad(), 1e-5, 1e-4));
     EXPECT_EQ(v.grad().defined(), input_grad);
   }
