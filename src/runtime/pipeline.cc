@@ -3,7 +3,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "executor.h"
+#include "pipeline_impl.h"
 #include "placement.h"
 #include "tandem/memory/context.h"
 #include "tandem/memory/cpu_allocator.h"
@@ -14,42 +14,6 @@
 #include "tandem/transport/inprocess.h"
 
 namespace tandem::runtime {
-
-struct Pipeline::Impl {
-  graph::Model model;
-  graph::Partition partition;
-  PipelineOptions options;
-  graph::Flow flow;
-  schedule::StageGraph stage_graph;
-  schedule::Schedule train_schedule;  // lowered
-  schedule::Schedule eval_schedule;   // lowered, forward only
-  std::vector<int> stage_device;
-  int pipeline_size = 0;
-  int replica = 0;
-  std::vector<int> local;  // devices of the pipeline this process runs
-  std::vector<std::unique_ptr<DeviceContext>> contexts;  // by pipeline device (local only)
-  std::shared_ptr<transport::Transport> transport;
-  transport::InProcessTransport* inprocess = nullptr;
-  std::vector<std::unique_ptr<Executor>> executors;  // by pipeline device (local only)
-  std::unique_ptr<WorkerPool> pool;
-  std::vector<std::unique_ptr<torch::optim::Optimizer>> optimizers;  // by stage (local only)
-  int64_t step = 0;
-  std::vector<ActionTiming> timings;
-  std::unique_ptr<PlacementLog> placement_log;
-
-  schedule::Schedule build_schedule(const std::string& name, int microbatches) const;
-  std::vector<std::pair<int64_t, int64_t>> slices(int64_t batch) const;
-  StepStats run(const torch::Tensor& input, const torch::Tensor& target, int64_t samples,
-                bool training);
-  std::vector<torch::Tensor> stage_parameters(int stage) const;
-  uint64_t device_bytes(int device) const;
-  uint64_t device_peak_bytes(int device) const;
-  bool runs_locally(int stage) const {
-    return std::count(local.begin(), local.end(), stage_device[stage]) > 0;
-  }
-  bool reads_input() const;
-  bool reads_target() const { return runs_locally(flow.loss_stage); }
-};
 
 bool Pipeline::Impl::reads_input() const {
   for (int s = 0; s < partition.num_stages; ++s) {
@@ -268,12 +232,8 @@ StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& t
   plan.placement_log = training ? placement_log.get() : nullptr;
 
   if (training) {
-    for (int s : [&] {
-           std::vector<int> v;
-           for (int st = 0; st < partition.num_stages; ++st)
-             if (std::count(local.begin(), local.end(), stage_device[st])) v.push_back(st);
-           return v;
-         }()) {
+    for (int s = 0; s < partition.num_stages; ++s) {
+      if (!runs_locally(s)) continue;
       for (auto& p : stage_parameters(s)) {
         if (p.grad().defined()) p.grad().zero_();
       }
@@ -412,11 +372,8 @@ void Pipeline::set_step(int64_t step) { impl_->step = step; }
 
 std::vector<int> Pipeline::local_stages() const {
   std::vector<int> v;
-  for (int s = 0; s < impl_->partition.num_stages; ++s) {
-    for (int d : impl_->local) {
-      if (impl_->stage_device[s] == d) v.push_back(s);
-    }
-  }
+  for (int s = 0; s < impl_->partition.num_stages; ++s)
+    if (impl_->runs_locally(s)) v.push_back(s);
   return v;
 }
 
@@ -449,56 +406,5 @@ uint64_t Pipeline::device_bytes(int device) const { return impl_->device_bytes(d
 uint64_t Pipeline::device_peak_bytes(int device) const { return impl_->device_peak_bytes(device); }
 
 const PlacementLog* Pipeline::placement_log() const { return impl_->placement_log.get(); }
-
-std::string Pipeline::placement_log_table() const {
-  const Impl& m = *impl_;
-  if (!m.placement_log) return "";
-  auto fwd = m.placement_log->forward();
-  auto bwd = m.placement_log->backward();
-  auto join = [](const std::set<std::string>& s) {
-    return s.empty() ? std::string("-") : fmt::format("{}", fmt::join(s, ","));
-  };
-  std::string out = fmt::format("{:<24} {:<6} {:<16} {:<16}\n", "layer", "stage", "forward ran on",
-                                "backward ran on");
-  for (int i = 0; i < static_cast<int>(m.model.layers.size()); ++i) {
-    out += fmt::format("{:<24} {:<6} {:<16} {:<16}\n", m.model.layers[i].name,
-                       m.partition.stage_of_layer[i], join(fwd[i]), join(bwd[i]));
-  }
-  return out;
-}
-
-std::string Pipeline::placement_table(const std::vector<std::string>& hosts) const {
-  const Impl& m = *impl_;
-  const bool split = schedule::splits_backward(m.train_schedule);
-  const bool ranks = !hosts.empty();
-  std::string out = fmt::format("{:<6} {:<10} {}{:<28} {:>12}{}\n", "stage", "device",
-                                ranks ? fmt::format("{:<6} {:<16} ", "rank", "host") : "", "layers",
-                                "parameters", split ? "  split backward (I/W)" : "");
-  for (int s = 0; s < m.partition.num_stages; ++s) {
-    auto [b, e] = m.partition.layers_of(s);
-    int64_t params = 0;
-    for (auto& p : m.stage_parameters(s)) params += p.numel();
-    std::string split_note;
-    if (split) {
-      std::vector<std::string> whole;
-      for (int i = b; i < e; ++i) {
-        if (!m.model.layers[i].splits_backward && m.model.layers[i].module)
-          whole.push_back(m.model.layers[i].name);
-      }
-      split_note =
-          whole.empty() ? "  yes" : fmt::format("  all in I for: {}", fmt::join(whole, ", "));
-    }
-    const int device = m.stage_device[s];
-    std::string rank_host;
-    if (ranks) {
-      rank_host = fmt::format("{:<6} {:<16} ", device,
-                              device < static_cast<int>(hosts.size()) ? hosts[device] : "?");
-    }
-    out += fmt::format(
-        "{:<6} {:<10} {}{:<28} {:>12}{}\n", s, m.options.devices[device].name, rank_host,
-        fmt::format("{} ({})", m.partition.layer_range(m.model, s), e - b), params, split_note);
-  }
-  return out;
-}
 
 }  // namespace tandem::runtime

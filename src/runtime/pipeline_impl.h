@@ -1,0 +1,55 @@
+// The state behind runtime::Pipeline, shared by the files that implement it (an internal
+// header of the runtime part).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "executor.h"
+#include "tandem/runtime/pipeline.h"
+#include "tandem/runtime/placement_log.h"
+#include "tandem/runtime/worker_pool.h"
+#include "tandem/schedule/all.h"
+#include "tandem/transport/inprocess.h"
+
+namespace tandem::runtime {
+
+struct Pipeline::Impl {
+  graph::Model model;
+  graph::Partition partition;
+  PipelineOptions options;
+  graph::Flow flow;
+  schedule::StageGraph stage_graph;
+  schedule::Schedule train_schedule;  // lowered
+  schedule::Schedule eval_schedule;   // lowered, forward only
+  std::vector<int> stage_device;
+  int pipeline_size = 0;
+  int replica = 0;
+  std::vector<int> local;  // devices of the pipeline this process runs
+  std::vector<std::unique_ptr<DeviceContext>> contexts;  // by pipeline device (local only)
+  std::shared_ptr<transport::Transport> transport;
+  transport::InProcessTransport* inprocess = nullptr;
+  std::vector<std::unique_ptr<Executor>> executors;  // by pipeline device (local only)
+  std::unique_ptr<WorkerPool> pool;
+  std::vector<std::unique_ptr<torch::optim::Optimizer>> optimizers;  // by stage (local only)
+  int64_t step = 0;
+  std::vector<ActionTiming> timings;
+  std::unique_ptr<PlacementLog> placement_log;
+
+  schedule::Schedule build_schedule(const std::string& name, int microbatches) const;
+  std::vector<std::pair<int64_t, int64_t>> slices(int64_t batch) const;
+  StepStats run(const torch::Tensor& input, const torch::Tensor& target, int64_t samples,
+                bool training);
+  std::vector<torch::Tensor> stage_parameters(int stage) const;
+  uint64_t device_bytes(int device) const;
+  uint64_t device_peak_bytes(int device) const;
+  bool runs_locally(int stage) const {
+    return std::count(local.begin(), local.end(), stage_device[stage]) > 0;
+  }
+  bool reads_input() const;
+  bool reads_target() const { return runs_locally(flow.loss_stage); }
+};
+
+}  // namespace tandem::runtime
