@@ -49,6 +49,12 @@ void add_placement_options(CLI::App& cmd, RunArgs& args) {
                  "intra-op threads of each device (0: cores / devices)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
+  cmd.add_option_function<std::string>(
+         "--idle-cores", [&c](const std::string& v) { c.lend_idle_cores = v == "lend"; },
+         "lend: CPU devices of a process that wait lend their cores to those computing | keep: "
+         "each device keeps its own threads")
+      ->default_str("lend")
+      ->check(CLI::IsMember({"lend", "keep"}));
   cmd.add_option("--balance", args.balance,
                  "layers per stage, e.g. 3,4,3 (default: split by --partition)");
   cmd.add_option("--partition", c.partition,

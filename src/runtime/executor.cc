@@ -22,10 +22,14 @@ double since_us(TimePoint origin) {
 const char* phase_name(const Action& a) {
   if (a.kind != Kind::kCompute) return "transfer";
   switch (a.op) {
-    case Op::kForward: return "forward";
-    case Op::kBackward: return "backward";
-    case Op::kInput: return "backward (input gradient)";
-    case Op::kWeight: return "backward (weight gradient)";
+    case Op::kForward:
+      return "forward";
+    case Op::kBackward:
+      return "backward";
+    case Op::kInput:
+      return "backward (input gradient)";
+    case Op::kWeight:
+      return "backward (weight gradient)";
   }
   return "?";
 }
@@ -67,7 +71,8 @@ DeviceResult Executor::run(const StepPlan& plan) {
     } catch (const c10::OutOfMemoryError& e) {
       // The CUDA caching allocator's own error (its cap is --device-memory on CUDA).
       out_of_memory = true;
-      what = fmt::format("{} is out of memory: {}", context_.spec().name, e.what_without_backtrace());
+      what =
+          fmt::format("{} is out of memory: {}", context_.spec().name, e.what_without_backtrace());
 #endif
     } catch (const std::exception& e) {
       what = e.what();
@@ -91,14 +96,21 @@ DeviceResult Executor::run(const StepPlan& plan) {
 
 void Executor::execute(const Action& a) {
   switch (a.kind) {
-    case Kind::kCompute:
+    case Kind::kCompute: {
+      // Computing: this device's cores, and those of devices waiting now.
+      CoreShare::Busy busy(context_.is_cpu() ? plan_->cores : nullptr, device_);
       switch (a.op) {
-        case Op::kForward: return forward(a.stage, a.microbatch);
-        case Op::kBackward: return backward(a.stage, a.microbatch, /*input_only=*/false);
-        case Op::kInput: return backward(a.stage, a.microbatch, /*input_only=*/true);
-        case Op::kWeight: return weight_gradients(a.stage, a.microbatch);
+        case Op::kForward:
+          return forward(a.stage, a.microbatch);
+        case Op::kBackward:
+          return backward(a.stage, a.microbatch, /*input_only=*/false);
+        case Op::kInput:
+          return backward(a.stage, a.microbatch, /*input_only=*/true);
+        case Op::kWeight:
+          return weight_gradients(a.stage, a.microbatch);
       }
       return;
+    }
     case Kind::kSend:
       if (a.op == Op::kForward) return send_forward(a.stage, a.microbatch, a.peer);
       return send_backward(a.stage, a.microbatch, a.peer);
@@ -112,9 +124,9 @@ void Executor::recv_forward(int stage, int mb, int from) {
   MicrobatchState& st = state_[{stage, mb}];
   for (const auto& c : plan_->flow->inputs[stage]) {
     if (c.from_stage != from) continue;
-    torch::Tensor t = plan_->transport->recv(global_device(stage), global_device(from),
-                                             key(c.tensor, mb, false, from, stage),
-                                             context_.spec().device);
+    torch::Tensor t =
+        plan_->transport->recv(global_device(stage), global_device(from),
+                               key(c.tensor, mb, false, from, stage), context_.spec().device);
     st.inputs[c.tensor] = plan_->training ? t.requires_grad_(true) : t;
   }
 }
@@ -253,8 +265,8 @@ void Executor::backward(int stage, int mb, bool input_only) {
   std::vector<torch::Tensor> roots, grads;
   for (const auto& [name, out] : st.outputs) {
     auto it = st.output_grads.find(name);
-    TANDEM_ASSERT(it != st.output_grads.end(), "stage {} mb {}: no gradient arrived for '{}'", stage,
-                  mb, name);
+    TANDEM_ASSERT(it != st.output_grads.end(), "stage {} mb {}: no gradient arrived for '{}'",
+                  stage, mb, name);
     torch::Tensor g;
     for (const auto& [consumer, gi] : it->second) g = g.defined() ? g + gi : gi;
     if (out.requires_grad()) {
@@ -268,7 +280,8 @@ void Executor::backward(int stage, int mb, bool input_only) {
   }
   graph::DeferredWeightGrads* deferred = nullptr;
   if (auto it = deferred_.find({stage, mb}); it != deferred_.end()) deferred = it->second.get();
-  TANDEM_ASSERT(!input_only || deferred, "stage {} mb {}: I action without a deferred queue", stage, mb);
+  TANDEM_ASSERT(!input_only || deferred, "stage {} mb {}: I action without a deferred queue", stage,
+                mb);
   if (deferred) deferred->set_deferring(input_only);
   if (!roots.empty()) torch::autograd::backward(roots, grads);
   if (deferred) deferred->set_deferring(false);
@@ -312,8 +325,8 @@ void Executor::send_backward(int stage, int mb, int to) {
   TANDEM_ASSERT(grads != st.input_grads.end(), "stage {} mb {}: no gradients for stage {}", stage,
                 mb, to);
   for (const auto& [name, g] : grads->second) {
-    plan_->transport->send(global_device(stage), global_device(to), key(name, mb, true, stage, to), g,
-                           st.ready);
+    plan_->transport->send(global_device(stage), global_device(to), key(name, mb, true, stage, to),
+                           g, st.ready);
   }
   st.input_grads.erase(grads);
   if (st.input_grads.empty()) state_.erase(it);

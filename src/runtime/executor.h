@@ -14,6 +14,7 @@
 #include <map>
 #include <vector>
 
+#include "tandem/common/core_share.h"
 #include "tandem/common/device.h"
 #include "tandem/graph/deferred.h"
 #include "tandem/graph/partition.h"
@@ -45,6 +46,7 @@ struct StepPlan {
   int64_t global_batch = 0;  // samples over all replicas: the loss weight's denominator
   TimePoint origin;          // timings are measured from here
   PlacementLog* placement_log = nullptr;  // set: record where each layer ran
+  CoreShare* cores = nullptr;             // set: CPU devices lend their cores while they wait
 };
 
 struct DeviceResult {
@@ -70,8 +72,8 @@ class Executor {
     std::map<std::string, torch::Tensor> outputs;  // tensors sent to other stages
     torch::Tensor loss;                            // weighted loss, loss stage only
     torch::Tensor target;
-    std::shared_ptr<c10::Event> ready;             // recorded after the forward
-    int pending_sends = 0;  // forward only, or recomputing: output sends still to make
+    std::shared_ptr<c10::Event> ready;  // recorded after the forward
+    int pending_sends = 0;              // forward only, or recomputing: output sends still to make
     // d(loss)/d(output) by tensor name, then by consumer stage (summed in stage order).
     std::map<std::string, std::map<int, torch::Tensor>> output_grads;
     // d(loss)/d(input) by producer stage, then by tensor name; waiting to be sent.

@@ -1,5 +1,6 @@
 #include "tandem/runtime/pipeline.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -147,6 +148,22 @@ Pipeline::Pipeline(graph::Model model, graph::Partition partition, PipelineOptio
                                 : m.options.devices[d].threads;
   }
   if (blas_threads > 0) set_blas_threads(blas_threads);
+  // Several CPU devices here: they lend each other their cores while they wait. The pool is
+  // their threads together, no more than the cores this process may use.
+  std::vector<int> own(m.pipeline_size, 0);
+  int cpu_local = 0, own_sum = 0;
+  for (int d : m.local) {
+    if (!m.options.devices[d].device.is_cpu()) continue;
+    own[d] = m.options.devices[d].threads;
+    own_sum += own[d];
+    ++cpu_local;
+  }
+  if (m.options.lend_idle_cores && cpu_local > 1) {
+    const int widest = *std::max_element(own.begin(), own.end());
+    m.cores =
+        std::make_unique<CoreShare>(own, std::max(widest, std::min(own_sum, available_cores())));
+    shorten_blas_spin();
+  }
   m.pool = std::make_unique<WorkerPool>(static_cast<int>(m.local.size()), [&m](int w) {
     m.contexts[m.local[w]]->enter_worker_thread();
   });
@@ -230,6 +247,7 @@ StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& t
   plan.global_batch = batch * options.replicas;
   plan.origin = Clock::now();
   plan.placement_log = training ? placement_log.get() : nullptr;
+  plan.cores = cores.get();
 
   if (training) {
     for (int s = 0; s < partition.num_stages; ++s) {
@@ -339,6 +357,7 @@ void Pipeline::optimizer_step() {
     for (int s = 0; s < m.partition.num_stages; ++s) {
       if (m.stage_device[s] != d || !m.optimizers[s]) continue;
       memory::ScopedWhere phase(s, "optimizer", -1);
+      CoreShare::Busy busy(m.options.devices[d].device.is_cpu() ? m.cores.get() : nullptr, d);
       m.optimizers[s]->step();
     }
   });

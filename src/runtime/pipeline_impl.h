@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "executor.h"
+#include "tandem/common/core_share.h"
 #include "tandem/runtime/pipeline.h"
 #include "tandem/runtime/placement_log.h"
 #include "tandem/runtime/worker_pool.h"
@@ -33,6 +34,7 @@ struct Pipeline::Impl {
   transport::InProcessTransport* inprocess = nullptr;
   std::vector<std::unique_ptr<Executor>> executors;  // by pipeline device (local only)
   std::unique_ptr<WorkerPool> pool;
+  std::unique_ptr<CoreShare> cores;  // set when several local CPU devices lend their cores
   std::vector<std::unique_ptr<torch::optim::Optimizer>> optimizers;  // by stage (local only)
   int64_t step = 0;
   std::vector<ActionTiming> timings;

@@ -113,6 +113,7 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport)
   po.replicas = c.replicas;
   po.seed = c.seed;
   po.recompute = c.recompute;
+  po.lend_idle_cores = c.lend_idle_cores;
   po.device_memory = c.device_memory;
   po.log_placement = c.log_placement;
   po.comm_timeout = std::chrono::milliseconds(static_cast<int64_t>(c.comm_timeout_s * 1000));

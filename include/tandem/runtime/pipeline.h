@@ -47,6 +47,10 @@ struct PipelineOptions {
   // Bytes each device may hold (0: no limit). On CPU devices every tensor allocation is
   // charged to the device whose worker made it; on CUDA the caching allocator is capped.
   uint64_t device_memory = 0;
+  // true: CPU devices of this process lend their cores while they wait: a device computing
+  // alone uses the cores of the devices waiting (CoreShare). false: each device keeps its own
+  // threads (DeviceSpec::threads) whatever the others do.
+  bool lend_idle_cores = true;
   // Record, from what executes, the device of every layer's forward and backward.
   bool log_placement = false;
   // Set to run across processes (MPI); null: an in-process transport is built.

@@ -28,6 +28,7 @@ struct Config {
   // Placement.
   std::string devices = "4";
   int threads_per_device = 0;  // 0: cores / cpu devices
+  bool lend_idle_cores = true;  // waiting CPU devices lend their cores to those computing
   std::vector<int> balance;    // layers per stage; empty: split by `partition`
   std::string partition = "parameters";  // parameters | memory (measured per layer)
   int stages = 0;              // 0: one stage per device
