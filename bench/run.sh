@@ -27,6 +27,34 @@ schedule_table() {
   done
 }
 
+# idle_cores_table REPEATS: the mlp under 1f1b on 2 and 4 devices, each device keeping its own
+# threads (--idle-cores keep, the behaviour before lending) against devices lending their cores
+# while they wait (lend, the default); separate processes taken in turn, medians and min-max.
+idle_cores_table() {
+  echo "| devices | micro-batches | keep: samples/s median | min-max | lend: samples/s median | min-max | lend / keep |"
+  echo "|---|---|---|---|---|---|---|"
+  local dev mb ic r keep lend
+  for dev in 2 4; do
+    for mb in 1 4 8 16; do
+      keep=""; lend=""
+      for r in $(seq "$1"); do
+        for ic in keep lend; do
+          v=$(OMP_WAIT_POLICY=passive $build/tandem train --model mlp --width 1024 --blocks 8 --data mnist --devices $dev --microbatches $mb --batch 256 --steps 8 --optimizer adam --progress none --idle-cores $ic | sed -n 's/^result:.*samples_per_s=\([0-9.]*\).*/\1/p')
+          if [ $ic = keep ]; then keep="$keep $v"; else lend="$lend $v"; fi
+        done
+      done
+      echo "$keep|$lend" | awk -F'|' -v dev=$dev -v mb=$mb '
+        function stats(s, out,   n, a, i, j, t) {
+          n = split(s, a, " ")
+          for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+          out["med"] = a[int((n + 1) / 2)]; out["min"] = a[1]; out["max"] = a[n]
+        }
+        { stats($1, k); stats($2, l)
+          printf "| %d | %d | %.0f | %.0f-%.0f | %.0f | %.0f-%.0f | %.2f |\n", dev, mb, k["med"], k["min"], k["max"], l["med"], l["min"], l["max"], l["med"] / k["med"] }'
+    done
+  done
+}
+
 blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | awk '/^Value:/ {print $2}')
 {
   echo "# Benchmark results"
@@ -43,7 +71,8 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo
   echo "The mlp (width 1024, 8 blocks, batch 256, Adam, synthetic MNIST-shaped data). Thread budget:"
   echo "the machine's cores. The plain loops and tandem's 1 stage use all of them; tandem's N stages"
-  echo "divide them among N devices (at least 1 each); PyTorch's Pipe, which runs every CPU partition"
+  echo "divide them among N devices (at least 1 each), and a device computing while others wait uses"
+  echo "their cores too (next section); PyTorch's Pipe, which runs every CPU partition"
   echo "on one worker thread, gets all of them. Pipe is \`torch.distributed.pipeline.sync.Pipe\` from"
   echo "Debian's python3-torch $(dpkg-query -W -f='${Version}' python3-torch 2>/dev/null || echo '(version unknown)') (bench/pipe_baseline.py: chunks = micro-batches,"
   echo "checkpoint='never', CPU devices, the stages split by the same rule as tandem's). The Python"
@@ -56,6 +85,19 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo "Command: \`OMP_WAIT_POLICY=passive $core_cmd\`"
   echo
   OMP_WAIT_POLICY=passive $core_cmd
+  echo
+  echo "## Before and after: waiting devices lend their cores (mlp, 1f1b, batch 256)"
+  echo
+  echo "Each device of a process has its share of the cores (cores / devices). Before, a device kept"
+  echo "its share while it waited for a message, so at 1 micro-batch, where the stages compute one"
+  echo "after another, each ran on one core of two. Now a device that computes while others wait"
+  echo "takes their cores: its intra-op threads and OpenBLAS's pool are the cores divided among the"
+  echo "devices computing at that moment (src/common/core_share.cc), and OpenBLAS's pool threads spin"
+  echo "2^20 cycles instead of 2^28 after a product before they sleep, so that a thread lent for one"
+  echo "product does not keep spinning on a core another device needs (\`OPENBLAS_THREAD_TIMEOUT\`,"
+  echo "when set, decides instead). 5 runs each, keep and lend in turn. Each run: \`$build/tandem train --model mlp --width 1024 --blocks 8 --data mnist --devices D --microbatches M --batch 256 --steps 8 --optimizer adam --progress none --idle-cores keep|lend\` with \`OMP_WAIT_POLICY=passive\`."
+  echo
+  idle_cores_table 5
   echo
   echo "## Before: the plain loop with OpenMP's default wait policy"
   echo
