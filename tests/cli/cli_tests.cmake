@@ -59,3 +59,16 @@ tandem_cli_test(eval_folder_without_checkpoint 1 "holds no complete checkpoint" 
 tandem_cli_test(eval_not_a_state_dict 1 "cannot be read as a state dict" eval --checkpoint README.md ${eval_common} --devices 2)
 tandem_cli_test(eval_wrong_model 1 "does not match model 'mlp': other shape: dense0.weight" eval --checkpoint ${ckpt}/full ${eval_common} --devices 2 --width 64)
 set_tests_properties(cli_eval_wrong_model PROPERTIES FIXTURES_REQUIRED ckpt_saved)
+
+# Lending idle cores changes how many BLAS threads multiply, not the numbers: the same loss and
+# held-out accuracy with --idle-cores keep and lend (4 devices, 2 micro-batches: stages often
+# compute alone). A value other than lend or keep is refused.
+set(idle_common train --model mlp --width 512 --blocks 2 --devices 4 --microbatches 2 --batch 128 --steps 3 --eval-batch 5000 --progress none --seed 5)
+add_test(NAME cli_idle_cores_same_loss
+  COMMAND ${CMAKE_COMMAND} -DKEY=loss
+    "-DCMD0=$<TARGET_FILE:tandem_cli>;${idle_common};--idle-cores;keep"
+    "-DCMD1=$<TARGET_FILE:tandem_cli>;${idle_common};--idle-cores;lend"
+    -P ${CMAKE_CURRENT_LIST_DIR}/same_metric.cmake
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_idle_cores_same_loss PROPERTIES TIMEOUT 300)
+tandem_cli_test(idle_cores_bad_value 2 "--idle-cores: share not in" train --idle-cores share --steps 1)
