@@ -48,25 +48,32 @@ namespace {
 std::unique_ptr<Source> make_source(const Config& c) {
   const bool volumetric = c.model == "conv3d-stack" || c.model == "unet3d";
   if (c.data == "mnist" || c.data == "fashion-mnist") {
-    TANDEM_CHECK(!volumetric, "model {} needs volumes: use --data spheres, mri (unet3d) or regression (conv3d-stack)", c.model);
+    TANDEM_CHECK(
+        !volumetric,
+        "model {} needs volumes: use --data spheres, mri (unet3d) or regression (conv3d-stack)",
+        c.model);
     return make_image_source(c.data, c.data_dir, c.seed);
   }
   if (c.data == "spheres" || c.data == "mri" || c.data == "regression") {
     TANDEM_CHECK(volumetric, "--data {} gives volumes; use --model unet3d or conv3d-stack", c.data);
-    return make_volume_source(c.data, c.volume, 1, c.seed, c.train_samples, c.test_samples, c.data_dir);
+    return make_volume_source(c.data, c.volume, 1, c.seed, c.train_samples, c.test_samples,
+                              c.data_dir);
   }
-  TANDEM_CHECK(false, "unknown data set '{}'; use mnist, fashion-mnist, spheres, mri or regression", c.data);
+  TANDEM_CHECK(false, "unknown data set '{}'; use mnist, fashion-mnist, spheres, mri or regression",
+               c.data);
 }
 
 runtime::OptimizerFactory make_optimizer(const Config& c) {
   TANDEM_CHECK(c.lr > 0, "--lr must be positive, not {}", c.lr);
   if (c.optimizer == "adam") {
-    return [lr = c.lr](std::vector<torch::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
-      return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr));
-    };
+    return
+        [lr = c.lr](std::vector<torch::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
+          return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr));
+        };
   }
   if (c.optimizer == "sgd") {
-    return [lr = c.lr, m = c.momentum](std::vector<torch::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
+    return [lr = c.lr, m = c.momentum](
+               std::vector<torch::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
       return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr).momentum(m));
     };
   }
@@ -86,7 +93,8 @@ graph::Partition memory_partition(const graph::Model& model, const Config& c, in
                "schedule {} has {} stages but {} are asked for", c.schedule, in_flight.size(),
                stages);
   const int64_t micro = c.batch / c.microbatches + (c.batch % c.microbatches ? 1 : 0);
-  const torch::Tensor sample = source.train_batch(0, 0, std::min<int64_t>(micro, source.train_size())).input;
+  const torch::Tensor sample =
+      source.train_batch(0, 0, std::min<int64_t>(micro, source.train_size())).input;
   const int slots = c.optimizer == "adam" ? 2 : (c.momentum != 0 ? 1 : 0);
   const runtime::LayerBytes bytes = runtime::measure_layer_bytes(model, sample, slots);
   graph::Partition partition = runtime::partition_by_memory(model, bytes, in_flight, c.recompute);
@@ -138,15 +146,18 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport)
                c.partition);
   source_ = make_source(c);
   graph::Partition partition =
-      !c.balance.empty()         ? graph::partition_by_balance(model, c.balance)
-      : c.partition == "memory" ? memory_partition(model, c, stages, static_cast<int>(po.devices.size()), *source_, &memory_plan_)
-                                 : graph::partition_by_parameters(model, stages);
+      !c.balance.empty() ? graph::partition_by_balance(model, c.balance)
+      : c.partition == "memory"
+          ? memory_partition(model, c, stages, static_cast<int>(po.devices.size()), *source_,
+                             &memory_plan_)
+          : graph::partition_by_parameters(model, stages);
   if (!chunked && stages != static_cast<int>(po.devices.size())) {
     // More stages than devices: stage s on device s mod devices.
     TANDEM_CHECK(stages > static_cast<int>(po.devices.size()),
                  "{} stages on {} devices leaves devices idle; give as many stages as devices",
                  stages, po.devices.size());
-    for (int s = 0; s < stages; ++s) po.stage_device.push_back(s % static_cast<int>(po.devices.size()));
+    for (int s = 0; s < stages; ++s)
+      po.stage_device.push_back(s % static_cast<int>(po.devices.size()));
   }
   pipeline_ = std::make_unique<runtime::Pipeline>(std::move(model), std::move(partition), po);
   pipeline_->set_optimizer(make_optimizer(c));
@@ -154,12 +165,14 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport)
                "--init-from and --resume exclude each other: --resume continues a run (parameters, "
                "optimizer, step), --init-from starts a new one from parameters");
   if (!c.init_from.empty()) checkpoint::init_from(*pipeline_, c.init_from);
-  if (transport) replica_ = transport->local_devices().front() / static_cast<int>(po.devices.size());
+  if (transport)
+    replica_ = transport->local_devices().front() / static_cast<int>(po.devices.size());
 }
 
 double Trainer::learning_rate(int64_t step) const {
   if (config_.lr_schedule == "constant") return config_.lr;
-  const double progress = static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, total_steps()));
+  const double progress =
+      static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, total_steps()));
   return config_.lr * 0.5 * (1.0 + std::cos(std::acos(-1.0) * progress));
 }
 
@@ -185,25 +198,29 @@ Result Trainer::run(const StepCallback& on_step) {
   int64_t start = 0;
   if (!config_.resume.empty()) {
     checkpoint::TrainState st = checkpoint::load(*pipeline_, config_.resume);
-    TANDEM_CHECK(st.seed == config_.seed, "the checkpoint was saved with --seed {}, not {}; resume with --seed {}",
-                 st.seed, config_.seed, st.seed);
-    TANDEM_CHECK(st.position == (st.step % per_epoch) * global_batch,
-                 "the checkpoint was taken at sample {} of its epoch, which --batch {} x --replicas {} "
-                 "cannot reach; resume with the batch and replicas it was saved with",
-                 st.position, config_.batch, config_.replicas);
+    TANDEM_CHECK(st.seed == config_.seed,
+                 "the checkpoint was saved with --seed {}, not {}; resume with --seed {}", st.seed,
+                 config_.seed, st.seed);
+    TANDEM_CHECK(
+        st.position == (st.step % per_epoch) * global_batch,
+        "the checkpoint was taken at sample {} of its epoch, which --batch {} x --replicas {} "
+        "cannot reach; resume with the batch and replicas it was saved with",
+        st.position, config_.batch, config_.replicas);
     start = st.step;
   }
   auto save = [&](int64_t done) {
     checkpoint::SaveOptions so;
     so.keep = config_.keep;
     so.world = world_;
-    checkpoint::save(*pipeline_, {done, done / per_epoch, (done % per_epoch) * global_batch, config_.seed},
+    checkpoint::save(*pipeline_,
+                     {done, done / per_epoch, (done % per_epoch) * global_batch, config_.seed},
                      config_.save_dir, so);
   };
   for (int64_t step = start; step < total; ++step) {
     const int64_t epoch = step / per_epoch;
     const int64_t begin = (step % per_epoch) * global_batch + replica_ * config_.batch;
-    Batch b = local_batch([&] { return source_->train_batch(epoch, begin, begin + config_.batch); });
+    Batch b =
+        local_batch([&] { return source_->train_batch(epoch, begin, begin + config_.batch); });
     runtime::StepStats s = pipeline_->forward_backward(b.input, b.target, config_.batch);
     const double lr = learning_rate(step);
     for (int stage : pipeline_->local_stages()) {
@@ -215,7 +232,8 @@ Result Trainer::run(const StepCallback& on_step) {
     r.loss = s.loss;
     r.steps = step + 1;
     r.peak_bytes.resize(s.peak_bytes.size());
-    for (size_t d = 0; d < s.peak_bytes.size(); ++d) r.peak_bytes[d] = std::max(r.peak_bytes[d], s.peak_bytes[d]);
+    for (size_t d = 0; d < s.peak_bytes.size(); ++d)
+      r.peak_bytes[d] = std::max(r.peak_bytes[d], s.peak_bytes[d]);
     if (on_step) on_step(step + 1, total, s, samples / r.seconds);
     const int64_t done = step + 1;
     if (!config_.save_dir.empty() &&

@@ -93,8 +93,7 @@ class Pipeline {
   StepStats forward_backward(const torch::Tensor& input, const torch::Tensor& target,
                              int64_t samples = -1);
   // Forward only, no gradients, dropout off.
-  StepStats evaluate(const torch::Tensor& input, const torch::Tensor& target,
-                     int64_t samples = -1);
+  StepStats evaluate(const torch::Tensor& input, const torch::Tensor& target, int64_t samples = -1);
 
   // One optimizer per stage, stepped on the stage's own worker.
   void set_optimizer(const OptimizerFactory& factory);

@@ -18,8 +18,8 @@ struct Config {
   int convs = 10;
   int64_t filters = 0;  // 0: the model's default (256 for conv3d-stack, 32 for unet3d)
   int levels = 4;
-  int volume = 32;      // side S of the S^3 volumes
-  bool bce = false;     // unet3d: add binary cross-entropy to the Dice loss
+  int volume = 32;              // side S of the S^3 volumes
+  bool bce = false;             // unet3d: add binary cross-entropy to the Dice loss
   int64_t train_samples = 512;  // volumetric data: samples per epoch
   int64_t test_samples = 32;
   // Data.
@@ -27,11 +27,11 @@ struct Config {
   std::string data_dir;  // empty: the data set's default folder
   // Placement.
   std::string devices = "4";
-  int threads_per_device = 0;  // 0: cores / cpu devices
-  bool lend_idle_cores = true;  // waiting CPU devices lend their cores to those computing
-  std::vector<int> balance;    // layers per stage; empty: split by `partition`
+  int threads_per_device = 0;            // 0: cores / cpu devices
+  bool lend_idle_cores = true;           // waiting CPU devices lend their cores to those computing
+  std::vector<int> balance;              // layers per stage; empty: split by `partition`
   std::string partition = "parameters";  // parameters | memory (measured per layer)
-  int stages = 0;              // 0: one stage per device
+  int stages = 0;                        // 0: one stage per device
   int replicas = 1;
   std::string transport = "auto";  // auto | inprocess | mpi
   // Schedule.
@@ -44,7 +44,7 @@ struct Config {
   // Optimization.
   int batch = 64;  // per replica
   int epochs = 1;
-  int64_t steps = 0;  // > 0: stop after this many steps
+  int64_t steps = 0;               // > 0: stop after this many steps
   std::string optimizer = "adam";  // adam | sgd
   double lr = 1e-3;
   std::string lr_schedule = "cosine";  // cosine (from lr to 0 over the run) | constant
@@ -58,7 +58,8 @@ struct Config {
   int64_t save_every = 0;  // steps between checkpoints (and one at the end); 0: only at the end
   int keep = 3;            // complete checkpoints kept; 0: all
   std::string resume;      // a save folder or checkpoint to continue from; empty: start fresh
-  std::string init_from;   // a state dict (tandem consolidate, or PyTorch) or checkpoint to start from
+  std::string
+      init_from;  // a state dict (tandem consolidate, or PyTorch) or checkpoint to start from
   bool eval_only = false;  // no training: evaluate (e.g. with init_from) and stop
 };
 
