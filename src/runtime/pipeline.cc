@@ -139,27 +139,21 @@ Pipeline::Pipeline(graph::Model model, graph::Partition partition, PipelineOptio
     m.inprocess = t.get();
     m.transport = t;
   }
-  // BLAS threads are process-wide: give it the per-device budget so that devices working at
-  // once do not each start a pool over all cores (nested pools fight; measured in DESIGN.md).
-  int blas_threads = 0;
-  for (int d : m.local) {
-    if (!m.options.devices[d].device.is_cpu()) continue;
-    blas_threads = blas_threads ? std::min(blas_threads, m.options.devices[d].threads)
-                                : m.options.devices[d].threads;
-  }
-  if (blas_threads > 0) set_blas_threads(blas_threads);
-  // Several CPU devices here: they lend each other their cores while they wait. The pool is
-  // their threads together, no more than the cores this process may use.
-  std::vector<int> own(m.pipeline_size, 0);
-  int cpu_local = 0, own_sum = 0;
+  // BLAS threads are process-wide: give it the smallest per-device budget so that devices
+  // working at once do not each start a pool over all cores (nested pools fight; measured in
+  // DESIGN.md). Several CPU devices here lend each other their cores while they wait; their
+  // pool is their threads together, no more than the cores this process may use.
+  std::vector<int> own(m.pipeline_size, 0);  // threads of each local CPU device
+  int cpu_local = 0, own_sum = 0, narrowest = 0, widest = 0;
   for (int d : m.local) {
     if (!m.options.devices[d].device.is_cpu()) continue;
     own[d] = m.options.devices[d].threads;
     own_sum += own[d];
-    ++cpu_local;
+    narrowest = cpu_local++ ? std::min(narrowest, own[d]) : own[d];
+    widest = std::max(widest, own[d]);
   }
+  if (cpu_local > 0) set_blas_threads(narrowest);
   if (m.options.lend_idle_cores && cpu_local > 1) {
-    const int widest = *std::max_element(own.begin(), own.end());
     m.cores =
         std::make_unique<CoreShare>(own, std::max(widest, std::min(own_sum, available_cores())));
     shorten_blas_spin();

@@ -55,7 +55,6 @@ class CoreShare {
     int device_;
   };
 
-  int pool() const { return pool_; }
   // BLAS threads while `computing` devices compute at once.
   int threads_for(int computing) const;
   int computing() const;
