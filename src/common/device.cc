@@ -39,7 +39,8 @@ std::vector<DeviceSpec> parse_devices(const std::string& spec, int threads_per_d
   if (all_digits) {
     int n = std::stoi(spec);
     TANDEM_CHECK(n >= 1 && n <= 1024, "--devices {} must be between 1 and 1024", spec);
-    for (int i = 0; i < n; ++i) out.push_back({fmt::format("cpu:{}", i), c10::Device(c10::kCPU), 1});
+    for (int i = 0; i < n; ++i)
+      out.push_back({fmt::format("cpu:{}", i), c10::Device(c10::kCPU), 1});
   } else {
     for (const auto& item : split(spec, ',')) {
       auto colon = item.find(':');
@@ -56,18 +57,19 @@ std::vector<DeviceSpec> parse_devices(const std::string& spec, int threads_per_d
                      "use cpu devices (--devices 4)",
                      item);
         TANDEM_CHECK(index < static_cast<int>(torch::cuda::device_count()),
-                     "device '{}' does not exist: {} GPU(s) visible", item, torch::cuda::device_count());
+                     "device '{}' does not exist: {} GPU(s) visible", item,
+                     torch::cuda::device_count());
         out.push_back({item, c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index)), 1});
       } else {
-        TANDEM_CHECK(false, "device type '{}' in --devices {} is unknown; use cpu:N or cuda:N", type, spec);
+        TANDEM_CHECK(false, "device type '{}' in --devices {} is unknown; use cpu:N or cuda:N",
+                     type, spec);
       }
     }
   }
   int cpu_devices = 0;
   for (const auto& d : out) cpu_devices += d.device.is_cpu();
-  int threads = threads_per_device > 0
-                    ? threads_per_device
-                    : std::max(1, available_cores() / std::max(1, cpu_devices));
+  int threads = threads_per_device > 0 ? threads_per_device
+                                       : std::max(1, available_cores() / std::max(1, cpu_devices));
   for (auto& d : out) d.threads = threads;
   return out;
 }
@@ -109,6 +111,20 @@ torch::Tensor DeviceContext::copy_in(const torch::Tensor& src,
     impl.recordDataPtrOnStream(src.storage().data_ptr(), *stream_);
   }
   return out;
+}
+
+std::shared_ptr<c10::Event> record_on_current_stream(const c10::Device& device) {
+  if (device.is_cpu()) return nullptr;
+  c10::impl::VirtualGuardImpl impl(device.type());
+  auto ev = std::make_shared<c10::Event>(device.type());
+  ev->record(impl.getStream(device));
+  return ev;
+}
+
+void wait_on_current_stream(const c10::Device& device, const std::shared_ptr<c10::Event>& ready) {
+  if (device.is_cpu() || !ready) return;
+  c10::impl::VirtualGuardImpl impl(device.type());
+  ready->block(impl.getStream(device));
 }
 
 void DeviceContext::synchronize() const {

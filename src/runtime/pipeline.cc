@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 
 #include "pipeline_impl.h"
@@ -179,7 +180,7 @@ Pipeline::Pipeline(graph::Model model, graph::Partition partition, PipelineOptio
   // Parameters move to their stage's device on that device's worker, which then owns (and is
   // charged for) their memory.
   m.optimizers.resize(stages);
-  auto errors = m.pool->run([&m](int w) {
+  auto errors = m.run_on_workers([&m](int w) {
     const int d = m.local[w];
     const DeviceSpec& spec = m.options.devices[d];
     memory::ScopedWhere where(d, spec.name);
@@ -202,6 +203,26 @@ Pipeline::Pipeline(graph::Model model, graph::Partition partition, PipelineOptio
 }
 
 Pipeline::~Pipeline() = default;
+
+std::vector<std::exception_ptr> Pipeline::Impl::run_on_workers(
+    const std::function<void(int)>& job) {
+  std::map<c10::DeviceIndex, std::shared_ptr<c10::Event>> caller;  // by GPU
+  for (int d : local) {
+    const c10::Device& dev = options.devices[d].device;
+    if (dev.is_cuda() && !caller.count(dev.index()))
+      caller[dev.index()] = record_on_current_stream(dev);
+  }
+  std::vector<std::shared_ptr<c10::Event>> done(local.size());
+  auto errors = pool->run([&](int w) {
+    const c10::Device& dev = options.devices[local[w]].device;
+    if (dev.is_cuda()) wait_on_current_stream(dev, caller.at(dev.index()));
+    job(w);
+    done[w] = contexts[local[w]]->record_ready();
+  });
+  for (size_t w = 0; w < local.size(); ++w)
+    wait_on_current_stream(options.devices[local[w]].device, done[w]);
+  return errors;
+}
 
 StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& target,
                               int64_t samples, bool training) {
@@ -260,7 +281,7 @@ StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& t
     }
   }
   torch::AutoGradMode grad_mode(training);
-  auto errors = pool->run([&](int w) {
+  auto errors = run_on_workers([&](int w) {
     const int d = local[w];
     torch::AutoGradMode worker_grad_mode(training);
     results[d] = executors[d]->run(plan);
@@ -315,7 +336,7 @@ StepStats Pipeline::forward_backward(const torch::Tensor& input, const torch::Te
   StepStats s = impl_->run(input, target, samples, /*training=*/true);
   Impl& m = *impl_;
   if (m.options.replicas > 1) {
-    auto errors = m.pool->run([&m](int w) {
+    auto errors = m.run_on_workers([&m](int w) {
       const int d = m.local[w];
       for (int s = 0; s < m.partition.num_stages; ++s) {
         if (m.stage_device[s] != d) continue;
@@ -345,7 +366,7 @@ void Pipeline::set_optimizer(const OptimizerFactory& factory) {
 
 void Pipeline::optimizer_step() {
   Impl& m = *impl_;
-  auto errors = m.pool->run([&m](int w) {
+  auto errors = m.run_on_workers([&m](int w) {
     const int d = m.local[w];
     memory::ScopedWhere where(d, m.options.devices[d].name);
     for (int s = 0; s < m.partition.num_stages; ++s) {

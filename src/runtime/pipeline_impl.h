@@ -2,6 +2,8 @@
 // header of the runtime part).
 #pragma once
 
+#include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -40,6 +42,12 @@ struct Pipeline::Impl {
   std::vector<ActionTiming> timings;
   std::unique_ptr<PlacementLog> placement_log;
 
+  // Runs job(w) on every local device's worker w, in stream order with the calling thread on
+  // GPUs: each worker's stream first waits for what the caller queued on its current stream of
+  // that GPU, and afterwards the caller's current stream waits for each worker's. So inputs
+  // made, and gradients or parameters read, on the caller's streams need no synchronize. The
+  // waits are on the GPU; the host waits for nothing but the jobs. Returns their exceptions.
+  std::vector<std::exception_ptr> run_on_workers(const std::function<void(int)>& job);
   schedule::Schedule build_schedule(const std::string& name, int microbatches) const;
   std::vector<std::pair<int64_t, int64_t>> slices(int64_t batch) const;
   StepStats run(const torch::Tensor& input, const torch::Tensor& target, int64_t samples,

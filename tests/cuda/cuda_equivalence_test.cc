@@ -32,6 +32,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <map>
 
 #include "../runtime/test_models.h"
 #include "tandem/graph/partition.h"
@@ -222,6 +223,46 @@ INSTANTIATE_TEST_SUITE_P(Schedules, UnetOnGpu,
                                               info.param.microbatches);
                          });
 #endif
+
+// ---- Stream order with the caller -----------------------------------------------------------
+
+// The caller makes the input on its own current stream right after slow work queued there
+// (30 products of two n x n matrices, about 0.1 s on a GPU), and reads the gradients on that
+// stream right after the step. The workers' streams must wait for the first and the caller's
+// stream for the second; without the first wait the stages would copy the input before it is
+// written. Each round scales the input, so a stale copy from the round before is wrong too.
+TEST_F(Cuda, StepIsOrderedWithTheCallersStream) {
+  const torch::Device dev = reference_device();
+  const int64_t n = on_cpu() ? 128 : 4096;
+  auto gen = torch::make_generator<at::CPUGeneratorImpl>(3);
+  const torch::Tensor base = torch::randn({48, 12}, gen);
+  const torch::Tensor target = torch::randint(5, {48}, gen);
+  runtime::PipelineOptions o;
+  o.devices = devices(2);
+  o.schedule = "1f1b";
+  o.microbatches = 4;
+  graph::Model m = testing::small_mlp();
+  graph::Partition part = graph::partition_by_parameters(m, 2);
+  runtime::Pipeline p(std::move(m), part, o);
+  for (int round = 1; round <= 2; ++round) {
+    graph::Model ref = testing::small_mlp();
+    move_to(ref, dev);
+    const torch::Tensor scaled = base * round;
+    torch::Tensor ref_loss =
+        ref.loss(testing::reference_forward(ref, scaled.to(dev)), target.to(dev));
+    ref_loss.backward();
+    std::map<std::string, torch::Tensor> want;
+    for (auto& [name, t] : testing::all_parameters(ref)) want[name] = t.grad().cpu();
+
+    torch::Tensor slow = torch::full({n, n}, 1.0 / static_cast<double>(n), dev);
+    for (int i = 0; i < 30; ++i) slow = torch::mm(slow, slow);  // stays the all-1/n matrix
+    const torch::Tensor input = scaled.to(dev) + 0 * slow.sum();
+    const runtime::StepStats stats = p.forward_backward(input, target.to(dev));
+    EXPECT_NEAR(stats.loss, ref_loss.item<double>(), 1e-6) << "round " << round;
+    for (auto& [name, t] : p.named_parameters())
+      check_close(t.grad(), want.at(name), kMlpTol, fmt::format("round {}: {}", round, name));
+  }
+}
 
 // ---- Memory budget --------------------------------------------------------------------------
 

@@ -56,6 +56,13 @@ class DeviceContext {
   std::optional<c10::Stream> stream_;  // set for non-CPU devices
 };
 
+// An event recorded on the calling thread's current stream of GPU `device`, after everything
+// queued there so far; null for a CPU device.
+std::shared_ptr<c10::Event> record_on_current_stream(const c10::Device& device);
+// Makes the calling thread's current stream of `device` wait, on the GPU and not the host,
+// until `ready` has passed. Nothing for a CPU device or a null `ready`.
+void wait_on_current_stream(const c10::Device& device, const std::shared_ptr<c10::Event>& ready);
+
 // Limits BLAS (OpenBLAS) to `n` threads for the whole process; stage workers then scale with
 // their own intra-op budgets instead of fighting over nested pools. Returns false when the
 // loaded BLAS offers no such control.
