@@ -1,4 +1,6 @@
 #include <iostream>
+#include <set>
+#include <string>
 
 #include "commands.h"
 #include "observers.h"
@@ -39,11 +41,14 @@ int run_train(TrainArgs& args) {
                 << trainer.pipeline().placement_log_table();
     }
     if (main_process) {
+      // Devices with one name are one physical GPU (cuda:0,cuda:0): its allocator counts
+      // them together, so it is listed once.
       std::string mem;
+      std::set<std::string> listed;
       for (size_t d = 0; d < r.peak_bytes.size(); ++d) {
-        if (r.peak_bytes[d])
-          mem +=
-              fmt::format(" peak_mem_{}={}", trainer.pipeline().devices()[d].name, r.peak_bytes[d]);
+        const std::string& name = trainer.pipeline().devices()[d].name;
+        if (r.peak_bytes[d] && listed.insert(name).second)
+          mem += fmt::format(" peak_mem_{}={}", name, r.peak_bytes[d]);
       }
       std::cout << fmt::format(
           "{}result: steps={} loss={:.4f} {} samples_per_s={:.1f} seconds={:.2f}{}\n", prefix,
