@@ -12,13 +12,16 @@
 #   2. configure build-gpu with CMake (vendored deps, TANDEM_CUDA_CHECK=ON, Release; MPI when
 #      mpicxx exists). LibTorch's CMake package needs the CUDA toolkit (nvcc); where configure
 #      fails, 3. builds the same binaries directly with g++ (no MPI) instead.
-#   3. build tandem_cli test_cuda test_runtime (-j16)
+#   3. build tandem_cli test_cuda test_runtime bench_device (-j16)
 #   4. test_cuda (limit 180 s), test_runtime (limit 120 s)
 #   5. tandem train: MLP on MNIST, 2 stages on cuda:0 (1F1B, 8 micro-batches) against 1 device;
 #      the 3D U-Net on 64^3 volumes, 2 stages (1F1B, 4 micro-batches) against 1 device, when
 #      this build's CLI offers --model unet3d
 #   6. conv3d-stack (10 x 64 filters, 64^3): 1 device against 2 and 4 stages on cuda:0
-#   7. the largest unet3d volume (96..256) that trains under --device-memory 16GiB: 1 rank,
+#   7. bench_device: a plain LibTorch loop (torch::nn modules) against tandem with 2 and 4
+#      stages on cuda:0, conv3d-stack (as in 6) and unet3d (96^3, batch 8): samples/s, ratio,
+#      the allocator's peak; their tables go to results.md
+#   8. the largest unet3d volume (96..256) that trains under --device-memory 16GiB: 1 rank,
 #      and 4 ranks sharing cuda:0 under mpirun (memory partition)
 # Everything lands in $OUT: one log per step and results.md (a table of the steps with their
 # exit status, the `result:` lines, the tests' largest errors), printed again at the end.
@@ -205,18 +208,19 @@ else
 fi
 
 # ---------------------------------------------------------------------------------------------
-section "3. build tandem_cli test_cuda test_runtime"
+section "3. build tandem_cli test_cuda test_runtime bench_device"
 bin_tandem=$build/tandem
 bin_cuda=$build/tests/test_cuda
 bin_runtime=$build/tests/test_runtime
+bin_bench=$build/bench/bench_device
 
-# The same three binaries without CMake: g++ on the sources, LibTorch from its Python package,
+# The same four binaries without CMake: g++ on the sources, LibTorch from its Python package,
 # no MPI. One precompiled <torch/torch.h> for every source that uses LibTorch.
 # shellcheck disable=SC2054  # the commas belong to -Wl options
 fallback_build() {
   local fb=$build/fallback
   rm -rf "$fb"
-  mkdir -p "$fb/obj" "$build/tests"
+  mkdir -p "$fb/obj" "$build/tests" "$build/bench"
   local have_cuda=0 cuda_inc=() libs=()
   # CUDA memory statistics (src/memory/cuda_stats.cc) need LibTorch's CUDA build and the CUDA
   # runtime's headers and library; without them that part builds its CPU-only stubs.
@@ -245,7 +249,8 @@ fallback_build() {
   chmod +x "$fb/cc.sh"
   local list=$fb/sources.txt src
   : >"$list"
-  for src in "$root"/src/*/*.cc "$root"/tests/runtime/*.cc "$root"/tests/cuda/*.cc; do
+  for src in "$root"/src/*/*.cc "$root"/tests/runtime/*.cc "$root"/tests/cuda/*.cc \
+    "$root"/bench/bench_device.cc; do
     case $src in "$root"/src/mpi/*) continue ;; esac
     echo "$src $fb/obj/$(echo "${src#"$root"/}" | tr / _).o pch" >>"$list"
   done
@@ -273,15 +278,16 @@ fallback_build() {
     "$fb/obj/gtest_main.o" "${libs[@]}" || rc=1
   g++ -o "$bin_runtime" "$fb"/obj/tests_runtime_*.o "${lib_objs[@]}" "$fb/obj/gtest-all.o" \
     "$fb/obj/gtest_main.o" "${libs[@]}" || rc=1
+  g++ -o "$bin_bench" "$fb"/obj/bench_bench_device.o "${lib_objs[@]}" "${libs[@]}" || rc=1
   return $rc
 }
 export -f fallback_build
-export build deps root jobs bin_tandem bin_cuda bin_runtime TORCH_DIR TORCH_ABI CUDA_INC CUDART
+export build deps root jobs bin_tandem bin_cuda bin_runtime bin_bench TORCH_DIR TORCH_ABI CUDA_INC CUDART
 
-any_built() { [ -x "$bin_tandem" ] || [ -x "$bin_cuda" ] || [ -x "$bin_runtime" ]; }
+any_built() { [ -x "$bin_tandem" ] || [ -x "$bin_cuda" ] || [ -x "$bin_runtime" ] || [ -x "$bin_bench" ]; }
 if ((configured)); then
   build_route="CMake (MPI $mpi)"
-  run_step $((deadline - $(date +%s) - 110)) build.log cmake --build "$build" -j "$jobs" --target tandem_cli test_cuda test_runtime -- -k 0
+  run_step $((deadline - $(date +%s) - 110)) build.log cmake --build "$build" -j "$jobs" --target tandem_cli test_cuda test_runtime bench_device -- -k 0
   record "build (CMake, -j$jobs)" "$(status_of $step_rc "$step_limit")" "$step_seconds" \
     "$(grep -m 5 -E 'error:|FAILED:|undefined reference' "$out/build.log" 2>/dev/null)"
 fi
@@ -373,26 +379,55 @@ if grep -q 'conv3d-stack' <<<"$help"; then
 fi
 
 # ---------------------------------------------------------------------------------------------
-section "7. the largest unet3d volume under a 16 GiB cap: 1 rank against 4 ranks on cuda:0"
+section "7. plain LibTorch against tandem on cuda:0 (bench_device)"
+# bench_step SLUG NAME LIMIT ARGS...: one bench_device run into bench-SLUG.log; its table goes
+# to results.md.
+bench_step() {
+  local slug=$1 name=$2 limit=$3
+  shift 3
+  if [ ! -x "$bin_bench" ]; then
+    record "$name" "not built" 0 ""
+    return
+  fi
+  run_step "$limit" "bench-$slug.log" "$bin_bench" --device cuda:0 "$@"
+  local log=$out/bench-$slug.log
+  record "$name" "$(status_of $step_rc "$step_limit")" "$step_seconds" \
+    "$(grep -m 1 -E '^# same function|bench_device:' "$log" 2>/dev/null | cut -c 1-400)"
+  results_extra+=("$(printf '## %s\n\n`bench_device --device cuda:0 %s`\n\n' "$name" "$*"
+    grep -E '^(# |\|)' "$log" 2>/dev/null)")
+}
+bench_step conv3d "conv3d-stack: plain LibTorch loop against tandem, 2 and 4 stages on cuda:0" 100 \
+  --model conv3d-stack --convs 10 --filters 64 --volume 64 --batch 8 --stages 2,4 --steps 5 \
+  --repeats 3
+bench_step unet3d "unet3d: plain LibTorch loop against tandem, 2 and 4 stages on cuda:0" 100 \
+  --model unet3d --levels 4 --filters 32 --volume 96 --batch 8 --stages 2,4 --steps 5 \
+  --repeats 3
+
+# ---------------------------------------------------------------------------------------------
+section "8. the largest unet3d volume under a 16 GiB cap: 1 rank against 4 ranks on cuda:0"
 # volume_search NAME CMD...: tries --volume 96, 128, ... 256 with one training step each and
 # records the largest that ends with status 0 (3 = out of the cap stops the search).
 volume_search() {
   local name=$1
   shift
-  local best=none v
+  local best=none v stop=""
   for v in 96 128 160 192 224 256; do
     run_step 60 "volume-${name// /_}-$v.log" "$@" --volume "$v"
-    [ "$step_rc" = 0 ] || break
+    if [ "$step_rc" != 0 ]; then
+      stop="<br>$v^3: $(status_of "$step_rc" "$step_limit"): $(tail -n +2 "$out/volume-${name// /_}-$v.log" 2>/dev/null |
+        grep -m 1 -i 'memory\|error\|tandem:' | cut -c 1-300)"
+      break
+    fi
     best=$v
   done
   record "largest unet3d volume, $name" "$best" 0 \
-    "$(grep -h -m 1 'result:' "$out/volume-${name// /_}-$best.log" 2>/dev/null)"
+    "$(grep -h -m 1 'result:' "$out/volume-${name// /_}-$best.log" 2>/dev/null)$stop"
 }
 if grep -q -- '--device-memory' <<<"$help"; then
   cap=(train --model unet3d --data spheres --batch 1 --microbatches 1 --steps 1
     --train-samples 1 --test-samples 0 --dropout 0 --device-memory 16GiB --progress none)
   volume_search "1 rank" "$bin_tandem" "${cap[@]}" --devices cuda:0 --schedule sequential
-  if command -v mpirun >/dev/null && "$bin_tandem" train --help 2>&1 | grep -q -- '--transport'; then
+  if command -v mpirun >/dev/null && grep -q -- '--transport' <<<"$help"; then
     volume_search "4 ranks" mpirun --allow-run-as-root --oversubscribe --bind-to none -n 4 \
       "$bin_tandem" "${cap[@]}" --devices cuda:0,cuda:0,cuda:0,cuda:0 --schedule 1f1b \
       --partition memory
