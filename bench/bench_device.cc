@@ -14,7 +14,8 @@
 // optimizer step); on CUDA the caching allocator's peak of allocated bytes (one number per
 // GPU: stages that share it share it), on CPU tandem's allocation accounting per device.
 //
-// Usage: bench_device --model conv3d-stack|unet3d [--device cpu|cuda:N] [--stages 2,4] ...
+// Usage: bench_device --model conv3d-stack|unet3d [--device cpu|cuda:N] [--stages 2,4]
+//                     [--microbatches 4,8] ...
 //        (bench_device --help lists the options)
 #include <fmt/format.h>
 #include <torch/cuda.h>
@@ -48,7 +49,7 @@ struct Options {
   std::string model = "conv3d-stack";
   std::string device = "cpu";
   std::vector<int> stages{2, 4};
-  int microbatches = 0;  // 0: twice the stages, at most the batch
+  std::vector<int> microbatches;  // empty: twice the stages; counts above the batch are skipped
   std::string schedule = "1f1b";
   std::string partition = "flops";
   int convs = 4;
@@ -99,9 +100,26 @@ torch::Tensor plain_forward(const Options& o, torch::nn::Module& net, const torc
   return static_cast<PlainConv3dStackImpl&>(net).forward(x);
 }
 
-int microbatches_for(const Options& o, int stages) {
-  const int m = o.microbatches > 0 ? o.microbatches : 2 * stages;
-  return static_cast<int>(std::min<int64_t>(m, o.batch));
+// One tandem configuration to time.
+struct Variant {
+  int stages;
+  int microbatches;
+};
+
+// Every stage count with every micro-batch count (twice the stages when none are given) that
+// the batch can fill.
+std::vector<Variant> variants(const Options& o) {
+  std::vector<Variant> out;
+  for (int s : o.stages) {
+    if (o.microbatches.empty()) {
+      out.push_back({s, static_cast<int>(std::min<int64_t>(2 * s, o.batch))});
+      continue;
+    }
+    for (int m : o.microbatches)
+      if (m <= o.batch) out.push_back({s, m});
+  }
+  TANDEM_CHECK(!out.empty(), "no micro-batch count given fits a batch of {}", o.batch);
+  return out;
 }
 
 tandem::graph::Partition partition_for(const Options& o, const tandem::graph::Model& m,
@@ -185,13 +203,13 @@ Run plain_run(const Options& o, const Target& t, const torch::Tensor& x, const t
 }
 
 std::unique_ptr<tandem::runtime::Pipeline> make_pipeline(const Options& o, const Target& t,
-                                                         int stages) {
+                                                         const Variant& v) {
   tandem::graph::Model m = make_model(o);
   tandem::runtime::PipelineOptions po;
-  po.devices = tandem::parse_devices(t.devices(stages));
+  po.devices = tandem::parse_devices(t.devices(v.stages));
   po.schedule = o.schedule;
-  po.microbatches = microbatches_for(o, stages);
-  auto part = partition_for(o, m, stages);
+  po.microbatches = v.microbatches;
+  auto part = partition_for(o, m, v.stages);
   auto p = std::make_unique<tandem::runtime::Pipeline>(std::move(m), part, po);
   p->set_optimizer([](std::vector<torch::Tensor> ps) {
     return std::make_unique<torch::optim::Adam>(ps, torch::optim::AdamOptions(1e-4));
@@ -199,9 +217,9 @@ std::unique_ptr<tandem::runtime::Pipeline> make_pipeline(const Options& o, const
   return p;
 }
 
-Run tandem_run(const Options& o, const Target& t, int stages, const torch::Tensor& x,
+Run tandem_run(const Options& o, const Target& t, const Variant& v, const torch::Tensor& x,
                const torch::Tensor& y) {
-  auto p = make_pipeline(o, t, stages);
+  auto p = make_pipeline(o, t, v);
   auto step = [&] {
     p->forward_backward(x, y);
     p->optimizer_step();
@@ -237,11 +255,12 @@ bool check_same_function(const Options& o, const Target& t, const torch::Tensor&
   bool ok = std::isfinite(plain);
   std::string line =
       fmt::format("# same function: loss at the initial weights, plain {:.6f}", plain);
-  for (int s : o.stages) {
-    const double loss = make_pipeline(o, t, s)->evaluate(x, y).loss;
+  for (const Variant& v : variants(o)) {
+    const double loss = make_pipeline(o, t, v)->evaluate(x, y).loss;
     const double rel = std::abs(loss - plain) / std::max(std::abs(plain), 1e-12);
     ok = ok && rel <= kCheckTolerance;
-    line += fmt::format(", tandem {} stages {:.6f} (relative difference {:.1e})", s, loss, rel);
+    line += fmt::format(", tandem {} stages x {} micro-batches {:.6f} (relative difference {:.1e})",
+                        v.stages, v.microbatches, loss, rel);
   }
   ctx.setAllowTF32CuDNN(cudnn_tf32);
   ctx.setAllowTF32CuBLAS(cublas_tf32);
@@ -310,11 +329,11 @@ int run(const Options& o) {
   if (!check_same_function(o, t, x, y)) return 1;
 
   std::vector<Run> plain;
-  std::vector<std::vector<Run>> piped(o.stages.size());
+  const std::vector<Variant> vs = variants(o);
+  std::vector<std::vector<Run>> piped(vs.size());
   for (int r = 0; r < o.repeats; ++r) {
     plain.push_back(plain_run(o, t, x, y));
-    for (size_t i = 0; i < o.stages.size(); ++i)
-      piped[i].push_back(tandem_run(o, t, o.stages[i], x, y));
+    for (size_t i = 0; i < vs.size(); ++i) piped[i].push_back(tandem_run(o, t, vs[i], x, y));
   }
   auto rates = [](const std::vector<Run>& runs) {
     std::vector<double> v;
@@ -331,11 +350,10 @@ int run(const Options& o) {
                 st.max, st.median / base.median, st.median * flops / 1e9, peak_text(runs).c_str());
   };
   row(fmt::format("plain LibTorch loop (torch::nn modules) on {}", o.device), plain);
-  for (size_t i = 0; i < o.stages.size(); ++i) {
-    const int st = o.stages[i];
+  for (size_t i = 0; i < vs.size(); ++i) {
     row(fmt::format("tandem {} {} stages on {}, {} micro-batches, layers per stage {}", o.schedule,
-                    st, o.device, microbatches_for(o, st),
-                    balance_text(partition_for(o, m, st).balance())),
+                    vs[i].stages, o.device, vs[i].microbatches,
+                    balance_text(partition_for(o, m, vs[i].stages).balance())),
         piped[i]);
   }
   return 0;
@@ -355,9 +373,11 @@ int main(int argc, char** argv) {
   app.add_option("--stages", o.stages, "stage counts to time, e.g. 2,4")
       ->delimiter(',')
       ->check(CLI::Range(1, 64));
-  app.add_option("--microbatches", o.microbatches, "micro-batches (0: twice the stages)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 4096));
+  app.add_option("--microbatches", o.microbatches,
+                 "micro-batch counts to time with each stage count, e.g. 4,8 (default: twice "
+                 "the stages)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 4096));
   app.add_option("--schedule", o.schedule, "tandem's schedule")->capture_default_str();
   app.add_option("--partition", o.partition, "flops | parameters: what stages balance")
       ->capture_default_str()

@@ -115,6 +115,18 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo
   OMP_WAIT_POLICY=passive $conv_cmd
   echo
+  echo "## unet3d: a plain LibTorch loop against tandem stages (bench_device)"
+  echo
+  echo "The 3D U-Net written as plain torch::nn code (bench/plain_models.h) with tandem's initial"
+  echo "weights; the program checks that both give the same loss before timing them in turn. Peak"
+  echo "memory over one step, from tandem's CPU allocation accounting. The same program runs on the"
+  echo "GPU in scripts/gpu-check.sh."
+  echo
+  unet_cmd="$build/bench/bench_device --model unet3d --device cpu --levels 3 --filters 8 --volume 32 --batch 8 --stages 2,4 --microbatches 2,4,8 --steps 3 --repeats 5"
+  echo "Command: \`OMP_WAIT_POLICY=passive $unet_cmd\`"
+  echo
+  OMP_WAIT_POLICY=passive $unet_cmd
+  echo
   echo "## Bubble with one device per core (mlp, 2 devices, 8 micro-batches, batch 256)"
   echo
   echo "The schedules of the table at the end on 2 devices, so that no two device threads share a core"
@@ -202,8 +214,13 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo "  device per core (2 devices); on 4 devices met for GPipe, 1F1B and ZB-H1 and not for"
   echo "  interleaved. The simulator assumes each device has a core of its own; 4 device threads on"
   echo "  2 cores wait for one, and interleaved, with twice the actions and messages, waits most."
-  echo "- conv3d-stack: 8 micro-batches of a batch of 8 are single samples, and LibTorch's Conv3d is"
-  echo "  many times slower per sample at batch 1 (tandem and Pipe alike)."
+  echo "- conv3d-stack and unet3d: 8 micro-batches of a batch of 8 are single samples. LibTorch 1.13"
+  echo "  runs a Conv3d on one sample with N*C*D*H of at most 20480 on its native kernel instead of"
+  echo "  oneDNN, about twice as slow per sample (measured: 8 filters on 32^3, forward and backward,"
+  echo "  one thread: 22 ms per sample at batch 1, 13 ms at batch 2, 12.6 ms at batch 1 on 64x64x8)."
+  echo "  Those rows fall behind for tandem and Pipe alike."
+  echo "- unet3d (bench_device): each tandem device holds less at its peak than the plain loop, which"
+  echo "  keeps the whole batch's activations at once."
   echo "- More micro-batches of a fixed batch make each GEMM smaller: on 2 cores throughput"
   echo "  falls past 4 micro-batches although the bubble shrinks."
   echo "- GPU results (H200, scripts/gpu-check.sh) are kept in bench/GPU-CHECK.md."

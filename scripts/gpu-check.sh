@@ -19,8 +19,8 @@
 #      this build's CLI offers --model unet3d
 #   6. conv3d-stack (10 x 64 filters, 64^3): 1 device against 2 and 4 stages on cuda:0
 #   7. bench_device: a plain LibTorch loop (torch::nn modules) against tandem with 2 and 4
-#      stages on cuda:0, conv3d-stack (as in 6) and unet3d (96^3, batch 8): samples/s, ratio,
-#      the allocator's peak; their tables go to results.md
+#      stages x 4 and 8 micro-batches on cuda:0, conv3d-stack (as in 6) and unet3d (96^3,
+#      batch 8): samples/s, ratio, the allocator's peak; their tables go to results.md
 #   8. the largest unet3d volume (96..256) that trains under --device-memory 16GiB: 1 rank,
 #      and 4 ranks sharing cuda:0 under mpirun (memory partition)
 # Everything lands in $OUT: one log per step and results.md (a table of the steps with their
@@ -397,11 +397,11 @@ bench_step() {
     grep -E '^(# |\|)' "$log" 2>/dev/null)")
 }
 bench_step conv3d "conv3d-stack: plain LibTorch loop against tandem, 2 and 4 stages on cuda:0" 100 \
-  --model conv3d-stack --convs 10 --filters 64 --volume 64 --batch 8 --stages 2,4 --steps 5 \
-  --repeats 3
+  --model conv3d-stack --convs 10 --filters 64 --volume 64 --batch 8 --stages 2,4 \
+  --microbatches 4,8 --steps 5 --repeats 3
 bench_step unet3d "unet3d: plain LibTorch loop against tandem, 2 and 4 stages on cuda:0" 100 \
-  --model unet3d --levels 4 --filters 32 --volume 96 --batch 8 --stages 2,4 --steps 5 \
-  --repeats 3
+  --model unet3d --levels 4 --filters 32 --volume 96 --batch 8 --stages 2,4 \
+  --microbatches 4,8 --steps 5 --repeats 3
 
 # ---------------------------------------------------------------------------------------------
 section "8. the largest unet3d volume under a 16 GiB cap: 1 rank against 4 ranks on cuda:0"
