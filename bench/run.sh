@@ -189,7 +189,7 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo "  hand-offs between the caller and the device worker, a few per step, may be stretched by"
   echo "  such load where a plain loop has none."
   echo "- Target, >= 2x PyTorch's Pipe at equal stages and micro-batches: not met on this machine;"
-  echo "  tandem leads in every configuration (Core table). On CPU, Pipe puts every partition on one"
+  echo "  tandem leads in most configurations (Core table). On CPU, Pipe puts every partition on one"
   echo "  worker thread, so its micro-batches run one after another, each GEMM with both cores;"
   echo "  tandem runs the stages at once, and a stage computing while the others wait multiplies on"
   echo "  their cores too (the section \"Before and after\": at 1 micro-batch, where the stages compute"
