@@ -122,6 +122,11 @@ section "1. environment"
   cmake --version 2>&1 | head -1
   echo "ninja $(ninja --version 2>&1)"
   command -v mpicxx >/dev/null && echo "mpicxx: $(mpicxx --showme:version 2>&1 | head -1)" || echo "mpicxx: none"
+  # tandem stages CUDA tensors through pinned host memory either way; this says whether a
+  # direct path would have an MPI to use.
+  command -v ompi_info >/dev/null &&
+    echo "MPI built with CUDA support: $(ompi_info --parsable --all 2>/dev/null |
+      grep -m 1 'mpi_built_with_cuda_support:value' | cut -d: -f7)"
   echo "cores: $(nproc)"
 } 2>&1 | tee "$out/environment.log"
 
@@ -163,6 +168,7 @@ env_lines+=("GPU: ${gpu:-none found} ($(nvidia-smi -L 2>/dev/null | wc -l) visib
 env_lines+=("LibTorch ${TORCH_VERSION}, CUDA ${TORCH_CUDA}, cuDNN ${TORCH_CUDNN}, torch.cuda.is_available()=${TORCH_CUDA_OK}, C++11 ABI ${TORCH_ABI}")
 env_lines+=("$(g++ --version 2>&1 | head -1); $(cmake --version 2>&1 | head -1); ninja $(ninja --version 2>&1)")
 env_lines+=("CUDA runtime headers: ${CUDA_INC:-none}; libcudart: ${CUDART:-none}")
+env_lines+=("$(grep -m 1 'MPI built with CUDA support' "$out/environment.log" || echo 'MPI: no ompi_info')")
 status=ok
 [ -n "$TORCH_DIR" ] || status="FAILED (python3 cannot import torch)"
 [ -f "$deps/fmt/include/fmt/format.h" ] || status="FAILED (no .gpu-deps: run scripts/gpu-deps.sh and carry it)"
