@@ -308,14 +308,18 @@ fi
 write_results
 
 # ---------------------------------------------------------------------------------------------
+# built BINARY NAME: true when BINARY exists; otherwise records step NAME as not built.
+built() {
+  [ -x "$1" ] && return 0
+  record "$2" "not built" 0 ""
+  return 1
+}
+
 # gtest_step NAME BINARY LIMIT: runs one GoogleTest binary and records its summary.
 gtest_step() {
   local name=$1 bin=$2 limit=$3
   section "4. $name"
-  if [ ! -x "$bin" ]; then
-    record "$name" "not built" 0 ""
-    return
-  fi
+  built "$bin" "$name" || return
   run_step "$limit" "$name.log" "$bin" --gtest_brief=1
   local summary
   summary=$(grep -E '^\[  (PASSED|SKIPPED|FAILED) +\]' "$out/$name.log" 2>/dev/null | head -12)
@@ -338,10 +342,7 @@ result_lines=()
 train_step() {
   local slug=$1 name=$2 limit=$3
   shift 3
-  if [ ! -x "$bin_tandem" ]; then
-    record "$name" "not built" 0 ""
-    return
-  fi
+  built "$bin_tandem" "$name" || return
   run_step "$limit" "train-$slug.log" "$bin_tandem" train "$@"
   local line
   line=$(grep -m 1 '^result:' "$out/train-$slug.log" 2>/dev/null)
@@ -391,10 +392,7 @@ section "7. plain LibTorch against tandem on cuda:0 (bench_device)"
 bench_step() {
   local slug=$1 name=$2 limit=$3
   shift 3
-  if [ ! -x "$bin_bench" ]; then
-    record "$name" "not built" 0 ""
-    return
-  fi
+  built "$bin_bench" "$name" || return
   run_step "$limit" "bench-$slug.log" "$bin_bench" --device cuda:0 "$@"
   local log=$out/bench-$slug.log
   record "$name" "$(status_of $step_rc "$step_limit")" "$step_seconds" \
