@@ -254,10 +254,12 @@ TEST_F(Cuda, StepIsOrderedWithTheCallersStream) {
     std::map<std::string, torch::Tensor> want;
     for (auto& [name, t] : testing::all_parameters(ref)) want[name] = t.grad().cpu();
 
+    // Copies from host memory wait for the stream on the host, so they come first.
+    const torch::Tensor scaled_on_dev = scaled.to(dev), target_on_dev = target.to(dev);
     torch::Tensor slow = torch::full({n, n}, 1.0 / static_cast<double>(n), dev);
     for (int i = 0; i < 30; ++i) slow = torch::mm(slow, slow);  // stays the all-1/n matrix
-    const torch::Tensor input = scaled.to(dev) + 0 * slow.sum();
-    const runtime::StepStats stats = p.forward_backward(input, target.to(dev));
+    const torch::Tensor input = scaled_on_dev + 0 * slow.sum();
+    const runtime::StepStats stats = p.forward_backward(input, target_on_dev);
     EXPECT_NEAR(stats.loss, ref_loss.item<double>(), 1e-6) << "round " << round;
     for (auto& [name, t] : p.named_parameters())
       check_close(t.grad(), want.at(name), kMlpTol, fmt::format("round {}: {}", round, name));
