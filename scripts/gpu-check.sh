@@ -31,6 +31,9 @@
 #   GPU_CHECK_BUDGET_S  seconds for the whole run (465); the build may take all but 110 of them
 #   GPU_CHECK_BUILD_DIR build folder (build-gpu)      GPU_CHECK_JOBS  build jobs (cores, <= 16)
 #   GPU_CHECK_ROUTE     auto (CMake, then g++ where configure fails) | cmake | gxx
+#   GPU_CHECK_STEPS     the steps after the build to run ("4 5 6 7 8"), e.g. "7 8" to rerun
+#                       those on a machine still warm (the build folder is kept; it rebuilds
+#                       only what changed)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 root=$PWD
@@ -42,6 +45,8 @@ jobs=${GPU_CHECK_JOBS:-$(nproc 2>/dev/null || echo 16)}
 ((jobs > 16)) && jobs=16
 route=${GPU_CHECK_ROUTE:-auto}
 budget=${GPU_CHECK_BUDGET_S:-465}
+steps_wanted=${GPU_CHECK_STEPS:-4 5 6 7 8}
+current_step=1
 start=$(date +%s)
 deadline=$((start + budget))
 
@@ -50,7 +55,12 @@ env_lines=()
 results_extra=()
 build_route="none"
 
-section() { printf '\n======== %s  [t=%ss] ========\n' "$1" "$(($(date +%s) - start))"; }
+# section "N. title": starts step N (steps 1-3, environment and build, always run).
+section() {
+  current_step=${1%%.*}
+  printf '\n======== %s  [t=%ss] ========\n' "$1" "$(($(date +%s) - start))"
+}
+wanted() { [[ ! $1 =~ ^[0-9]+$ ]] || (($1 <= 3)) || [[ " $steps_wanted " == *" $1 "* ]]; }
 
 write_results() {
   {
@@ -82,16 +92,23 @@ status_of() {  # status_of RC LIMIT
     0) echo ok ;;
     124 | 137) echo "TIMEOUT (${2}s)" ;;
     99) echo "skipped (8-minute budget spent)" ;;
+    98) echo "skipped (not in GPU_CHECK_STEPS)" ;;
     *) echo "FAILED (rc $1)" ;;
   esac
 }
 
 # run_step LIMIT LOG CMD...: runs CMD with a time limit (cut to the deadline) into $out/LOG,
-# shows the log's tail; sets step_rc, step_seconds and step_limit. Returns 99 past the deadline.
+# shows the log's tail; sets step_rc, step_seconds and step_limit. Returns 99 past the deadline
+# and 98 when the current step is not wanted (GPU_CHECK_STEPS).
 run_step() {
   step_limit=$1
   local log=$out/$2
   shift 2
+  if ! wanted "$current_step"; then
+    step_rc=98 step_seconds=0
+    echo "(skipped: step $current_step is not in GPU_CHECK_STEPS=$steps_wanted)"
+    return 98
+  fi
   local left=$((deadline - $(date +%s)))
   if ((left < 20)); then
     step_rc=99 step_seconds=0
@@ -346,7 +363,7 @@ train_step() {
   run_step "$limit" "train-$slug.log" "$bin_tandem" train "$@"
   local line
   line=$(grep -m 1 '^result:' "$out/train-$slug.log" 2>/dev/null)
-  result_lines+=("$name: $line")
+  [ "$step_rc" = 98 ] || result_lines+=("$name: $line")
   record "$name" "$(status_of $step_rc "$step_limit")" "$step_seconds" \
     "${line:-$(grep -m 2 -i 'error\|tandem:' "$out/train-$slug.log" 2>/dev/null)}"
 }
@@ -415,6 +432,10 @@ volume_search() {
   local name=$1
   shift
   local best=none v stop=""
+  if ! wanted "$current_step"; then
+    record "largest unet3d volume, $name" "$(status_of 98 0)" 0 ""
+    return
+  fi
   for v in 96 128 160 192 224 256; do
     run_step 60 "volume-${name// /_}-$v.log" "$@" --volume "$v"
     if [ "$step_rc" != 0 ]; then
