@@ -7,7 +7,7 @@
 // model's initial weights and the two losses must agree to a relative 1e-4 (on CUDA with TF32
 // off for that check only), else the program exits 1. The ratio then compares two programs
 // that compute the same thing.
-// Timing: runs in turn (plain, then each stage count), `--repeats` times; each run builds its
+// Timing: runs in turn (plain, then each tandem configuration), `--repeats` times; each builds its
 // model, takes one warm-up step, then times `--steps` steps (forward, backward, Adam) and
 // waits for the device before reading the clock. Medians are reported.
 // Peak memory: over one more step after each timed run (from its start to the end of the

@@ -301,7 +301,7 @@ fallback_build() {
     "$fb/obj/gtest_main.o" "${libs[@]}" || rc=1
   g++ -o "$bin_runtime" "$fb"/obj/tests_runtime_*.o "${lib_objs[@]}" "$fb/obj/gtest-all.o" \
     "$fb/obj/gtest_main.o" "${libs[@]}" || rc=1
-  g++ -o "$bin_bench" "$fb"/obj/bench_bench_device.o "${lib_objs[@]}" "${libs[@]}" || rc=1
+  g++ -o "$bin_bench" "$fb"/obj/bench_bench_device.cc.o "${lib_objs[@]}" "${libs[@]}" || rc=1
   return $rc
 }
 export -f fallback_build
