@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "tandem/common/device.h"
+#include "tandem/common/launcher.h"
 
 #ifdef TANDEM_WITH_MPI
 #include "tandem/mpi/environment.h"
@@ -26,10 +27,9 @@ Launch::Launch(train::Config& c) : mpi_(std::make_unique<Mpi>()) {
   host_ = name;
   TANDEM_CHECK(c.transport == "auto" || c.transport == "inprocess" || c.transport == "mpi",
                "--transport {} is unknown; use auto, inprocess or mpi", c.transport);
-  bool use_mpi = c.transport == "mpi";
+  const bool launched = launched_by_mpi_launcher() && launched_world_size() > 1;
+  const bool use_mpi = c.transport == "mpi" || (c.transport == "auto" && launched);
 #ifdef TANDEM_WITH_MPI
-  if (c.transport == "auto")
-    use_mpi = mpi::Environment::launched_by_mpirun() && mpi::Environment::launched_world_size() > 1;
   if (!use_mpi) {
     TANDEM_CHECK(c.replicas == 1,
                  "--replicas {} needs one process per pipeline: run under mpirun with "
@@ -66,7 +66,14 @@ Launch::Launch(train::Config& c) : mpi_(std::make_unique<Mpi>()) {
   mpi_->transport = t.get();
   transport_ = t;
 #else
-  TANDEM_CHECK(!use_mpi, "--transport mpi: this tandem was built without MPI");
+  TANDEM_CHECK(c.transport != "mpi", "--transport mpi: this tandem was built without MPI");
+  // Under a launcher each rank would otherwise train the whole model on its own.
+  TANDEM_CHECK(!use_mpi,
+               "this process is one of {} ranks started by an MPI launcher, but this tandem was "
+               "built without MPI, so every rank would train the whole model alone; build with "
+               "-DTANDEM_WITH_MPI=ON, run without the launcher, or pass --transport inprocess to "
+               "run each rank on its own on purpose",
+               launched_world_size());
 #endif
 }
 

@@ -1,27 +1,11 @@
 #include "tandem/mpi/environment.h"
 
-#include <cstdlib>
 #include <string>
 
 #include "tandem/common/check.h"
 #include "tandem/mpi/handles.h"
 
 namespace tandem::mpi {
-
-namespace {
-
-// Reads a positive integer from the environment; 0 when unset or not a number.
-int env_int(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return 0;
-  char* end = nullptr;
-  long n = std::strtol(v, &end, 10);
-  return (*end == '\0' && n > 0 && n < (1L << 30)) ? static_cast<int>(n) : 0;
-}
-
-bool env_set(const char* name) { return std::getenv(name) != nullptr; }
-
-}  // namespace
 
 Environment::Environment(int* argc, char*** argv) {
   int initialized = 0, finalized = 0;
@@ -58,20 +42,6 @@ Environment::~Environment() {
 }
 
 std::string Environment::prefix() const { return fmt::format("[r{}/{}]", rank_, size_); }
-
-bool Environment::launched_by_mpirun() {
-  return env_set("OMPI_COMM_WORLD_SIZE")      // OpenMPI's mpirun
-         || env_set("PMI_SIZE")               // MPICH (hydra), Intel MPI, srun --mpi=pmi2
-         || env_set("PMIX_RANK")              // any PMIx launcher (prterun, srun --mpi=pmix)
-         || env_set("SLURM_STEP_NUM_TASKS");  // srun (set for job steps, not batch scripts)
-}
-
-int Environment::launched_world_size() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"}) {
-    if (int n = env_int(name); n > 0) return n;
-  }
-  return 1;
-}
 
 std::string Environment::thread_level_name(int level) {
   switch (level) {

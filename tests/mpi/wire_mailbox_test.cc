@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "tandem/common/check.h"
+#include "tandem/common/launcher.h"
 #include "tandem/mpi/environment.h"
 #include "tandem/mpi/layout.h"
 #include "tandem/mpi/mailbox.h"
@@ -114,10 +115,10 @@ TEST(Layout, RefusesAWrongWorldSizeWithTheNumbers) {
 }
 
 TEST(Environment, SeesTheLauncher) {
-  EXPECT_TRUE(Environment::launched_by_mpirun());
+  EXPECT_TRUE(launched_by_mpi_launcher());
   int size = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  EXPECT_EQ(Environment::launched_world_size(), size);
+  EXPECT_EQ(launched_world_size(), size);
 }
 
 }  // namespace

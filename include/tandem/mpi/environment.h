@@ -37,14 +37,6 @@ class Environment {
   std::string prefix() const;
   MPI_Comm world() const { return MPI_COMM_WORLD; }
 
-  // True when this process was started by an MPI launcher (mpirun/mpiexec of OpenMPI, MPICH
-  // or Intel MPI, a PMIx launcher, or srun), judged from the environment variables launchers
-  // set. Does not initialize MPI.
-  static bool launched_by_mpirun();
-  // The number of ranks the launcher started, from the same variables; 1 when not launched
-  // (or when the launcher does not say). The CLI uses the MPI transport when this is > 1.
-  static int launched_world_size();
-
   // "MPI_THREAD_SERIALIZED" for MPI_THREAD_SERIALIZED, and so on.
   static std::string thread_level_name(int level);
 
