@@ -314,8 +314,10 @@ if ((configured)); then
   record "build (CMake, -j$jobs)" "$(status_of $step_rc "$step_limit")" "$step_seconds" \
     "$(grep -m 5 -E 'error:|FAILED:|undefined reference' "$out/build.log" 2>/dev/null)"
 fi
-# A CMake build that made some binaries failed in the code: g++ would fail the same way.
-if ! any_built && [ "$route" != cmake ]; then
+# Without CMake, g++ builds everything afresh (a build folder kept on a warm machine may hold
+# binaries of older code). A CMake build that made some binaries failed in the code: g++ would
+# fail the same way.
+if [ "$route" != cmake ] && { ((!configured)) || ! any_built; }; then
   build_route="g++ directly (no MPI)"
   mkdir -p "$build"
   run_step $((deadline - $(date +%s) - 110)) build-fallback.log bash -c fallback_build
@@ -452,7 +454,7 @@ if grep -q -- '--device-memory' <<<"$help"; then
   cap=(train --model unet3d --data spheres --batch 1 --microbatches 1 --steps 1
     --train-samples 1 --test-samples 0 --dropout 0 --device-memory 16GiB --progress none)
   volume_search "1 rank" "$bin_tandem" "${cap[@]}" --devices cuda:0 --schedule sequential
-  if command -v mpirun >/dev/null && grep -q -- '--transport' <<<"$help"; then
+  if command -v mpirun >/dev/null && [[ $build_route == *"MPI ON"* ]]; then
     volume_search "4 ranks" mpirun --allow-run-as-root --oversubscribe --bind-to none -n 4 \
       "$bin_tandem" "${cap[@]}" --devices cuda:0,cuda:0,cuda:0,cuda:0 --schedule 1f1b \
       --partition memory
