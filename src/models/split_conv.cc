@@ -4,31 +4,44 @@
 #include <torch/autograd.h>
 
 #include "tandem/graph/call_context.h"
+#include "tandem/models/depth_fold.h"
 
 namespace tandem::models {
 
 namespace {
 
 // The three gradients of a stride-1 convolution, as selected by `mask` (input, weight, bias).
+// A single sample that DepthFold takes goes through the backward as its two slabs.
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> conv_grads(
     const torch::Tensor& g, const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
     int64_t padding, std::array<bool, 3> mask) {
   std::vector<int64_t> bias_sizes{w.size(0)};
-  return at::convolution_backward(g, x, w,
-                                  b.defined() ? at::OptionalIntArrayRef(bias_sizes) : c10::nullopt,
-                                  {1, 1, 1}, {padding, padding, padding}, {1, 1, 1}, false,
-                                  {0, 0, 0}, 1, {mask[0], mask[1], mask[2] && b.defined()});
+  auto backward = [&](const torch::Tensor& grad, const torch::Tensor& input, at::IntArrayRef pad) {
+    return at::convolution_backward(
+        grad, input, w, b.defined() ? at::OptionalIntArrayRef(bias_sizes) : c10::nullopt, {1, 1, 1},
+        pad, {1, 1, 1}, false, {0, 0, 0}, 1, {mask[0], mask[1], mask[2] && b.defined()});
+  };
+  if (auto fold = DepthFold::of(x, w, padding)) {
+    auto [gx, gw, gb] = backward(fold->split(g), fold->slabs(x), fold->slab_padding());
+    return {mask[0] ? fold->add_slabs(gx) : gx, gw, gb};
+  }
+  return backward(g, x, {padding, padding, padding});
 }
 
 class SplitConv3d : public torch::autograd::Function<SplitConv3d> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
-                               const torch::Tensor& weight, const torch::Tensor& bias,
-                               int64_t padding) {
+                               const torch::Tensor& weight,
+                               const c10::optional<torch::Tensor>& bias_or_none, int64_t padding) {
+    // An optional, not an undefined tensor: autograd's apply takes every tensor argument as an
+    // input that has a device.
+    const torch::Tensor bias = bias_or_none.value_or(torch::Tensor());
     ctx->save_for_backward({x, weight, bias});
     ctx->saved_data["padding"] = padding;
     ctx->saved_data["deferred"] =
         static_cast<int64_t>(reinterpret_cast<intptr_t>(graph::current_call().deferred));
+    if (auto fold = DepthFold::of(x, weight, padding))
+      return fold->join(torch::conv3d(fold->slabs(x), weight, bias, 1, fold->slab_padding()));
     return torch::conv3d(x, weight, bias, 1, padding);
   }
 
@@ -62,7 +75,8 @@ class SplitConv3d : public torch::autograd::Function<SplitConv3d> {
 
 torch::Tensor split_conv3d(const torch::Tensor& x, const torch::Tensor& weight,
                            const torch::Tensor& bias, int64_t padding) {
-  return SplitConv3d::apply(x, weight, bias, padding);
+  return SplitConv3d::apply(
+      x, weight, bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt, padding);
 }
 
 }  // namespace tandem::models

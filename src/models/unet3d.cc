@@ -6,6 +6,7 @@
 #include "tandem/common/check.h"
 #include "tandem/models/conv3d_stack.h"
 #include "tandem/models/layers.h"
+#include "tandem/models/split_conv.h"
 
 namespace tandem::models {
 
@@ -62,8 +63,10 @@ graph::Layer concat_conv_layer(int level, int64_t filters, int64_t voxels) {
   l.name = fmt::format("dec{}.conv0", level);
   l.module = conv.ptr();
   l.forward = [conv](const graph::Tensors& x) mutable {
-    return graph::Tensors{torch::relu(conv->forward(torch::cat({x[0], x[1]}, 1)))};
+    return graph::Tensors{
+        torch::relu(split_conv3d(torch::cat({x[0], x[1]}, 1), conv->weight, conv->bias, 1))};
   };
+  l.splits_backward = true;
   l.inputs = {fmt::format("up{}", level), fmt::format("skip{}", level)};
   l.outputs = {fmt::format("dec{}.a", level)};
   l.forward_flops_per_sample = 2.0 * static_cast<double>(in) * static_cast<double>(filters) * 27.0 *

@@ -1,6 +1,8 @@
 // A 3D convolution (stride 1, `padding` on every side) whose backward can split like
 // split_linear: the input gradient goes back to autograd at once, the weight and bias
 // gradients are deferred to the W action when the micro-batch's queue is deferring.
+// A single sample on the CPU runs as a batch of two slabs when LibTorch would take its slow
+// path for it (DepthFold).
 // Shapes: x [B,Cin,D,H,W], weight [Cout,Cin,k,k,k], bias [Cout] (may be undefined).
 #pragma once
 
