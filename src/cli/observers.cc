@@ -1,8 +1,7 @@
 #include "observers.h"
 
-#include <nlohmann/json.hpp>
-
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "tandem/trace/chrome_trace.h"
 #include "tandem/trace/svg.h"
@@ -24,21 +23,25 @@ bool Observers::tracing(int64_t step) const {
 
 void Observers::after_step(int64_t step, const runtime::StepStats& stats, double samples_per_s) {
   const auto& p = trainer_.pipeline();
-  const bool want_trace = !options_.trace.empty() || !options_.timeline.empty() || !options_.report.empty();
+  const bool want_trace =
+      !options_.trace.empty() || !options_.timeline.empty() || !options_.report.empty();
   if (want_trace && tracing(step)) {
     const double offset = stats.started_us;
-    train::add_step_spans(trace_, p, p.last_timings(), step, offset, launch_.mpi() ? launch_.rank() : -1);
+    train::add_step_spans(trace_, p, p.last_timings(), step, offset,
+                          launch_.mpi() ? launch_.rank() : -1);
     for (size_t d = 0; d < stats.peak_bytes.size(); ++d) {
       if (!stats.peak_bytes[d]) continue;
       const int row = launch_.mpi() ? launch_.rank() : static_cast<int>(d);
-      trace_.counters.push_back({row, "memory_peak_bytes", offset, static_cast<double>(stats.peak_bytes[d])});
+      trace_.counters.push_back(
+          {row, "memory_peak_bytes", offset, static_cast<double>(stats.peak_bytes[d])});
     }
     reports_.push_back(train::analyze_step(p, p.last_timings(), trainer_.config().batch));
   }
   if (tensorboard_) {
     tensorboard_->add_scalar("train/loss", static_cast<float>(stats.loss), step);
     tensorboard_->add_scalar("train/samples_per_s", static_cast<float>(samples_per_s), step);
-    tensorboard_->add_scalar("train/learning_rate", static_cast<float>(trainer_.learning_rate(step - 1)), step);
+    tensorboard_->add_scalar("train/learning_rate",
+                             static_cast<float>(trainer_.learning_rate(step - 1)), step);
   }
 }
 
@@ -73,8 +76,9 @@ void Observers::finish(const train::Result& r) {
   if (!options_.trace.empty()) trace::write_chrome_trace(merged, options_.trace);
   if (!options_.timeline.empty()) {
     trace::SvgOptions svg;
-    svg.title = fmt::format("tandem: {} on {} stages, {} micro-batches (steps {}..{})", p.schedule().name,
-                            p.partition().num_stages, p.schedule().num_microbatches, 2, 1 + options_.trace_steps);
+    svg.title = fmt::format("tandem: {} on {} stages, {} micro-batches (steps {}..{})",
+                            p.schedule().name, p.partition().num_stages,
+                            p.schedule().num_microbatches, 2, 1 + options_.trace_steps);
     trace::write_svg(merged, options_.timeline, svg);
   }
   if (!options_.report.empty() && (!launch_.mpi() || p.owns_loss())) {
@@ -113,11 +117,17 @@ void Observers::finish(const train::Result& r) {
                          {"peak_bytes", d < r.peak_bytes.size() ? r.peak_bytes[d] : 0}});
     }
     j["devices"] = devices;
+    // Sum these, not the devices' peak_bytes: devices that share a GPU repeat its number.
+    nlohmann::json memory = nlohmann::json::array();
+    for (const train::MemoryPeak& m : train::memory_peaks(p.devices(), r.peak_bytes))
+      memory.push_back({{"memory", m.name}, {"peak_bytes", m.peak_bytes}, {"devices", m.devices}});
+    j["memory"] = memory;
     std::ofstream out(options_.report);
     TANDEM_CHECK(out, "cannot write the report to {}", options_.report);
     out << j.dump(2) << "\n";
-    std::printf("%sreport: bubble measured=%.4f predicted=%.4f flops_per_s=%.3g (%s)\n", launch_.prefix().c_str(),
-                measured / n, predicted / n, seconds > 0 ? flops / seconds : 0, options_.report.c_str());
+    std::printf("%sreport: bubble measured=%.4f predicted=%.4f flops_per_s=%.3g (%s)\n",
+                launch_.prefix().c_str(), measured / n, predicted / n,
+                seconds > 0 ? flops / seconds : 0, options_.report.c_str());
   }
 }
 

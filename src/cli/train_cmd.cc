@@ -1,5 +1,4 @@
 #include <iostream>
-#include <set>
 #include <string>
 
 #include "commands.h"
@@ -41,15 +40,10 @@ int run_train(TrainArgs& args) {
                 << trainer.pipeline().placement_log_table();
     }
     if (main_process) {
-      // Devices with one name are one physical GPU (cuda:0,cuda:0): its allocator counts
-      // them together, so it is listed once.
       std::string mem;
-      std::set<std::string> listed;
-      for (size_t d = 0; d < r.peak_bytes.size(); ++d) {
-        const std::string& name = trainer.pipeline().devices()[d].name;
-        if (r.peak_bytes[d] && listed.insert(name).second)
-          mem += fmt::format(" peak_mem_{}={}", name, r.peak_bytes[d]);
-      }
+      for (const train::MemoryPeak& m :
+           train::memory_peaks(trainer.pipeline().devices(), r.peak_bytes))
+        if (m.peak_bytes) mem += fmt::format(" peak_mem_{}={}", m.name, m.peak_bytes);
       std::cout << fmt::format(
           "{}result: steps={} loss={:.4f} {} samples_per_s={:.1f} seconds={:.2f}{}\n", prefix,
           r.steps, r.loss, test_metric_field(r.metric_name, r.test_metric), r.samples_per_s,

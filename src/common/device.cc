@@ -66,6 +66,14 @@ std::vector<DeviceSpec> parse_devices(const std::string& spec, int threads_per_d
       }
     }
   }
+  // A GPU may be named more than once (its devices share it); a CPU device is a worker of its
+  // own with its own memory count, and the name is how results and reports tell them apart.
+  for (size_t i = 0; i < out.size(); ++i)
+    for (size_t j = i + 1; j < out.size(); ++j)
+      TANDEM_CHECK(!(out[i].device.is_cpu() && out[i].name == out[j].name),
+                   "device '{}' appears twice in --devices {}; CPU devices need distinct names "
+                   "(cpu:0,cpu:1), or give a count (--devices {})",
+                   out[i].name, spec, out.size());
   int cpu_devices = 0;
   for (const auto& d : out) cpu_devices += d.device.is_cpu();
   int threads = threads_per_device > 0 ? threads_per_device

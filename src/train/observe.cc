@@ -140,4 +140,19 @@ StepReport analyze_step(const runtime::Pipeline& p,
   return r;
 }
 
+std::vector<MemoryPeak> memory_peaks(const std::vector<DeviceSpec>& devices,
+                                     const std::vector<uint64_t>& peak_bytes) {
+  // Device names are unique among CPU devices (parse_devices), so one name is one memory.
+  std::vector<MemoryPeak> out;
+  for (size_t d = 0; d < devices.size() && d < peak_bytes.size(); ++d) {
+    auto same = std::find_if(out.begin(), out.end(),
+                             [&](const MemoryPeak& m) { return m.name == devices[d].name; });
+    if (same == out.end()) same = out.insert(out.end(), MemoryPeak{devices[d].name, 0, {}});
+    // A shared GPU's allocator gives each of its devices the same number: take the largest.
+    same->peak_bytes = std::max(same->peak_bytes, peak_bytes[d]);
+    same->devices.push_back(static_cast<int>(d));
+  }
+  return out;
+}
+
 }  // namespace tandem::train

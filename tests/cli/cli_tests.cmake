@@ -17,6 +17,15 @@ tandem_cli_test(balance_mismatch 2 "balance 3,4 covers 7 layers but the model ha
 tandem_cli_test(too_many_microbatches 1 "micro-batches cannot be cut from a batch of 4" train --batch 4 --microbatches 8 --devices 2 --steps 1 --progress none)
 tandem_cli_test(train_two_steps 0 "result: steps=2 loss=[0-9.]+ test_accuracy=[0-9.]+ samples_per_s=" train --devices 2 --steps 2 --batch 32 --microbatches 4 --eval-batch 5000 --progress none)
 tandem_cli_test(out_of_memory_exit_3 3 "out of its" train --devices 2 --steps 1 --batch 64 --width 512 --device-memory 1MiB --progress none)
+tandem_cli_test(devices_cpu_name_twice 2 "device 'cpu:0' appears twice in --devices cpu:0,cpu:0" train --devices cpu:0,cpu:0 --steps 1)
+# The JSON report: its fields, one memory per CPU device, the same peaks as the result line.
+add_test(NAME cli_report_json
+  COMMAND ${CMAKE_COMMAND}
+          "-DCMD=$<TARGET_FILE:tandem_cli>;train;--devices;2;--steps;4;--batch;32;--microbatches;4;--eval-batch;5000;--progress;none;--trace-steps;2;--report;${PROJECT_BINARY_DIR}/cli_report.json"
+          -DREPORT=${PROJECT_BINARY_DIR}/cli_report.json -DDEVICES=2
+          -P ${CMAKE_CURRENT_LIST_DIR}/report_json.cmake
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_report_json PROPERTIES TIMEOUT 180)
 # Out of the budget in the optimizer phase (Adam's state on the first step): status 3 as well.
 tandem_cli_test(out_of_memory_in_optimizer_exit_3 3 "stage 2 \\(optimizer\\)" train --model mlp --width 256 --blocks 4 --balance 1,1,9,1 --device-memory 6MiB --microbatches 4 --steps 2 --progress none)
 

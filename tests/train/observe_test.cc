@@ -2,6 +2,8 @@
 // receive, events on one track never overlap, and the count of compute events is
 // stages x micro-batches x phases x steps. The trace is checked after a round trip through
 // the Chrome JSON file, as a viewer would read it.
+#include "tandem/train/observe.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -12,7 +14,6 @@
 #include "tandem/schedule/all.h"
 #include "tandem/trace/chrome_trace.h"
 #include "tandem/trace/svg.h"
-#include "tandem/train/observe.h"
 
 namespace tandem {
 namespace {
@@ -44,7 +45,8 @@ TEST(Trace, MeasuredStepsReadBackWithEveryPropertyAViewerNeeds) {
   for (std::string schedule : {"gpipe", "1f1b", "zb-h1"}) {
     const int stages = 4, mbs = 4, steps = 2;
     Traced t = run(schedule, stages, mbs, steps);
-    const auto path = std::filesystem::temp_directory_path() / ("tandem_trace_" + schedule + ".json");
+    const auto path =
+        std::filesystem::temp_directory_path() / ("tandem_trace_" + schedule + ".json");
     trace::write_chrome_trace(t.trace, path.string());
     trace::Trace back = trace::read_chrome_trace(path.string());
     std::filesystem::remove(path);
@@ -63,10 +65,12 @@ TEST(Trace, MeasuredStepsReadBackWithEveryPropertyAViewerNeeds) {
     const bool split = schedule == "zb-h1";
     for (int d = 0; d < stages; ++d) {
       EXPECT_TRUE(kinds[d].count('F')) << schedule << " device " << d << " has no forward";
-      EXPECT_TRUE(kinds[d].count(split ? 'I' : 'B')) << schedule << " device " << d << " has no backward";
+      EXPECT_TRUE(kinds[d].count(split ? 'I' : 'B'))
+          << schedule << " device " << d << " has no backward";
     }
     EXPECT_FALSE(flows.empty());
-    for (auto [id, balance] : flows) EXPECT_EQ(balance, 0) << schedule << ": flow " << id << " unmatched";
+    for (auto [id, balance] : flows)
+      EXPECT_EQ(balance, 0) << schedule << ": flow " << id << " unmatched";
     for (auto& [key, spans] : tracks) {
       std::sort(spans.begin(), spans.end());
       for (size_t i = 1; i < spans.size(); ++i) {
@@ -93,11 +97,30 @@ TEST(Trace, ReportComparesMeasuredAndPredictedBubble) {
 
 TEST(Trace, SimulatedTimelineUsesTheSameFormat) {
   schedule::Schedule s = schedule::gpipe(4, 8);
-  schedule::Timeline tl = schedule::simulate(s, schedule::StageGraph::chain(4), schedule::Costs::uniform(4));
+  schedule::Timeline tl =
+      schedule::simulate(s, schedule::StageGraph::chain(4), schedule::Costs::uniform(4));
   trace::Trace tr = train::simulated_trace(s, tl);
   EXPECT_EQ(tr.spans.size(), 4u * 8 * 2);
   const std::string svg = trace::render_svg(tr, {});
   EXPECT_NE(svg.find("<svg"), std::string::npos);
+}
+
+// Devices that share a GPU count one memory: listed once, with its devices; CPU devices each
+// count their own.
+TEST(MemoryPeaks, ASharedGpuOnceAndEachCpuDevice) {
+  const c10::Device gpu(c10::kCUDA, 0), cpu(c10::kCPU);
+  const std::vector<DeviceSpec> devices = {
+      {"cuda:0", gpu, 1}, {"cpu:0", cpu, 1}, {"cuda:0", gpu, 1}, {"cpu:1", cpu, 1}};
+  const auto peaks = train::memory_peaks(devices, {700, 5, 700, 0});
+  ASSERT_EQ(peaks.size(), 3u);
+  EXPECT_EQ(peaks[0].name, "cuda:0");
+  EXPECT_EQ(peaks[0].peak_bytes, 700u);
+  EXPECT_EQ(peaks[0].devices, (std::vector<int>{0, 2}));
+  EXPECT_EQ(peaks[1].name, "cpu:0");
+  EXPECT_EQ(peaks[1].peak_bytes, 5u);
+  EXPECT_EQ(peaks[1].devices, (std::vector<int>{1}));
+  EXPECT_EQ(peaks[2].name, "cpu:1");
+  EXPECT_EQ(peaks[2].peak_bytes, 0u);
 }
 
 }  // namespace

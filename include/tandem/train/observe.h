@@ -3,6 +3,7 @@
 // with the simulator's prediction fed with the measured per-action times.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -35,5 +36,15 @@ struct StepReport {
 // Measured against predicted for one step's timings (all devices of the pipeline).
 StepReport analyze_step(const runtime::Pipeline& pipeline,
                         const std::vector<runtime::ActionTiming>& timings, int64_t batch);
+
+// The peak of each memory that tandem counts, in device order: a GPU that several devices share
+// (cuda:0,cuda:0) once, with the devices that share it; each CPU device on its own.
+struct MemoryPeak {
+  std::string name;  // the device's name: "cuda:0", "cpu:1"
+  uint64_t peak_bytes = 0;
+  std::vector<int> devices;  // indices into the pipeline's devices
+};
+std::vector<MemoryPeak> memory_peaks(const std::vector<DeviceSpec>& devices,
+                                     const std::vector<uint64_t>& peak_bytes);
 
 }  // namespace tandem::train

@@ -1,0 +1,43 @@
+# cmake -DCMD="prog;args" -DREPORT=path -DDEVICES=N -P report_json.cmake
+# Runs CMD (a `tandem train` with --report REPORT on N CPU devices) and reads the JSON report
+# back: one entry per device with its fractions and peak; one entry per memory, which for CPU
+# devices is one per device with the same peak; the result line's peak_mem_ fields are the
+# memory entries' numbers.
+file(REMOVE "${REPORT}")
+string(REPLACE ";" " " shown "${CMD}")
+execute_process(COMMAND ${CMD} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                TIMEOUT 150)
+if(NOT rc STREQUAL "0")
+  message(FATAL_ERROR "'${shown}' exited with ${rc}\nstdout:\n${out}\nstderr:\n${err}")
+endif()
+file(READ "${REPORT}" json)
+foreach(key bubble_measured bubble_predicted flops_per_s traced_steps)
+  string(JSON value ERROR_VARIABLE missing GET "${json}" ${key})
+  if(missing)
+    message(FATAL_ERROR "the report has no ${key}:\n${json}")
+  endif()
+endforeach()
+string(JSON n_devices LENGTH "${json}" devices)
+string(JSON n_memory LENGTH "${json}" memory)
+if(NOT n_devices EQUAL DEVICES OR NOT n_memory EQUAL DEVICES)
+  message(FATAL_ERROR "want ${DEVICES} devices and ${DEVICES} memories, got ${n_devices} and "
+                      "${n_memory}:\n${json}")
+endif()
+math(EXPR last "${DEVICES} - 1")
+foreach(d RANGE ${last})
+  string(JSON name GET "${json}" devices ${d} device)
+  string(JSON device_peak GET "${json}" devices ${d} peak_bytes)
+  string(JSON memory_name GET "${json}" memory ${d} memory)
+  string(JSON memory_peak GET "${json}" memory ${d} peak_bytes)
+  string(JSON shared LENGTH "${json}" memory ${d} devices)
+  string(JSON owner GET "${json}" memory ${d} devices 0)
+  if(NOT name STREQUAL memory_name OR NOT device_peak EQUAL memory_peak OR NOT shared EQUAL 1
+     OR NOT owner EQUAL d OR NOT memory_peak GREATER 0)
+    message(FATAL_ERROR "device ${d} (${name}, peak ${device_peak}) against memory ${d} "
+                        "(${memory_name}, peak ${memory_peak}, ${shared} devices):\n${json}")
+  endif()
+  if(NOT out MATCHES "result:[^\n]* peak_mem_${name}=${memory_peak}( |\n|$)")
+    message(FATAL_ERROR "the result line has no peak_mem_${name}=${memory_peak}:\n${out}")
+  endif()
+endforeach()
+message(STATUS "report: ${DEVICES} devices, ${DEVICES} memories, peaks match the result line")
