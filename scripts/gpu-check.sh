@@ -370,13 +370,21 @@ train_step() {
     "${line:-$(grep -m 2 -i 'error\|tandem:' "$out/train-$slug.log" 2>/dev/null)}"
 }
 mlp=(--model mlp --data mnist "${mnist[@]}" --batch 256 --steps 50 --progress none)
+help=""
+[ -x "$bin_tandem" ] && help=$("$bin_tandem" train --help 2>&1)
+report=()
+grep -q -- '--report' <<<"$help" && report=(--report "$out/report-mlp-2stages.json")
 train_step mlp-2stages "mlp 2 stages on cuda:0,cuda:0 (1f1b, 8 micro-batches)" 90 \
-  "${mlp[@]}" --devices cuda:0,cuda:0 --schedule 1f1b --microbatches 8
+  "${mlp[@]}" --devices cuda:0,cuda:0 --schedule 1f1b --microbatches 8 "${report[@]}"
+# The report's memory list: the shared GPU once, with both devices.
+if [ -f "$out/report-mlp-2stages.json" ]; then
+  results_extra+=("report of mlp 2 stages on cuda:0,cuda:0, its memory list: $(python3 -c '
+import json, sys
+print(json.dumps(json.load(open(sys.argv[1])).get("memory", "no memory list")))' "$out/report-mlp-2stages.json" 2>&1)")
+fi
 train_step mlp-1device "mlp 1 device cuda:0 (sequential)" 90 \
   "${mlp[@]}" --devices cuda:0 --schedule sequential --microbatches 1
 
-help=""
-[ -x "$bin_tandem" ] && help=$("$bin_tandem" train --help 2>&1)
 if grep -q 'unet3d' <<<"$help"; then
   # Only the options this build's CLI documents: 64^3 synthetic volumes, the model's default
   # filters and levels, a small held-out set so that the final evaluation stays short.
