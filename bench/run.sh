@@ -127,6 +127,16 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo
   OMP_WAIT_POLICY=passive $unet_cmd
   echo
+  echo "## Single-sample 3D convolutions: LibTorch's path against depth slabs (bench_fold)"
+  echo
+  echo "One Conv3d of the models above on a single sample, forward and backward, as LibTorch runs it"
+  echo "(torch::conv3d) and as tandem's layers do (two depth slabs, include/tandem/models/depth_fold.h)."
+  echo
+  fold_cmd="$build/bench/bench_fold --threads 1,2 --repeats 5 --iters 5"
+  echo "Command: \`OMP_WAIT_POLICY=passive $fold_cmd\`"
+  echo
+  OMP_WAIT_POLICY=passive $fold_cmd
+  echo
   echo "## Bubble with one device per core (mlp, 2 devices, 8 micro-batches, batch 256)"
   echo
   echo "The schedules of the table at the end on 2 devices, so that no two device threads share a core"
@@ -219,10 +229,12 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo "  that takes an im2col path several times slower per sample. tandem's Conv3d layers run such a"
   echo "  sample as two depth slabs, a batch of two (include/tandem/models/depth_fold.h), so their rows"
   echo "  keep pace with fewer micro-batches; Pipe's single samples still take the slow path (its"
-  echo "  8-micro-batch row). The last \`make bench\` without the slabs (2026-11-30) measured 3.01 samples/s"
-  echo "  (0.106 of the plain loop) for tandem's conv3d-stack row and 0.249 and 0.278 for the unet3d"
-  echo "  rows at 8 micro-batches, with unet3d peaks of 37.7 and 60.8 MiB at 2 stages (the im2col"
-  echo "  workspace)."
+  echo "  8-micro-batch row). Per convolution (bench_fold table): 1.7-9.2x faster as slabs with one"
+  echo "  thread; with two, where single runs vary most, up to 6.2x, about even for two of the smaller"
+  echo "  volumes, and 0.55x for the first layer (one input channel: little to unfold). The last"
+  echo "  \`make bench\` without the slabs (2026-11-30) measured 3.01 samples/s (0.106 of the plain"
+  echo "  loop) for tandem's conv3d-stack row and 0.249 and 0.278 for the unet3d rows at 8"
+  echo "  micro-batches, with unet3d peaks of 37.7 and 60.8 MiB at 2 stages (the im2col workspace)."
   echo "- unet3d (bench_device): each tandem device holds less at its peak than the plain loop, which"
   echo "  keeps the whole batch's activations at once."
   echo "- More micro-batches of a fixed batch make each GEMM smaller: on 2 cores throughput"

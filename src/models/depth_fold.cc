@@ -20,6 +20,9 @@ std::optional<DepthFold> DepthFold::of(const torch::Tensor& x, const torch::Tens
   if (!at::hasMKLDNN() || !at::globalContext().userEnabledMkldnn()) return std::nullopt;
   if (x.size(1) * x.size(2) * x.size(3) > kOneDnnSingleSampleVoxels) return std::nullopt;
   const int64_t kernel = weight.size(2);
+  // A 1x1x1 kernel has no im2col to avoid: LibTorch's path is one matrix product, which the
+  // slabs' copies would only slow down.
+  if (kernel == 1 && weight.size(3) == 1 && weight.size(4) == 1) return std::nullopt;
   if (x.size(2) + 2 * padding - kernel + 1 < 2) return std::nullopt;
   return DepthFold(x.size(2), padding, kernel);
 }

@@ -35,6 +35,8 @@ TEST(DepthFold, TakesSmallSingleSamplesOnTheCpuOnly) {
   EXPECT_TRUE(DepthFold::of(torch::randn({1, 4, 80, 64, 2}), w, 1)) << "at the threshold";
   EXPECT_FALSE(DepthFold::of(torch::randn({1, 4, 3, 8, 8}), w, 0)) << "one output row";
   EXPECT_TRUE(DepthFold::of(torch::randn({1, 4, 2, 8, 8}), w, 1)) << "two output rows";
+  EXPECT_FALSE(DepthFold::of(torch::randn({1, 4, 8, 8, 8}), torch::randn({1, 4, 1, 1, 1}), 0))
+      << "a 1x1x1 kernel";
 }
 
 struct Case {

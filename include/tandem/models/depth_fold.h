@@ -26,7 +26,7 @@ class DepthFold {
  public:
   // The fold of a convolution of `x` by `weight`, or nothing when LibTorch runs it well as it
   // is: a batch other than 1, a device other than the CPU, another dtype, an input above the
-  // oneDNN threshold, a build without oneDNN, or fewer than 2 output rows.
+  // oneDNN threshold, a build without oneDNN, a 1x1x1 kernel, or fewer than 2 output rows.
   static std::optional<DepthFold> of(const torch::Tensor& x, const torch::Tensor& weight,
                                      int64_t padding);
 
