@@ -29,11 +29,16 @@ void Observers::after_step(int64_t step, const runtime::StepStats& stats, double
     const double offset = stats.started_us;
     train::add_step_spans(trace_, p, p.last_timings(), step, offset,
                           launch_.mpi() ? launch_.rank() : -1);
-    for (size_t d = 0; d < stats.peak_bytes.size(); ++d) {
-      if (!stats.peak_bytes[d]) continue;
-      const int row = launch_.mpi() ? launch_.rank() : static_cast<int>(d);
-      trace_.counters.push_back(
-          {row, "memory_peak_bytes", offset, static_cast<double>(stats.peak_bytes[d])});
+    // One counter per memory: a GPU that devices share is drawn once, on its first device's
+    // row, and its name says which devices share it.
+    for (const train::MemoryPeak& m : train::memory_peaks(p.devices(), stats.peak_bytes)) {
+      if (!m.peak_bytes) continue;
+      const int row = launch_.mpi() ? launch_.rank() : m.devices.front();
+      const std::string name =
+          m.devices.size() == 1
+              ? std::string("memory_peak_bytes")
+              : fmt::format("memory_peak_bytes {} (devices {})", m.name, fmt::join(m.devices, ","));
+      trace_.counters.push_back({row, name, offset, static_cast<double>(m.peak_bytes)});
     }
     reports_.push_back(train::analyze_step(p, p.last_timings(), trainer_.config().batch));
   }
