@@ -106,8 +106,24 @@ struct StageParts {
   }
 };
 
+// Gradient messages that come back for `tensor`, which layers [begin, end) produce: one from
+// every later stage that reads it. With `partition` those are counted; without one (while
+// partitions are searched) every later layer that reads it is taken to be on a stage of its
+// own, which can only count more. A tensor no later layer reads is the model's output: its
+// gradient comes from the loss on this stage.
+int gradient_messages(const graph::Model& model, const std::string& tensor, int end,
+                      const graph::Partition* partition) {
+  std::set<int> senders;
+  for (size_t i = end; i < model.layers.size(); ++i) {
+    const auto& in = model.layers[i].inputs;
+    if (std::find(in.begin(), in.end(), tensor) == in.end()) continue;
+    senders.insert(partition ? partition->stage_of_layer[i] : static_cast<int>(i));
+  }
+  return std::max<int>(1, static_cast<int>(senders.size()));
+}
+
 StageParts stage_parts(const graph::Model& model, const LayerBytes& bytes, int begin, int end,
-                       bool recompute) {
+                       bool recompute, const graph::Partition* partition) {
   StageParts out;
   double activations = 0;
   for (int i = begin; i < end; ++i) {
@@ -129,7 +145,12 @@ StageParts stage_parts(const graph::Model& model, const LayerBytes& bytes, int b
   if (produced_inside.count(model.output)) used_after.insert(model.output);
   double received = 0, sent = 0;
   for (const auto& name : inputs) received += static_cast<double>(bytes.tensors.at(name));
-  for (const auto& name : used_after) sent += static_cast<double>(bytes.tensors.at(name));
+  for (const auto& name : used_after) {
+    // During the backward the stage holds every gradient message for the tensor and, from two
+    // messages on, their sum (Executor::backward).
+    const int k = gradient_messages(model, name, end, partition);
+    sent += static_cast<double>(bytes.tensors.at(name)) * (k + (k >= 2 ? 1 : 0));
+  }
   out.workspace += sent;  // the gradients of what it sent, during its backward
   if (!recompute) {
     out.per_microbatch = activations + received;
@@ -145,7 +166,20 @@ StageParts stage_parts(const graph::Model& model, const LayerBytes& bytes, int b
 
 double stage_bytes(const graph::Model& model, const LayerBytes& bytes, int begin, int end,
                    int in_flight, bool recompute) {
-  return stage_parts(model, bytes, begin, end, recompute).peak(in_flight);
+  return stage_parts(model, bytes, begin, end, recompute, nullptr).peak(in_flight);
+}
+
+std::vector<double> stage_peaks(const graph::Model& model, const LayerBytes& bytes,
+                                const graph::Partition& partition,
+                                const std::vector<int>& in_flight, bool recompute) {
+  TANDEM_CHECK(static_cast<int>(in_flight.size()) == partition.num_stages,
+               "{} micro-batch counts for {} stages", in_flight.size(), partition.num_stages);
+  std::vector<double> out;
+  for (int s = 0; s < partition.num_stages; ++s) {
+    auto [begin, end] = partition.layers_of(s);
+    out.push_back(stage_parts(model, bytes, begin, end, recompute, &partition).peak(in_flight[s]));
+  }
+  return out;
 }
 
 std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes,
@@ -156,7 +190,7 @@ std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes
                                 "workspace", "state", "predicted peak");
   for (int s = 0; s < partition.num_stages; ++s) {
     auto [begin, end] = partition.layers_of(s);
-    const StageParts p = stage_parts(model, bytes, begin, end, recompute);
+    const StageParts p = stage_parts(model, bytes, begin, end, recompute, &partition);
     auto mib = [](double b) { return memory::format_bytes(static_cast<uint64_t>(b)); };
     out += fmt::format("{:<6} {:<28} {:>9} {:>14} {:>12} {:>12} {:>14}\n", s,
                        partition.layer_range(model, s), in_flight[s], mib(p.per_microbatch),

@@ -10,12 +10,12 @@
 // A stage's peak adds its largest such workspace to what it stores.
 #pragma once
 
+#include <torch/torch.h>
+
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "tandem/graph/model.h"
 #include "tandem/graph/partition.h"
@@ -43,6 +43,8 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
                                int optimizer_slots);
 
 // Predicted peak bytes of layers [begin, end) as one stage holding `in_flight` micro-batches.
+// Without the rest of the partition, each later layer that reads one of its outputs counts as
+// a stage that sends a gradient back: a bound from above for partition search.
 double stage_bytes(const graph::Model& model, const LayerBytes& bytes, int begin, int end,
                    int in_flight, bool recompute);
 
@@ -51,6 +53,12 @@ double stage_bytes(const graph::Model& model, const LayerBytes& bytes, int begin
 // (schedule::peak_in_flight of the schedule that will run).
 graph::Partition partition_by_memory(const graph::Model& model, const LayerBytes& bytes,
                                      const std::vector<int>& in_flight, bool recompute);
+
+// The predicted peak bytes of every stage of `partition`: during its backward a stage holds
+// one gradient message per stage that read a tensor it sent, and their sum.
+std::vector<double> stage_peaks(const graph::Model& model, const LayerBytes& bytes,
+                                const graph::Partition& partition,
+                                const std::vector<int>& in_flight, bool recompute);
 
 // A table of the prediction per stage: layers, micro-batches in flight, bytes kept per
 // micro-batch, the largest workspace, the parameter state and the predicted peak.
