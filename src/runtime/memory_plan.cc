@@ -122,15 +122,31 @@ int gradient_messages(const graph::Model& model, const std::string& tensor, int 
   return std::max<int>(1, static_cast<int>(senders.size()));
 }
 
+// Whether `tensor` exists once layer `last` has run (last = begin - 1: before the stage runs,
+// a tensor it receives): no later layer makes it.
+bool exists_after(const graph::Model& model, const std::string& tensor, int last) {
+  for (size_t i = last + 1; i < model.layers.size(); ++i) {
+    const auto& out = model.layers[i].outputs;
+    if (std::find(out.begin(), out.end(), tensor) != out.end()) return false;
+  }
+  return true;
+}
+
+// Whether a layer of [begin, end) after the one that makes `tensor` reads it.
+bool read_inside(const graph::Model& model, const std::string& tensor, int begin, int end) {
+  bool made = false;
+  for (int i = begin; i < end; ++i) {
+    const auto& in = model.layers[i].inputs;
+    if (made && std::find(in.begin(), in.end(), tensor) != in.end()) return true;
+    const auto& out = model.layers[i].outputs;
+    made = made || std::find(out.begin(), out.end(), tensor) != out.end();
+  }
+  return false;
+}
+
 StageParts stage_parts(const graph::Model& model, const LayerBytes& bytes, int begin, int end,
                        bool recompute, const graph::Partition* partition) {
   StageParts out;
-  double activations = 0;
-  for (int i = begin; i < end; ++i) {
-    activations += static_cast<double>(bytes.activations[i]);
-    out.state += static_cast<double>(bytes.state[i]);
-    out.workspace = std::max(out.workspace, static_cast<double>(bytes.transient[i]));
-  }
   // What the stage receives (its own copy per micro-batch in flight) and what it sends on,
   // whose gradients come back during its backward.
   std::set<std::string> produced_inside, inputs, used_after;
@@ -147,11 +163,39 @@ StageParts stage_parts(const graph::Model& model, const LayerBytes& bytes, int b
   for (const auto& name : inputs) received += static_cast<double>(bytes.tensors.at(name));
   for (const auto& name : used_after) {
     // During the backward the stage holds every gradient message for the tensor and, from two
-    // messages on, their sum (Executor::backward).
+    // messages on, their sum (Executor::backward); a layer of the stage that reads it too
+    // adds its part to that sum, one more.
     const int k = gradient_messages(model, name, end, partition);
-    sent += static_cast<double>(bytes.tensors.at(name)) * (k + (k >= 2 ? 1 : 0));
+    const bool inside = read_inside(model, name, begin, end);
+    sent += static_cast<double>(bytes.tensors.at(name)) * (k + (k >= 2 || inside ? 1 : 0));
   }
-  out.workspace += sent;  // the gradients of what it sent, during its backward
+
+  // The micro-batch that runs holds, at layer i: what layers begin..i left alive (a backward
+  // frees the later layers' tensors first: autograd runs nodes in reverse creation order); the
+  // tensors it sent, which later layers made (kept until its backward ends); the gradients of
+  // tensors made before layer i that a later layer of the stage reads (a skip's gradient
+  // waits for its producer); and layer i's passing workspace. The gradient of layer i's own
+  // output is consumed as its backward starts. The largest such sum, less all of the
+  // micro-batch's activations, plus the gradients of what it sent, is the stage's workspace.
+  double activations = 0, largest_at_a_layer = 0;
+  for (int i = begin; i < end; ++i) {
+    activations += static_cast<double>(bytes.activations[i]);
+    out.state += static_cast<double>(bytes.state[i]);
+    double held = 0;
+    std::set<std::string> counted;
+    for (int later = i + 1; later < end; ++later) {
+      for (const auto& name : model.layers[later].inputs) {
+        if (counted.count(name) || !exists_after(model, name, i - 1)) continue;
+        counted.insert(name);
+        held += static_cast<double>(bytes.tensors.at(name));
+      }
+    }
+    for (const auto& name : used_after)
+      if (!exists_after(model, name, i)) held += static_cast<double>(bytes.tensors.at(name));
+    largest_at_a_layer =
+        std::max(largest_at_a_layer, activations + held + static_cast<double>(bytes.transient[i]));
+  }
+  out.workspace = largest_at_a_layer - activations + sent;
   if (!recompute) {
     out.per_microbatch = activations + received;
     return out;

@@ -7,7 +7,13 @@
 // layer are measured, not guessed: one micro-batch runs forward through the model on the
 // calling thread while the CPU allocator hook counts what each layer leaves alive, and each
 // layer's forward and backward run once more on their own to count their passing workspace.
-// A stage's peak adds its largest such workspace to what it stores.
+// A stage's peak adds to what it stores the most the running micro-batch holds above its
+// activations at any one layer: going back through the layers, the later layers' tensors are
+// freed, the tensors the stage sent stay until its backward ends, skip gradients wait for
+// their producer, and the gradient messages for what it sent (one per reading stage, and
+// their sum) are held throughout. Forward messages waiting for a busy consumer are not
+// counted: under 1F1B with several micro-batches a stage can run some percent above it
+// (bench/MEMORY.md).
 #pragma once
 
 #include <torch/torch.h>
