@@ -49,16 +49,16 @@ out=bench/MEMORY.md
   recomputing stages stopped keeping their sent outputs) but the workspace of the layer
   being recomputed stays, so the largest volume moves by one step at most.
 - `--partition memory` predicts each stage's peak from one measured micro-batch and picks
-  the split with the smallest largest prediction. A stage's prediction counts, during its
-  backward, one gradient message from every stage that read a tensor it sent, and their sum
-  (a U-Net skip read by two later stages comes back twice). Measured against predicted (the
-  table above): 0.73-1.11. With one micro-batch no stage exceeds its prediction; under 1F1B
-  with four, some stages run up to 11% above it: forward messages that wait for a busy
-  consumer are not counted. Elsewhere it errs high (down to 0.73): it adds all of a stage's
-  activations to its largest layer workspace, although a backward frees the later layers'
-  tensors before it reaches the earlier layers. On unet3d with 4 devices and one micro-batch
-  that makes it isolate dec0.conv0 (208 MiB predicted and measured at 64³) and fit 56³, where
-  the parameter split, whose last stage holds dec1.conv0..final, fits 64³ (186 MiB).
+  the split with the smallest largest prediction. The running micro-batch is followed layer
+  by layer through its backward: the later layers' tensors are freed, the tensors the stage
+  sent stay until its backward ends, a skip's gradient waits for its producer, and the
+  gradient messages for what it sent (one per stage that read it, and their sum) are held
+  throughout. Measured against predicted (the table above): 0.72-1.13. With one micro-batch
+  no stage exceeds its prediction; under 1F1B with four, some stages run up to 13% above it:
+  forward messages that wait for a busy consumer are not counted. Before the layer-by-layer
+  count (all of a stage's activations plus its largest layer workspace, one gradient per sent
+  tensor) the memory split of unet3d fit 56³ on 4 devices with one micro-batch and on 2 with
+  four; it now fits 64³ in both, as the parameter split does.
 NOTES
 } > "$out.new"
 mv "$out.new" "$out"
