@@ -37,9 +37,11 @@ out=bench/MEMORY.md
 - Splitting raises the largest volume only a little on these models: conv3d-stack from 64³
   on 1 device to 72³ on 4 (one micro-batch), unet3d from 56³ to 64³ on 2 devices. Each
   device's peak is dominated by its full-resolution layers: the activations of one such
-  layer and, above all, the workspace its convolution holds for a moment (LibTorch's CPU
-  kernels unfold the input, up to 27 times its size). No split divides one layer, so the
-  device that holds a full-resolution layer needs that workspace whatever the partition.
+  layer and, above all, the workspace its convolution holds for a moment (for a 3x3x3
+  convolution of 8 filters at full resolution, about five times the layer's output: the
+  oneDNN kernels' scratch space and the gradients its backward makes). No split divides one
+  layer, so the device that holds a full-resolution layer needs that workspace whatever the
+  partition.
 - Under 1F1B, stage s keeps p - s micro-batches in flight: the first device stores as many
   micro-batches of its quarter as one device stores of the whole model one micro-batch at a
   time, so with four micro-batches 4 devices fit no larger a volume than 1 (the known cost
