@@ -1,6 +1,7 @@
 #include "tandem/runtime/memory_plan.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "tandem/common/check.h"
@@ -106,70 +107,50 @@ struct StageParts {
   }
 };
 
-// Gradient messages that come back for `tensor`, which layers [begin, end) produce: one from
-// every later stage that reads it. With `partition` those are counted; without one (while
-// partitions are searched) every later layer that reads it is taken to be on a stage of its
-// own, which can only count more. A tensor no later layer reads is the model's output: its
-// gradient comes from the loss on this stage.
-int gradient_messages(const graph::Model& model, const std::string& tensor, int end,
-                      const graph::Partition* partition) {
-  std::set<int> senders;
-  for (size_t i = end; i < model.layers.size(); ++i) {
-    const auto& in = model.layers[i].inputs;
-    if (std::find(in.begin(), in.end(), tensor) == in.end()) continue;
-    senders.insert(partition ? partition->stage_of_layer[i] : static_cast<int>(i));
+// Who makes and who reads every named tensor, by index: what a stage's prediction needs,
+// built once per model so that a partition search costs O(layers) per candidate stage.
+struct TensorUses {
+  std::vector<int> producer;              // per tensor: the layer that makes it; -1: graph input
+  std::vector<std::vector<int>> readers;  // per tensor: the layers that read it, ascending
+  std::vector<double> bytes;              // per tensor: bytes for one micro-batch
+  std::vector<std::vector<int>> touched;  // per layer: the tensors it reads or makes
+  int output = -1;                        // the model's output
+};
+
+TensorUses index_tensors(const graph::Model& model, const LayerBytes& bytes) {
+  TensorUses u;
+  std::map<std::string, int> ids;
+  auto id = [&](const std::string& name) {
+    auto [it, added] = ids.emplace(name, static_cast<int>(u.producer.size()));
+    if (added) {
+      u.producer.push_back(-1);
+      u.readers.emplace_back();
+      u.bytes.push_back(static_cast<double>(bytes.tensors.at(name)));
+    }
+    return it->second;
+  };
+  id(model.input);
+  u.touched.resize(model.layers.size());
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    const int layer = static_cast<int>(i);
+    for (const auto& name : model.layers[i].inputs) {
+      const int t = id(name);
+      if (u.readers[t].empty() || u.readers[t].back() != layer) u.readers[t].push_back(layer);
+      u.touched[i].push_back(t);
+    }
+    for (const auto& name : model.layers[i].outputs) {
+      const int t = id(name);
+      u.producer[t] = layer;
+      u.touched[i].push_back(t);
+    }
   }
-  return std::max<int>(1, static_cast<int>(senders.size()));
+  u.output = id(model.output);
+  return u;
 }
 
-// Whether `tensor` exists once layer `last` has run (last = begin - 1: before the stage runs,
-// a tensor it receives): no later layer makes it.
-bool exists_after(const graph::Model& model, const std::string& tensor, int last) {
-  for (size_t i = last + 1; i < model.layers.size(); ++i) {
-    const auto& out = model.layers[i].outputs;
-    if (std::find(out.begin(), out.end(), tensor) != out.end()) return false;
-  }
-  return true;
-}
-
-// Whether a layer of [begin, end) after the one that makes `tensor` reads it.
-bool read_inside(const graph::Model& model, const std::string& tensor, int begin, int end) {
-  bool made = false;
-  for (int i = begin; i < end; ++i) {
-    const auto& in = model.layers[i].inputs;
-    if (made && std::find(in.begin(), in.end(), tensor) != in.end()) return true;
-    const auto& out = model.layers[i].outputs;
-    made = made || std::find(out.begin(), out.end(), tensor) != out.end();
-  }
-  return false;
-}
-
-StageParts stage_parts(const graph::Model& model, const LayerBytes& bytes, int begin, int end,
+StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, int end,
                        bool recompute, const graph::Partition* partition) {
   StageParts out;
-  // What the stage receives (its own copy per micro-batch in flight) and what it sends on,
-  // whose gradients come back during its backward.
-  std::set<std::string> produced_inside, inputs, used_after;
-  for (int i = begin; i < end; ++i) {
-    for (const auto& name : model.layers[i].inputs)
-      if (!produced_inside.count(name)) inputs.insert(name);
-    for (const auto& name : model.layers[i].outputs) produced_inside.insert(name);
-  }
-  for (size_t i = end; i < model.layers.size(); ++i)
-    for (const auto& name : model.layers[i].inputs)
-      if (produced_inside.count(name)) used_after.insert(name);
-  if (produced_inside.count(model.output)) used_after.insert(model.output);
-  double received = 0, sent = 0;
-  for (const auto& name : inputs) received += static_cast<double>(bytes.tensors.at(name));
-  for (const auto& name : used_after) {
-    // During the backward the stage holds every gradient message for the tensor and, from two
-    // messages on, their sum (Executor::backward); a layer of the stage that reads it too
-    // adds its part to that sum, one more.
-    const int k = gradient_messages(model, name, end, partition);
-    const bool inside = read_inside(model, name, begin, end);
-    sent += static_cast<double>(bytes.tensors.at(name)) * (k + (k >= 2 || inside ? 1 : 0));
-  }
-
   // The micro-batch that runs holds, at layer i: what layers begin..i left alive (a backward
   // frees the later layers' tensors first: autograd runs nodes in reverse creation order); the
   // tensors it sent, which later layers made (kept until its backward ends); the gradients of
@@ -177,21 +158,53 @@ StageParts stage_parts(const graph::Model& model, const LayerBytes& bytes, int b
   // waits for its producer); and layer i's passing workspace. The gradient of layer i's own
   // output is consumed as its backward starts. The largest such sum, less all of the
   // micro-batch's activations, plus the gradients of what it sent, is the stage's workspace.
-  double activations = 0, largest_at_a_layer = 0;
+  // held[i - begin] changes by delta[i - begin] from layer i on.
+  std::vector<double> delta(end - begin + 1, 0);
+  auto hold = [&](int from, int to, double b) {  // held at layers [from, to]
+    from = std::max(from, begin);
+    to = std::min(to, end - 1);
+    if (from > to) return;
+    delta[from - begin] += b;
+    delta[to + 1 - begin] -= b;
+  };
+  double received = 0, sent = 0;
+  std::vector<char> seen(u.producer.size(), 0);
+  for (int i = begin; i < end; ++i) {
+    for (const int t : u.touched[i]) {
+      if (seen[t]) continue;
+      seen[t] = 1;
+      const int made = u.producer[t];
+      const auto& readers = u.readers[t];
+      const auto after = std::lower_bound(readers.begin(), readers.end(), end);
+      // Its gradient waits from after the layer that makes it (or from the stage's start, for
+      // what the stage receives) until the stage's last layer that reads it runs backward.
+      if (after != readers.begin() && *std::prev(after) > made)
+        hold(made + 1, *std::prev(after) - 1, u.bytes[t]);
+      if (made < begin) {
+        received += u.bytes[t];  // its own copy per micro-batch in flight
+        continue;
+      }
+      if (after == readers.end() && t != u.output) continue;
+      // Sent on. During its backward the stage holds every gradient message for it, one per
+      // later stage that reads it (without the partition, while partitions are searched, one
+      // per later layer: a bound from above), and from two messages on their sum
+      // (Executor::backward); a layer of the stage that reads it too adds its part to that
+      // sum, one more. A tensor no later layer reads is the output: its gradient comes from
+      // the loss on this stage.
+      std::set<int> senders;
+      for (auto r = after; r != readers.end(); ++r)
+        senders.insert(partition ? partition->stage_of_layer[*r] : *r);
+      const int k = std::max<int>(1, static_cast<int>(senders.size()));
+      const bool inside = std::upper_bound(readers.begin(), after, made) != after;
+      sent += u.bytes[t] * (k + (k >= 2 || inside ? 1 : 0));
+      hold(begin, made - 1, u.bytes[t]);  // kept until the backward ends
+    }
+  }
+  double activations = 0, largest_at_a_layer = 0, held = 0;
   for (int i = begin; i < end; ++i) {
     activations += static_cast<double>(bytes.activations[i]);
     out.state += static_cast<double>(bytes.state[i]);
-    double held = 0;
-    std::set<std::string> counted;
-    for (int later = i + 1; later < end; ++later) {
-      for (const auto& name : model.layers[later].inputs) {
-        if (counted.count(name) || !exists_after(model, name, i - 1)) continue;
-        counted.insert(name);
-        held += static_cast<double>(bytes.tensors.at(name));
-      }
-    }
-    for (const auto& name : used_after)
-      if (!exists_after(model, name, i)) held += static_cast<double>(bytes.tensors.at(name));
+    held += delta[i - begin];
     largest_at_a_layer =
         std::max(largest_at_a_layer, activations + held + static_cast<double>(bytes.transient[i]));
   }
@@ -210,7 +223,8 @@ StageParts stage_parts(const graph::Model& model, const LayerBytes& bytes, int b
 
 double stage_bytes(const graph::Model& model, const LayerBytes& bytes, int begin, int end,
                    int in_flight, bool recompute) {
-  return stage_parts(model, bytes, begin, end, recompute, nullptr).peak(in_flight);
+  return stage_parts(index_tensors(model, bytes), bytes, begin, end, recompute, nullptr)
+      .peak(in_flight);
 }
 
 std::vector<double> stage_peaks(const graph::Model& model, const LayerBytes& bytes,
@@ -218,10 +232,11 @@ std::vector<double> stage_peaks(const graph::Model& model, const LayerBytes& byt
                                 const std::vector<int>& in_flight, bool recompute) {
   TANDEM_CHECK(static_cast<int>(in_flight.size()) == partition.num_stages,
                "{} micro-batch counts for {} stages", in_flight.size(), partition.num_stages);
+  const TensorUses uses = index_tensors(model, bytes);
   std::vector<double> out;
   for (int s = 0; s < partition.num_stages; ++s) {
     auto [begin, end] = partition.layers_of(s);
-    out.push_back(stage_parts(model, bytes, begin, end, recompute, &partition).peak(in_flight[s]));
+    out.push_back(stage_parts(uses, bytes, begin, end, recompute, &partition).peak(in_flight[s]));
   }
   return out;
 }
@@ -232,9 +247,10 @@ std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes
   std::string out = fmt::format("{:<6} {:<28} {:>9} {:>14} {:>12} {:>12} {:>14}\n", "stage",
                                 "layers", "in flight", recompute ? "inputs per mb" : "kept per mb",
                                 "workspace", "state", "predicted peak");
+  const TensorUses uses = index_tensors(model, bytes);
   for (int s = 0; s < partition.num_stages; ++s) {
     auto [begin, end] = partition.layers_of(s);
-    const StageParts p = stage_parts(model, bytes, begin, end, recompute, &partition);
+    const StageParts p = stage_parts(uses, bytes, begin, end, recompute, &partition);
     auto mib = [](double b) { return memory::format_bytes(static_cast<uint64_t>(b)); };
     out += fmt::format("{:<6} {:<28} {:>9} {:>14} {:>12} {:>12} {:>14}\n", s,
                        partition.layer_range(model, s), in_flight[s], mib(p.per_microbatch),
@@ -250,9 +266,10 @@ graph::Partition partition_by_memory(const graph::Model& model, const LayerBytes
                    bytes.state.size() == model.layers.size(),
                "memory was measured for {} layers but model '{}' has {}", bytes.activations.size(),
                model.name, model.layers.size());
+  const TensorUses uses = index_tensors(model, bytes);
   return graph::partition_by_cost(
       model, static_cast<int>(in_flight.size()), [&](int stage, int begin, int end) {
-        return stage_bytes(model, bytes, begin, end, in_flight[stage], recompute);
+        return stage_parts(uses, bytes, begin, end, recompute, nullptr).peak(in_flight[stage]);
       });
 }
 
