@@ -99,7 +99,8 @@ namespace {
 // The parts of a stage's predicted peak.
 struct StageParts {
   double per_microbatch = 0;  // kept per micro-batch in flight
-  double workspace = 0;       // the largest passing workspace of one layer
+  double workspace = 0;       // held above the activations at the worst layer, and returned
+                              // gradients of what the stage sent
   double state = 0;           // parameters, gradients, optimizer slots
   double recomputed = 0;      // with recomputation: one micro-batch's activations
   double peak(int in_flight) const {
