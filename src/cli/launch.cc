@@ -103,6 +103,13 @@ std::vector<std::string> Launch::gather(const std::string& text) {
   return {text};
 }
 
+std::vector<std::string> Launch::all_gather(const std::string& text) {
+#ifdef TANDEM_WITH_MPI
+  if (mpi_->transport) return mpi_->transport->all_gather_strings(text);
+#endif
+  return {text};
+}
+
 void Launch::barrier() {
 #ifdef TANDEM_WITH_MPI
   if (mpi_->transport) mpi_->transport->barrier();

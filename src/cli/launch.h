@@ -31,6 +31,8 @@ class Launch {
   // Under MPI: every rank's `text`, on rank 0 (others get an empty list); collective. In
   // process: {text}.
   std::vector<std::string> gather(const std::string& text);
+  // The same on every rank; collective.
+  std::vector<std::string> all_gather(const std::string& text);
   // Under MPI: waits for every rank (collective); in process: nothing.
   void barrier();
   // Microseconds to add to this process's steady clock to get rank 0's (0 in process);

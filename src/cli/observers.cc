@@ -2,11 +2,24 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "tandem/trace/chrome_trace.h"
 #include "tandem/trace/svg.h"
 
 namespace tandem::cli {
+
+std::vector<train::MemoryPeak> run_memory(Launch& launch, const runtime::Pipeline& pipeline,
+                                          const std::vector<uint64_t>& peak_bytes) {
+  if (!launch.mpi()) return train::memory_peaks(pipeline.devices(), peak_bytes);
+  std::vector<std::vector<uint64_t>> rank_peaks;
+  for (const std::string& text : launch.all_gather(fmt::format("{}", fmt::join(peak_bytes, ",")))) {
+    std::vector<uint64_t>& peaks = rank_peaks.emplace_back();
+    std::stringstream in(text);
+    for (std::string field; std::getline(in, field, ',');) peaks.push_back(std::stoull(field));
+  }
+  return train::memory_peaks_of_ranks(pipeline.devices(), rank_peaks);
+}
 
 Observers::Observers(ObserveOptions options, train::Trainer& trainer, Launch& launch)
     : options_(std::move(options)), trainer_(trainer), launch_(launch) {
@@ -30,15 +43,23 @@ void Observers::after_step(int64_t step, const runtime::StepStats& stats, double
     train::add_step_spans(trace_, p, p.last_timings(), step, offset,
                           launch_.mpi() ? launch_.rank() : -1);
     // One counter per memory: a GPU that devices share is drawn once, on its first device's
-    // row, and its name says which devices share it.
-    for (const train::MemoryPeak& m : train::memory_peaks(p.devices(), stats.peak_bytes)) {
-      if (!m.peak_bytes) continue;
-      const int row = launch_.mpi() ? launch_.rank() : m.devices.front();
-      const std::string name =
-          m.devices.size() == 1
-              ? std::string("memory_peak_bytes")
-              : fmt::format("memory_peak_bytes {} (devices {})", m.name, fmt::join(m.devices, ","));
-      trace_.counters.push_back({row, name, offset, static_cast<double>(m.peak_bytes)});
+    // row, and its name says which devices share it. Under MPI each rank has one device, and
+    // its process its own allocator: one counter on the rank's row.
+    if (launch_.mpi()) {
+      const uint64_t peak = stats.peak_bytes.at(launch_.rank() % p.devices().size());
+      if (peak)
+        trace_.counters.push_back(
+            {launch_.rank(), "memory_peak_bytes", offset, static_cast<double>(peak)});
+    } else {
+      for (const train::MemoryPeak& m : train::memory_peaks(p.devices(), stats.peak_bytes)) {
+        if (!m.peak_bytes) continue;
+        const std::string name = m.devices.size() == 1
+                                     ? std::string("memory_peak_bytes")
+                                     : fmt::format("memory_peak_bytes {} (devices {})", m.name,
+                                                   fmt::join(m.devices, ","));
+        trace_.counters.push_back(
+            {m.devices.front(), name, offset, static_cast<double>(m.peak_bytes)});
+      }
     }
     reports_.push_back(train::analyze_step(p, p.last_timings(), trainer_.config().batch));
   }
@@ -50,7 +71,7 @@ void Observers::after_step(int64_t step, const runtime::StepStats& stats, double
   }
 }
 
-void Observers::finish(const train::Result& r) {
+void Observers::finish(const train::Result& r, const std::vector<train::MemoryPeak>& memory) {
   if (tensorboard_) {
     tensorboard_->add_scalar("test/" + r.metric_name, static_cast<float>(r.test_metric), r.steps);
     tensorboard_->flush();
@@ -113,20 +134,28 @@ void Observers::finish(const train::Result& r) {
     j["bubble_measured"] = measured / n;
     j["bubble_predicted"] = predicted / n;
     j["flops_per_s"] = seconds > 0 ? flops / seconds : 0;
+    // A device's peak: the largest of the memories it uses (of its replicas, under MPI).
+    std::vector<uint64_t> device_peaks(busy.size(), 0);
+    for (const train::MemoryPeak& m : memory)
+      for (int d : m.devices) device_peaks[d] = std::max(device_peaks[d], m.peak_bytes);
     nlohmann::json devices = nlohmann::json::array();
     for (size_t d = 0; d < busy.size(); ++d) {
       devices.push_back({{"device", p.devices()[d].name},
                          {"busy", busy[d]},
                          {"idle", 1 - busy[d]},
                          {"comm", comm[d]},
-                         {"peak_bytes", d < r.peak_bytes.size() ? r.peak_bytes[d] : 0}});
+                         {"peak_bytes", device_peaks[d]}});
     }
     j["devices"] = devices;
     // Sum these, not the devices' peak_bytes: devices that share a GPU repeat its number.
-    nlohmann::json memory = nlohmann::json::array();
-    for (const train::MemoryPeak& m : train::memory_peaks(p.devices(), r.peak_bytes))
-      memory.push_back({{"memory", m.name}, {"peak_bytes", m.peak_bytes}, {"devices", m.devices}});
-    j["memory"] = memory;
+    nlohmann::json memories = nlohmann::json::array();
+    for (const train::MemoryPeak& m : memory) {
+      nlohmann::json e = {
+          {"memory", m.label}, {"peak_bytes", m.peak_bytes}, {"devices", m.devices}};
+      if (m.rank >= 0) e["rank"] = m.rank;
+      memories.push_back(e);
+    }
+    j["memory"] = memories;
     std::ofstream out(options_.report);
     TANDEM_CHECK(out, "cannot write the report to {}", options_.report);
     out << j.dump(2) << "\n";

@@ -19,13 +19,18 @@ struct ObserveOptions {
   int trace_steps = 3;
 };
 
+// The peak of every memory the run used. Under MPI every rank's peaks, gathered (collective):
+// one memory per rank, labelled cuda:0@r2 where ranks share a GPU.
+std::vector<train::MemoryPeak> run_memory(Launch& launch, const runtime::Pipeline& pipeline,
+                                          const std::vector<uint64_t>& peak_bytes);
+
 class Observers {
  public:
   Observers(ObserveOptions options, train::Trainer& trainer, Launch& launch);
   // After every training step (step counts from 1).
   void after_step(int64_t step, const runtime::StepStats& stats, double samples_per_s);
-  // After training and evaluation; collective under MPI.
-  void finish(const train::Result& result);
+  // After training and evaluation, with the run's memories (run_memory); collective under MPI.
+  void finish(const train::Result& result, const std::vector<train::MemoryPeak>& memory);
 
  private:
   bool tracing(int64_t step) const;

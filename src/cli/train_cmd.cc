@@ -34,16 +34,17 @@ int run_train(TrainArgs& args) {
     };
     train::Result r = trainer.run(on_step);
     progress.finish();
-    observers.finish(r);
+    const std::vector<train::MemoryPeak> memory =
+        run_memory(*session.launch, trainer.pipeline(), r.peak_bytes);
+    observers.finish(r, memory);
     if (c.log_placement) {
       std::cout << prefix << "placement log (from execution):\n"
                 << trainer.pipeline().placement_log_table();
     }
     if (main_process) {
       std::string mem;
-      for (const train::MemoryPeak& m :
-           train::memory_peaks(trainer.pipeline().devices(), r.peak_bytes))
-        if (m.peak_bytes) mem += fmt::format(" peak_mem_{}={}", m.name, m.peak_bytes);
+      for (const train::MemoryPeak& m : memory)
+        if (m.peak_bytes) mem += fmt::format(" peak_mem_{}={}", m.label, m.peak_bytes);
       std::cout << fmt::format(
           "{}result: steps={} loss={:.4f} {} samples_per_s={:.1f} seconds={:.2f}{}\n", prefix,
           r.steps, r.loss, test_metric_field(r.metric_name, r.test_metric), r.samples_per_s,

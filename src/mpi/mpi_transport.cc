@@ -139,6 +139,12 @@ std::vector<std::string> MpiTransport::gather_strings(const std::string& text) {
   return all;
 }
 
+std::vector<std::string> MpiTransport::all_gather_strings(const std::string& text) {
+  std::vector<std::string> all;
+  engine_->call([&] { all = mpi::all_gather_strings(control_comm_.get(), text); });
+  return all;
+}
+
 double MpiTransport::raw_pingpong_gbps(size_t bytes, int iters, int peer) {
   double gbps = 0.0;
   engine_->call([&] { gbps = mpi::raw_pingpong_gbps(control_comm_.get(), bytes, iters, peer); });

@@ -147,11 +147,28 @@ std::vector<MemoryPeak> memory_peaks(const std::vector<DeviceSpec>& devices,
   for (size_t d = 0; d < devices.size() && d < peak_bytes.size(); ++d) {
     auto same = std::find_if(out.begin(), out.end(),
                              [&](const MemoryPeak& m) { return m.name == devices[d].name; });
-    if (same == out.end()) same = out.insert(out.end(), MemoryPeak{devices[d].name, 0, {}});
+    if (same == out.end()) same = out.insert(out.end(), MemoryPeak{devices[d].name, 0, {}, -1, ""});
     // A shared GPU's allocator gives each of its devices the same number: take the largest.
     same->peak_bytes = std::max(same->peak_bytes, peak_bytes[d]);
     same->devices.push_back(static_cast<int>(d));
   }
+  for (MemoryPeak& m : out) m.label = m.name;
+  return out;
+}
+
+std::vector<MemoryPeak> memory_peaks_of_ranks(
+    const std::vector<DeviceSpec>& devices, const std::vector<std::vector<uint64_t>>& rank_peaks) {
+  TANDEM_CHECK(!devices.empty(), "memory_peaks_of_ranks: the pipeline has no devices");
+  std::vector<MemoryPeak> out;
+  std::map<std::string, int> uses;
+  for (size_t q = 0; q < rank_peaks.size(); ++q) {
+    const size_t d = q % devices.size();
+    const uint64_t peak = d < rank_peaks[q].size() ? rank_peaks[q][d] : 0;
+    out.push_back({devices[d].name, peak, {static_cast<int>(d)}, static_cast<int>(q), ""});
+    ++uses[devices[d].name];
+  }
+  for (MemoryPeak& m : out)
+    m.label = uses[m.name] > 1 ? fmt::format("{}@r{}", m.name, m.rank) : m.name;
   return out;
 }
 

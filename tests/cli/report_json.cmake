@@ -1,8 +1,8 @@
-# cmake -DCMD="prog;args" -DREPORT=path -DDEVICES=N -P report_json.cmake
+# cmake -DCMD="prog;args" -DREPORT=path -DDEVICES=N [-DMPI=1] -P report_json.cmake
 # Runs CMD (a `tandem train` with --report REPORT on N CPU devices) and reads the JSON report
 # back: one entry per device with its fractions and peak; one entry per memory, which for CPU
-# devices is one per device with the same peak; the result line's peak_mem_ fields are the
-# memory entries' numbers.
+# devices is one per device with the same peak, none of them 0; the result line's peak_mem_
+# fields are the memory entries' numbers. MPI=1: one rank per device, and memory d names rank d.
 file(REMOVE "${REPORT}")
 string(REPLACE ";" " " shown "${CMD}")
 execute_process(COMMAND ${CMD} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
@@ -35,6 +35,12 @@ foreach(d RANGE ${last})
      OR NOT owner EQUAL d OR NOT memory_peak GREATER 0)
     message(FATAL_ERROR "device ${d} (${name}, peak ${device_peak}) against memory ${d} "
                         "(${memory_name}, peak ${memory_peak}, ${shared} devices):\n${json}")
+  endif()
+  if(MPI)
+    string(JSON rank GET "${json}" memory ${d} rank)
+    if(NOT rank EQUAL d)
+      message(FATAL_ERROR "memory ${d} should be rank ${d}'s, not rank ${rank}'s:\n${json}")
+    endif()
   endif()
   if(NOT out MATCHES "result:[^\n]* peak_mem_${name}=${memory_peak}( |\n|$)")
     message(FATAL_ERROR "the result line has no peak_mem_${name}=${memory_peak}:\n${out}")

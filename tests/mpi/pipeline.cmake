@@ -16,3 +16,12 @@ add_test(NAME test_mpi_merged_trace
           -DOUT=${PROJECT_BINARY_DIR}/mpi_merged_trace.json -P ${PROJECT_SOURCE_DIR}/tests/cli/merged_trace.cmake
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(test_mpi_merged_trace PROPERTIES TIMEOUT 180 LABELS mpi)
+
+# Under MPI the report and the result line count every rank's memory, not only the loss owner's.
+add_test(NAME test_mpi_report_json
+  COMMAND ${CMAKE_COMMAND}
+          "-DCMD=${TANDEM_MPIRUN};-n;2;$<TARGET_FILE:tandem_cli>;train;--steps;4;--batch;32;--microbatches;4;--eval-batch;5000;--progress;none;--trace-steps;2;--comm-timeout;60;--report;${PROJECT_BINARY_DIR}/mpi_report.json"
+          -DREPORT=${PROJECT_BINARY_DIR}/mpi_report.json -DDEVICES=2 -DMPI=1
+          -P ${PROJECT_SOURCE_DIR}/tests/cli/report_json.cmake
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test_mpi_report_json PROPERTIES TIMEOUT 180 LABELS mpi)

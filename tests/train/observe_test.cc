@@ -121,6 +121,32 @@ TEST(MemoryPeaks, ASharedGpuOnceAndEachCpuDevice) {
   EXPECT_EQ(peaks[1].devices, (std::vector<int>{1}));
   EXPECT_EQ(peaks[2].name, "cpu:1");
   EXPECT_EQ(peaks[2].peak_bytes, 0u);
+  EXPECT_EQ(peaks[0].label, "cuda:0");
+  EXPECT_EQ(peaks[0].rank, -1);
+}
+
+TEST(MemoryPeaks, UnderMpiOneMemoryPerRankAlsoWhenRanksShareAGpu) {
+  // Two replicas of two stage devices: ranks 0..3 run devices 0,1,0,1. Each rank's vector
+  // holds its own device's peak (the other entries are 0 or stale and must not be read).
+  const c10::Device gpu(c10::kCUDA, 0), cpu(c10::kCPU);
+  const std::vector<DeviceSpec> devices = {{"cuda:0", gpu, 1}, {"cpu:1", cpu, 1}};
+  const auto peaks =
+      train::memory_peaks_of_ranks(devices, {{100, 999}, {999, 20}, {300, 0}, {0, 40}});
+  ASSERT_EQ(peaks.size(), 4u);
+  const std::vector<std::string> labels = {"cuda:0@r0", "cpu:1@r1", "cuda:0@r2", "cpu:1@r3"};
+  const std::vector<uint64_t> bytes = {100, 20, 300, 40};
+  for (int q = 0; q < 4; ++q) {
+    EXPECT_EQ(peaks[q].rank, q);
+    EXPECT_EQ(peaks[q].label, labels[q]);
+    EXPECT_EQ(peaks[q].name, devices[q % 2].name);
+    EXPECT_EQ(peaks[q].peak_bytes, bytes[q]);
+    EXPECT_EQ(peaks[q].devices, (std::vector<int>{q % 2}));
+  }
+  // One rank per device: the device's name alone.
+  const auto single = train::memory_peaks_of_ranks(devices, {{7, 0}, {0, 8}});
+  EXPECT_EQ(single[0].label, "cuda:0");
+  EXPECT_EQ(single[1].label, "cpu:1");
+  EXPECT_EQ(single[1].peak_bytes, 8u);
 }
 
 }  // namespace

@@ -76,6 +76,7 @@ class MpiTransport : public transport::Transport {
   void agree_on(uint64_t config_hash, const std::string& description);
   double clock_offset_us();
   std::vector<std::string> gather_strings(const std::string& text);
+  std::vector<std::string> all_gather_strings(const std::string& text);
   double raw_pingpong_gbps(size_t bytes, int iters, int peer);
   void barrier();
 

@@ -43,8 +43,17 @@ struct MemoryPeak {
   std::string name;  // the device's name: "cuda:0", "cpu:1"
   uint64_t peak_bytes = 0;
   std::vector<int> devices;  // indices into the pipeline's devices
+  int rank = -1;             // under MPI, the process whose allocator this is
+  // "cuda:0", or "cuda:0@r2" when another process counts a memory of the same name.
+  std::string label;
 };
 std::vector<MemoryPeak> memory_peaks(const std::vector<DeviceSpec>& devices,
                                      const std::vector<uint64_t>& peak_bytes);
+
+// The same under MPI, where every rank is a process with its own allocator: one memory per
+// rank, never merged, also when ranks share a GPU. `rank_peaks[q]` is rank q's per-device peaks
+// (the pipeline's devices; rank q runs device q % devices.size()).
+std::vector<MemoryPeak> memory_peaks_of_ranks(const std::vector<DeviceSpec>& devices,
+                                              const std::vector<std::vector<uint64_t>>& rank_peaks);
 
 }  // namespace tandem::train
