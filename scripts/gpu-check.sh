@@ -23,6 +23,9 @@
 #      batch 8): samples/s, ratio, the allocator's peak; their tables go to results.md
 #   8. the largest unet3d volume (96..256) that trains under --device-memory 16GiB: 1 rank,
 #      and 4 ranks sharing cuda:0 under mpirun (memory partition)
+#   9. CUDA tensors between ranks (MPI builds): test_mpi_transport's CudaPath tests on 2 ranks,
+#      and the mlp on 2 ranks sharing cuda:0 with --mpi-cuda auto against staged (the same
+#      loss; auto is direct GPU-to-GPU when this MPI is CUDA-aware)
 # Everything lands in $OUT: one log per step and results.md (a table of the steps with their
 # exit status, the `result:` lines, the tests' largest errors), printed again at the end.
 # The whole run stays under 8 minutes on 16 cores: later steps are skipped past the deadline.
@@ -31,7 +34,7 @@
 #   GPU_CHECK_BUDGET_S  seconds for the whole run (465); the build may take all but 110 of them
 #   GPU_CHECK_BUILD_DIR build folder (build-gpu)      GPU_CHECK_JOBS  build jobs (cores, <= 16)
 #   GPU_CHECK_ROUTE     auto (CMake, then g++ where configure fails) | cmake | gxx
-#   GPU_CHECK_STEPS     the steps after the build to run ("4 5 6 7 8"), e.g. "7 8" to rerun
+#   GPU_CHECK_STEPS     the steps after the build to run ("4 5 6 7 8 9"), e.g. "7 8" to rerun
 #                       those on a machine still warm (the build folder is kept; it rebuilds
 #                       only what changed)
 set -uo pipefail
@@ -45,7 +48,7 @@ jobs=${GPU_CHECK_JOBS:-$(nproc 2>/dev/null || echo 16)}
 ((jobs > 16)) && jobs=16
 route=${GPU_CHECK_ROUTE:-auto}
 budget=${GPU_CHECK_BUDGET_S:-465}
-steps_wanted=${GPU_CHECK_STEPS:-4 5 6 7 8}
+steps_wanted=${GPU_CHECK_STEPS:-4 5 6 7 8 9}
 current_step=1
 start=$(date +%s)
 deadline=$((start + budget))
@@ -139,8 +142,7 @@ section "1. environment"
   cmake --version 2>&1 | head -1
   echo "ninja $(ninja --version 2>&1)"
   command -v mpicxx >/dev/null && echo "mpicxx: $(mpicxx --showme:version 2>&1 | head -1)" || echo "mpicxx: none"
-  # tandem stages CUDA tensors through pinned host memory either way; this says whether a
-  # direct path would have an MPI to use.
+  # Whether this MPI can take the direct path for CUDA tensors (--mpi-cuda auto uses it then).
   command -v ompi_info >/dev/null &&
     echo "MPI built with CUDA support: $(ompi_info --parsable --all 2>/dev/null |
       grep -m 1 'mpi_built_with_cuda_support:value' | cut -d: -f7)"
@@ -231,8 +233,9 @@ else
 fi
 
 # ---------------------------------------------------------------------------------------------
-section "3. build tandem_cli test_cuda test_runtime bench_device"
+section "3. build tandem_cli test_cuda test_runtime bench_device (test_mpi_transport with MPI)"
 bin_tandem=$build/tandem
+bin_mpi_transport=$build/tests/mpi/test_mpi_transport
 bin_cuda=$build/tests/test_cuda
 bin_runtime=$build/tests/test_runtime
 bin_bench=$build/bench/bench_device
@@ -310,7 +313,9 @@ export build deps root jobs bin_tandem bin_cuda bin_runtime bin_bench TORCH_DIR 
 any_built() { [ -x "$bin_tandem" ] || [ -x "$bin_cuda" ] || [ -x "$bin_runtime" ] || [ -x "$bin_bench" ]; }
 if ((configured)); then
   build_route="CMake (MPI $mpi)"
-  run_step $((deadline - $(date +%s) - 110)) build.log cmake --build "$build" -j "$jobs" --target tandem_cli test_cuda test_runtime bench_device -- -k 0
+  targets=(tandem_cli test_cuda test_runtime bench_device)
+  [ "$mpi" = ON ] && targets+=(test_mpi_transport)
+  run_step $((deadline - $(date +%s) - 110)) build.log cmake --build "$build" -j "$jobs" --target "${targets[@]}" -- -k 0
   record "build (CMake, -j$jobs)" "$(status_of $step_rc "$step_limit")" "$step_seconds" \
     "$(grep -m 5 -E 'error:|FAILED:|undefined reference' "$out/build.log" 2>/dev/null)"
 fi
@@ -469,6 +474,38 @@ if grep -q -- '--device-memory' <<<"$help"; then
   else
     record "largest unet3d volume, 4 ranks" "skipped" 0 "no mpirun, or a build without MPI"
   fi
+fi
+
+# ---------------------------------------------------------------------------------------------
+section "9. CUDA tensors between ranks: staged, and direct on a CUDA-aware MPI"
+if command -v mpirun >/dev/null && [[ $build_route == *"MPI ON"* ]]; then
+  mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none -n 2)
+  if built "$bin_mpi_transport" "test_mpi_transport CudaPath (2 ranks)"; then
+    run_step 90 mpi-cuda-path.log "${mpirun[@]}" "$bin_mpi_transport" --gtest_filter='CudaPath*' --gtest_color=no \
+      --gtest_brief=1
+    record "test_mpi_transport CudaPath (2 ranks)" "$(status_of $step_rc "$step_limit")" \
+      "$step_seconds" "$(grep -E '^\[  (PASSED|SKIPPED|FAILED) +\]' "$out/mpi-cuda-path.log" | sort -u | head -6)"
+  fi
+  declare -A mpi_loss=()
+  for path in staged auto; do
+    name="mlp 2 ranks on cuda:0,cuda:0, --mpi-cuda $path"
+    built "$bin_tandem" "$name" || break
+    run_step 90 "train-mpi-$path.log" "${mpirun[@]}" "$bin_tandem" train "${mlp[@]}" \
+      --devices cuda:0,cuda:0 --schedule 1f1b --microbatches 8 --mpi-cuda "$path"
+    line=$(grep -m 1 'result:' "$out/train-mpi-$path.log" 2>/dev/null)
+    way=$(grep -m 1 -o 'CUDA tensors between ranks: .*' "$out/train-mpi-$path.log" 2>/dev/null)
+    mpi_loss[$path]=$(grep -o -m 1 ' loss=[0-9.]*' <<<"$line")
+    [ "$step_rc" = 98 ] || result_lines+=("$name: $line")
+    record "$name" "$(status_of $step_rc "$step_limit")" "$step_seconds" \
+      "${way:-}<br>${line:-$(grep -m 2 -i 'error\|tandem:' "$out/train-mpi-$path.log" 2>/dev/null)}"
+  done
+  if [ -n "${mpi_loss[staged]:-}" ] && [ -n "${mpi_loss[auto]:-}" ]; then
+    same=no
+    [ "${mpi_loss[staged]}" = "${mpi_loss[auto]}" ] && same=yes
+    results_extra+=("mlp on 2 ranks: --mpi-cuda staged${mpi_loss[staged]}, auto${mpi_loss[auto]}; the same: $same ($(grep -m 1 -o 'CUDA tensors between ranks: .*' "$out/train-mpi-auto.log"))")
+  fi
+else
+  record "CUDA tensors between ranks" "skipped" 0 "no mpirun, or a build without MPI"
 fi
 
 if ((${#result_lines[@]})); then

@@ -29,6 +29,10 @@ Launch::Launch(train::Config& c) : mpi_(std::make_unique<Mpi>()) {
                "--transport {} is unknown; use auto, inprocess or mpi", c.transport);
   const bool launched = launched_by_mpi_launcher() && launched_world_size() > 1;
   const bool use_mpi = c.transport == "mpi" || (c.transport == "auto" && launched);
+  TANDEM_CHECK(use_mpi || c.mpi_cuda == "auto",
+               "--mpi-cuda {} chooses how CUDA tensors go between MPI ranks, but this run has no "
+               "ranks: run it under mpirun, or leave --mpi-cuda out",
+               c.mpi_cuda);
 #ifdef TANDEM_WITH_MPI
   if (!use_mpi) {
     TANDEM_CHECK(c.replicas == 1,
@@ -49,6 +53,9 @@ Launch::Launch(train::Config& c) : mpi_(std::make_unique<Mpi>()) {
                "{} ranks with --replicas {} give {} stage devices, but --stages is {}; run with "
                "mpirun -n {}",
                world_, c.replicas, stage_devices, c.stages, c.stages * c.replicas);
+  mpi::MpiTransportOptions options;
+  options.comm_timeout_s = c.comm_timeout_s;
+  options.cuda_path = mpi::parse_cuda_path(c.mpi_cuda);
   // One device per rank. A count (the default) means cpu devices; a list names each rank's.
   if (c.devices.find(':') == std::string::npos) {
     c.devices = std::to_string(stage_devices);
@@ -58,10 +65,9 @@ Launch::Launch(train::Config& c) : mpi_(std::make_unique<Mpi>()) {
     TANDEM_CHECK(static_cast<int>(specs.size()) == stage_devices,
                  "--devices {} names {} devices but the job has {} stage devices per replica",
                  c.devices, specs.size(), stage_devices);
+    options.device = specs[rank_ % stage_devices].device;
   }
   mpi::Layout layout{stage_devices, c.replicas};
-  mpi::MpiTransportOptions options;
-  options.comm_timeout_s = c.comm_timeout_s;
   auto t = std::make_shared<mpi::MpiTransport>(*mpi_->env, layout, options);
   mpi_->transport = t.get();
   transport_ = t;
@@ -108,6 +114,17 @@ std::vector<std::string> Launch::all_gather(const std::string& text) {
   if (mpi_->transport) return mpi_->transport->all_gather_strings(text);
 #endif
   return {text};
+}
+
+std::string Launch::cuda_path() const {
+#ifdef TANDEM_WITH_MPI
+  if (mpi_->transport) {
+    if (mpi_->transport->cuda_direct()) return "GPU to GPU (CUDA-aware MPI)";
+    return mpi_->env->cuda_aware() ? "through pinned host memory (--mpi-cuda staged)"
+                                   : "through pinned host memory (this MPI is not CUDA-aware)";
+  }
+#endif
+  return "";
 }
 
 void Launch::barrier() {

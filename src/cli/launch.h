@@ -33,6 +33,9 @@ class Launch {
   std::vector<std::string> gather(const std::string& text);
   // The same on every rank; collective.
   std::vector<std::string> all_gather(const std::string& text);
+  // Under MPI: how CUDA tensors go between ranks, "GPU to GPU (CUDA-aware MPI)" or "through
+  // pinned host memory (...)"; in process: "".
+  std::string cuda_path() const;
   // Under MPI: waits for every rank (collective); in process: nothing.
   void barrier();
   // Microseconds to add to this process's steady clock to get rank 0's (0 in process);

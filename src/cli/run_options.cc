@@ -82,6 +82,11 @@ void add_placement_options(CLI::App& cmd, RunArgs& args) {
                  "auto (MPI when launched by mpirun with >1 rank) | inprocess | mpi")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "inprocess", "mpi"}));
+  cmd.add_option("--mpi-cuda", c.mpi_cuda,
+                 "under MPI, how CUDA tensors go between ranks: auto (direct when MPI is "
+                 "CUDA-aware) | staged (through pinned host memory) | direct (GPU to GPU)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "staged", "direct"}));
   cmd.add_option("--comm-timeout", c.comm_timeout_s,
                  "seconds a device waits for a message before it reports and stops")
       ->capture_default_str()

@@ -1,5 +1,6 @@
 #include "session.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -72,6 +73,11 @@ void print_start(Session& session) {
   if (session.main_process()) std::cout << prefix << "data: " << t.source().describe() << "\n";
   if (launch.mpi() ? launch.rank() == 0 : session.main_process())
     std::cout << prefix << "placement:\n" << table << std::flush;
+  const auto& devices = t.pipeline().devices();
+  const bool on_gpus = std::any_of(devices.begin(), devices.end(),
+                                   [](const DeviceSpec& d) { return d.device.is_cuda(); });
+  if (launch.mpi() && launch.rank() == 0 && on_gpus)
+    std::cout << prefix << "CUDA tensors between ranks: " << launch.cuda_path() << "\n";
   if (!t.memory_plan().empty() && (launch.mpi() ? launch.rank() == 0 : session.main_process()))
     std::cout << prefix << "memory plan (per device, measured on one micro-batch):\n"
               << t.memory_plan() << std::flush;

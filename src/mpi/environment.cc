@@ -1,9 +1,17 @@
 #include "tandem/mpi/environment.h"
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "tandem/common/check.h"
 #include "tandem/mpi/handles.h"
+
+// OpenMPI declares its CUDA query here (MPIX_CUDA_AWARE_SUPPORT says whether the library was
+// built with CUDA); MPICH 4 declares MPIX_GPU_query_support in mpi.h.
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
 
 namespace tandem::mpi {
 
@@ -33,6 +41,27 @@ Environment::Environment(int* argc, char*** argv) {
   int len = 0;
   check_mpi(MPI_Get_processor_name(name, &len), "MPI_Get_processor_name");
   hostname_.assign(name, len);
+  cuda_aware_ = query_cuda_aware();
+}
+
+std::string Environment::library_version() const {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  check_mpi(MPI_Get_library_version(text, &len), "MPI_Get_library_version");
+  // Some MPIs count the terminating NUL in `len`: read up to it, then keep the first line.
+  const std::string version(text, strnlen(text, std::min<size_t>(len, sizeof(text))));
+  return version.substr(0, version.find('\n'));
+}
+
+bool Environment::query_cuda_aware() {
+#if defined(MPIX_CUDA_AWARE_SUPPORT)
+  return MPIX_Query_cuda_support() == 1;
+#elif defined(MPIX_GPU_SUPPORT_CUDA)
+  int supported = 0;
+  return MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &supported) == MPI_SUCCESS && supported;
+#else
+  return false;
+#endif
 }
 
 Environment::~Environment() {

@@ -20,6 +20,15 @@ constexpr double kMinShutdownTimeout_s = 60.0;
 
 }  // namespace
 
+MpiTransportOptions::CudaPath parse_cuda_path(const std::string& text) {
+  using CudaPath = MpiTransportOptions::CudaPath;
+  if (text == "auto") return CudaPath::kAuto;
+  if (text == "staged") return CudaPath::kStaged;
+  if (text == "direct") return CudaPath::kDirect;
+  TANDEM_CHECK(false, "the CUDA path '{}' is unknown; use auto, staged or direct", text);
+  return CudaPath::kAuto;  // not reached
+}
+
 MpiTransport::MpiTransport(const Environment& env, Layout layout, MpiTransportOptions options)
     : rank_(env.rank()),
       size_(env.size()),
@@ -30,6 +39,14 @@ MpiTransport::MpiTransport(const Environment& env, Layout layout, MpiTransportOp
         if (engine_) engine_->wake();
       }) {
   layout_.validate(size_);
+  // Every rank runs the same MPI library, so all ranks refuse together, before any collective.
+  TANDEM_CHECK(options_.cuda_path != MpiTransportOptions::CudaPath::kDirect || env.cuda_aware(),
+               "--mpi-cuda direct: this MPI cannot read or write CUDA memory (it is not "
+               "CUDA-aware: {}); use --mpi-cuda staged or auto, which copy CUDA tensors through "
+               "pinned host memory",
+               env.library_version());
+  cuda_direct_ = options_.cuda_path == MpiTransportOptions::CudaPath::kDirect ||
+                 (options_.cuda_path == MpiTransportOptions::CudaPath::kAuto && env.cuda_aware());
   TANDEM_CHECK(options_.comm_timeout_s > 0, "the communication timeout must be positive, got {} s",
                options_.comm_timeout_s);
   tensor_comm_ = Communicator::dup(env.world());
@@ -38,8 +55,12 @@ MpiTransport::MpiTransport(const Environment& env, Layout layout, MpiTransportOp
       Communicator::split(env.world(), layout_.stage_device_of(rank_), layout_.replica_of(rank_));
   ProgressEngine::Options engine_options;
   engine_options.comm = tensor_comm_.get();
-  engine_options.pin_receive_buffers = pinned_memory_available();
-  engine_options.receive_buffers = BufferPool::create();
+  if (cuda_direct_ && options_.device.is_cuda()) {
+    engine_options.receive_target.device = options_.device;
+  } else {
+    engine_options.receive_target.pinned = pinned_memory_available();
+    engine_options.receive_target.pool = BufferPool::create();
+  }
   // Ranks reach the end at different times (the last stage finishes last), and a rank that
   // waited out a short timeout arrives late: give shutdown at least a minute.
   engine_options.shutdown_timeout =
@@ -67,7 +88,8 @@ void MpiTransport::send(int from_device, int to_device, const transport::Message
                "send of {}: only defined dense tensors can be sent", key.to_string());
   if (mailbox_.aborted()) throw transport::Aborted("send of " + key.to_string() + " after abort");
 
-  torch::Tensor payload = host_payload(tensor, ready);
+  torch::Tensor payload =
+      cuda_direct_ ? device_payload(tensor, ready) : host_payload(tensor, ready);
   if (to_device == rank_) {
     // To itself: no MPI, but still a tensor of its own, like every other receive.
     if (payload.is_alias_of(tensor)) payload = payload.clone();
@@ -89,13 +111,13 @@ torch::Tensor MpiTransport::recv(int to_device, int from_device, const transport
   auto timeout = std::chrono::duration<double>(options_.comm_timeout_s);
   auto deadline =
       Mailbox::Clock::now() + std::chrono::duration_cast<Mailbox::Clock::duration>(timeout);
-  torch::Tensor host = mailbox_.take(from_device, key, deadline);
-  if (!host.defined()) {
+  torch::Tensor payload = mailbox_.take(from_device, key, deadline);
+  if (!payload.defined()) {
     throw transport::CommTimeout(fmt::format(
         "{} rank {} waited {:g} s for message {} from rank {} and it did not arrive; {}", prefix_,
         rank_, options_.comm_timeout_s, key.to_string(), from_device, stashed_note(from_device)));
   }
-  return host_to_device(std::move(host), into);
+  return received_on(std::move(payload), into);
 }
 
 std::string MpiTransport::stashed_note(int peer) const {

@@ -74,13 +74,17 @@ class SendOp : public Operation {
 
 class ReceiveOp : public Operation {
  public:
-  ReceiveOp(MPI_Comm comm, int peer, WireHeader header, bool pinned, Mailbox& mailbox,
-            BufferPool* pool)
+  ReceiveOp(MPI_Comm comm, int peer, WireHeader header, const ReceiveTarget& target,
+            Mailbox& mailbox)
       : comm_(comm), peer_(peer), header_(std::move(header)), mailbox_(mailbox) {
-    buffer_ = pool && !pinned
-                  ? pool->take(header_.sizes, header_.dtype)
-                  : torch::empty(header_.sizes,
-                                 torch::TensorOptions().dtype(header_.dtype).pinned_memory(pinned));
+    const bool host = target.device.is_cpu();
+    const bool pinned = host && target.pinned;
+    buffer_ = host && !pinned && target.pool
+                  ? target.pool->take(header_.sizes, header_.dtype)
+                  : torch::empty(header_.sizes, torch::TensorOptions()
+                                                    .dtype(header_.dtype)
+                                                    .device(target.device)
+                                                    .pinned_memory(pinned));
     int64_t expect = buffer_.numel() * static_cast<int64_t>(buffer_.element_size());
     TANDEM_CHECK(expect == header_.nbytes,
                  "message {} from rank {} announces {} bytes but its shape {} of {} needs {}",
@@ -176,9 +180,9 @@ std::unique_ptr<Operation> make_send(MPI_Comm comm, int peer, std::vector<char> 
   return std::make_unique<SendOp>(comm, peer, std::move(header), std::move(payload));
 }
 
-std::unique_ptr<Operation> make_receive(MPI_Comm comm, int peer, WireHeader header, bool pinned,
-                                        Mailbox& mailbox, BufferPool* pool) {
-  return std::make_unique<ReceiveOp>(comm, peer, std::move(header), pinned, mailbox, pool);
+std::unique_ptr<Operation> make_receive(MPI_Comm comm, int peer, WireHeader header,
+                                        const ReceiveTarget& target, Mailbox& mailbox) {
+  return std::make_unique<ReceiveOp>(comm, peer, std::move(header), target, mailbox);
 }
 
 std::unique_ptr<Operation> make_all_reduce(MPI_Comm comm, torch::Tensor buffer, MPI_Datatype type,

@@ -159,7 +159,7 @@ bool ProgressEngine::receive_headers(std::vector<std::unique_ptr<Operation>>& ac
     std::vector<char> bytes(count);
     check_mpi(MPI_Mrecv(bytes.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
     auto op = make_receive(options_.comm, status.MPI_SOURCE, decode_header(bytes.data(), count),
-                           options_.pin_receive_buffers, mailbox_, options_.receive_buffers.get());
+                           options_.receive_target, mailbox_);
     op->start();
     active.push_back(std::move(op));
   }

@@ -5,6 +5,20 @@
 
 namespace tandem::mpi {
 
+namespace {
+
+// Makes the current stream of `t`'s device wait for the producing kernels: later work queued on
+// that stream (a copy) sees finished values. c10::Event has no host-side synchronize in
+// LibTorch 1.13; block() exists in 1.13 and 2.x.
+c10::Stream wait_on_current_stream(const torch::Tensor& t, const transport::ReadyEvent& ready) {
+  c10::impl::VirtualGuardImpl impl(t.device().type());
+  c10::Stream stream = impl.getStream(t.device());
+  if (ready) ready->block(stream);
+  return stream;
+}
+
+}  // namespace
+
 bool pinned_memory_available() {
   static const bool available = torch::cuda::is_available();
   return available;
@@ -14,12 +28,7 @@ torch::Tensor host_payload(const torch::Tensor& tensor, const transport::ReadyEv
   torch::NoGradGuard no_grad;
   torch::Tensor t = tensor.detach();
   if (t.device().is_cpu()) return t.contiguous();
-  if (ready) {
-    // Make the stream the copy runs on wait for the producing kernels (c10::Event has no
-    // host-side synchronize in LibTorch 1.13; block() exists in 1.13 and 2.x).
-    c10::impl::VirtualGuardImpl impl(t.device().type());
-    ready->block(impl.getStream(t.device()));
-  }
+  wait_on_current_stream(t, ready);
   auto options =
       t.options().device(c10::kCPU).pinned_memory(t.is_cuda() && pinned_memory_available());
   torch::Tensor host = torch::empty(t.sizes(), options);
@@ -27,9 +36,23 @@ torch::Tensor host_payload(const torch::Tensor& tensor, const transport::ReadyEv
   return host;
 }
 
-torch::Tensor host_to_device(torch::Tensor host, c10::Device into) {
-  if (into.is_cpu()) return host;
-  return host.to(into, /*non_blocking=*/false, /*copy=*/true);
+torch::Tensor device_payload(const torch::Tensor& tensor, const transport::ReadyEvent& ready) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor t = tensor.detach();
+  if (t.device().is_cpu()) return t.contiguous();
+  const c10::Stream stream = wait_on_current_stream(t, ready);
+  torch::Tensor payload = t.contiguous();
+  stream.synchronize();
+  return payload;
+}
+
+torch::Tensor received_on(torch::Tensor payload, c10::Device into) {
+  if (payload.device() != into) return payload.to(into, /*non_blocking=*/false, /*copy=*/true);
+  if (!into.is_cpu()) {
+    c10::impl::VirtualGuardImpl impl(into.type());
+    payload.record_stream(impl.getStream(into));
+  }
+  return payload;
 }
 
 }  // namespace tandem::mpi

@@ -36,15 +36,23 @@ class Environment {
   // "[r2/4]": the prefix of every line a rank prints about the job.
   std::string prefix() const;
   MPI_Comm world() const { return MPI_COMM_WORLD; }
+  // Whether this MPI reads and writes CUDA device memory itself (asked at run time: OpenMPI's
+  // MPIX_Query_cuda_support, MPICH's MPIX_GPU_query_support; false for other MPIs).
+  bool cuda_aware() const { return cuda_aware_; }
+  // The first line of MPI_Get_library_version: "Open MPI v4.1.4, package: ...".
+  std::string library_version() const;
 
   // "MPI_THREAD_SERIALIZED" for MPI_THREAD_SERIALIZED, and so on.
   static std::string thread_level_name(int level);
 
  private:
+  static bool query_cuda_aware();
+
   int rank_ = 0;
   int size_ = 1;
   int thread_level_ = MPI_THREAD_SINGLE;
   std::string hostname_;
+  bool cuda_aware_ = false;
 };
 
 }  // namespace tandem::mpi

@@ -10,9 +10,9 @@
 // storage, kept alive until MPI_Isend completes; CUDA: after `ready`, a copy into pinned host
 // memory) and queues a header + payload. The receiving progress thread reads headers as they
 // come, posts the payload receives, and files finished tensors by (peer, key); recv() waits
-// for its exact key, so arrival order does not matter. CUDA tensors always travel through
-// host memory, also when MPI is CUDA-aware: the receive buffer is allocated when the header
-// arrives, before the receiver says which device it wants.
+// for its exact key, so arrival order does not matter. CUDA tensors travel through pinned host
+// memory, or, when MPI is CUDA-aware, straight from GPU to GPU (staging.h): every rank owns one
+// device, so a receive buffer can be allocated on it as soon as the header arrives.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +32,16 @@ namespace tandem::mpi {
 struct MpiTransportOptions {
   // A recv (or all-reduce) that waits longer than this throws transport::CommTimeout.
   double comm_timeout_s = 300.0;
+  // How CUDA tensors travel between ranks. kAuto: direct when MPI is CUDA-aware, else staged;
+  // kDirect on an MPI that is not CUDA-aware is refused. All-reduces are always staged.
+  enum class CudaPath { kAuto, kStaged, kDirect };
+  CudaPath cuda_path = CudaPath::kAuto;
+  // This rank's device: on the direct path, where payloads for a GPU are received.
+  c10::Device device{c10::kCPU};
 };
+
+// "auto" | "staged" | "direct"; throws naming the choices otherwise.
+MpiTransportOptions::CudaPath parse_cuda_path(const std::string& text);
 
 class MpiTransport : public transport::Transport {
  public:
@@ -68,6 +77,8 @@ class MpiTransport : public transport::Transport {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // Whether CUDA tensors go from GPU memory to GPU memory (a CUDA-aware MPI), not via the host.
+  bool cuda_direct() const { return cuda_direct_; }
   const Layout& layout() const { return layout_; }
   // The ranks this rank sums weight gradients with, itself included.
   std::vector<int> data_parallel_group() const { return layout_.data_parallel_group(rank_); }
@@ -89,6 +100,7 @@ class MpiTransport : public transport::Transport {
   std::string prefix_;
   Layout layout_;
   MpiTransportOptions options_;
+  bool cuda_direct_ = false;
   Communicator tensor_comm_;
   Communicator control_comm_;
   Communicator data_parallel_comm_;

@@ -51,16 +51,24 @@ class Completion {
   std::exception_ptr error_;
 };
 
-// Sends `header` then the bytes of `payload` (a contiguous CPU tensor, kept alive until every
-// Isend completes) to `peer` on `comm`.
+// Sends `header` then the bytes of `payload` (a contiguous tensor, kept alive until every Isend
+// completes; on a GPU only when MPI reads device memory) to `peer` on `comm`.
 std::unique_ptr<Operation> make_send(MPI_Comm comm, int peer, std::vector<char> header,
                                      torch::Tensor payload);
 
-// Receives the payload announced by `header` from `peer` into a new CPU tensor (in pinned
-// memory when `pinned`) and delivers it to `mailbox`.
-// `pool` (may be null) provides the buffer of an unpinned receive.
-std::unique_ptr<Operation> make_receive(MPI_Comm comm, int peer, WireHeader header, bool pinned,
-                                        Mailbox& mailbox, BufferPool* pool = nullptr);
+// Where a receive puts the payload.
+struct ReceiveTarget {
+  // The CPU, or this rank's GPU when MPI writes device memory (the direct path, staging.h).
+  c10::Device device{c10::kCPU};
+  bool pinned = false;  // CPU: page-locked memory, for fast copies to a GPU
+  // CPU, not pinned: where buffers come from (null: a fresh tensor each time).
+  std::shared_ptr<BufferPool> pool;
+};
+
+// Receives the payload announced by `header` from `peer` into a new tensor on `target` and
+// delivers it to `mailbox`.
+std::unique_ptr<Operation> make_receive(MPI_Comm comm, int peer, WireHeader header,
+                                        const ReceiveTarget& target, Mailbox& mailbox);
 
 // Sums `buffer` (contiguous CPU, elements of MPI type `type`) in place over `comm`.
 std::unique_ptr<Operation> make_all_reduce(MPI_Comm comm, torch::Tensor buffer, MPI_Datatype type,

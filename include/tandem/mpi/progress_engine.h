@@ -36,9 +36,7 @@ class ProgressEngine {
  public:
   struct Options {
     MPI_Comm comm = MPI_COMM_NULL;  // tensor messages travel here; borrowed, must outlive this
-    bool pin_receive_buffers = false;
-    // Where unpinned receives get their buffers (null: a fresh tensor each time).
-    std::shared_ptr<BufferPool> receive_buffers;
+    ReceiveTarget receive_target;   // where payloads land
     std::chrono::duration<double> shutdown_timeout{300.0};
     std::string prefix;  // "[r1/4]", for the messages this thread prints
   };

@@ -34,6 +34,7 @@ struct Config {
   int stages = 0;                        // 0: one stage per device
   int replicas = 1;
   std::string transport = "auto";  // auto | inprocess | mpi
+  std::string mpi_cuda = "auto";   // auto | staged | direct: how CUDA tensors go between ranks
   // Schedule.
   std::string schedule = "1f1b";
   int microbatches = 8;
