@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "tandem/common/launcher.h"
 #include "tandem/memory/bytes.h"
 #include "tandem/memory/out_of_memory.h"
 
@@ -25,10 +26,12 @@ std::vector<int> parse_int_list(const std::string& text, const char* option) {
   return out;
 }
 
-// Prints `what` with the rank prefix (when the job was joined) and ends the job under MPI with
-// `exit_status`.
+// Prints `what` with the rank prefix and ends the job under MPI with `exit_status`. Before the
+// job is joined (a refusal while starting it), the prefix comes from the launcher.
 void report(const std::unique_ptr<Launch>& launch, const char* what, int exit_status) {
-  const std::string prefix = launch ? launch->prefix() : "";
+  std::string prefix = launch ? launch->prefix() : "";
+  if (!launch && launched_world_size() > 1 && launched_rank() >= 0)
+    prefix = fmt::format("[r{}/{}] ", launched_rank(), launched_world_size());
   std::fprintf(stderr, "%standem: %s\n", prefix.c_str(), what);
   if (launch && launch->mpi()) launch->abort(what, exit_status);
 }

@@ -25,14 +25,29 @@ class LauncherEnv : public ::testing::Test {
       if (auto it = saved_.find(name); it != saved_.end()) setenv(name, it->second.c_str(), 1);
     }
   }
-  static constexpr const char* kNames[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK",
-                                           "SLURM_STEP_NUM_TASKS"};
+  static constexpr const char* kNames[] = {
+      "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK",   "SLURM_STEP_NUM_TASKS",
+      "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
   std::map<std::string, std::string> saved_;
 };
 
 TEST_F(LauncherEnv, NoLauncherMeansOneProcess) {
   EXPECT_FALSE(launched_by_mpi_launcher());
   EXPECT_EQ(launched_world_size(), 1);
+  EXPECT_EQ(launched_rank(), -1);
+}
+
+TEST_F(LauncherEnv, ReadsEachLaunchersRankRankZeroIncluded) {
+  setenv("OMPI_COMM_WORLD_RANK", "0", 1);
+  EXPECT_EQ(launched_rank(), 0);
+  unsetenv("OMPI_COMM_WORLD_RANK");
+  setenv("PMI_RANK", "2", 1);
+  EXPECT_EQ(launched_rank(), 2);
+  unsetenv("PMI_RANK");
+  setenv("SLURM_PROCID", "-1", 1);  // not a rank
+  EXPECT_EQ(launched_rank(), -1);
+  setenv("PMIX_RANK", "5", 1);
+  EXPECT_EQ(launched_rank(), 5);
 }
 
 TEST_F(LauncherEnv, ReadsEachLaunchersSize) {

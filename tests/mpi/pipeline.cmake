@@ -25,3 +25,12 @@ add_test(NAME test_mpi_report_json
           -P ${PROJECT_SOURCE_DIR}/tests/cli/report_json.cmake
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(test_mpi_report_json PROPERTIES TIMEOUT 180 LABELS mpi)
+
+# A refusal while the ranks start (before they form the job) still names the rank.
+add_test(NAME test_mpi_refusal_names_the_rank
+  COMMAND ${CMAKE_COMMAND}
+          "-DCMD=${TANDEM_MPIRUN};-n;2;$<TARGET_FILE:tandem_cli>;train;--replicas;3;--steps;1"
+          -DSTATUS=2 "-DMATCH=\\[r1/2\\] tandem: 2 ranks cannot hold 3 replicas"
+          -P ${PROJECT_SOURCE_DIR}/tests/cli/expect_exit.cmake
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test_mpi_refusal_names_the_rank PROPERTIES TIMEOUT 120 LABELS mpi)

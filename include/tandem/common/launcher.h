@@ -12,4 +12,7 @@ bool launched_by_mpi_launcher();
 // The number of ranks the launcher started; 1 when none did (or it does not say).
 int launched_world_size();
 
+// This process's rank as the launcher numbers them; -1 when no launcher says.
+int launched_rank();
+
 }  // namespace tandem
