@@ -103,8 +103,10 @@ struct StageParts {
                               // gradients of what the stage sent
   double state = 0;           // parameters, gradients, optimizer slots
   double recomputed = 0;      // with recomputation: one micro-batch's activations
-  double peak(int in_flight) const {
-    return state + in_flight * per_microbatch + recomputed + workspace;
+  double received = 0;        // the inputs of one micro-batch from earlier stages
+  // `ahead`: inputs of micro-batches not yet run forward that the stage holds in a backward.
+  double peak(int in_flight, int ahead) const {
+    return state + in_flight * per_microbatch + ahead * received + recomputed + workspace;
   }
 };
 
@@ -210,6 +212,7 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
         std::max(largest_at_a_layer, activations + held + static_cast<double>(bytes.transient[i]));
   }
   out.workspace = largest_at_a_layer - activations + sent;
+  out.received = received;
   if (!recompute) {
     out.per_microbatch = activations + received;
     return out;
@@ -225,26 +228,38 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
 double stage_bytes(const graph::Model& model, const LayerBytes& bytes, int begin, int end,
                    int in_flight, bool recompute) {
   return stage_parts(index_tensors(model, bytes), bytes, begin, end, recompute, nullptr)
-      .peak(in_flight);
+      .peak(in_flight, 0);
 }
+
+namespace {
+
+int ahead_of(const std::vector<int>& received_ahead, int stage, int stages) {
+  TANDEM_CHECK(received_ahead.empty() || static_cast<int>(received_ahead.size()) == stages,
+               "{} counts of inputs received ahead for {} stages", received_ahead.size(), stages);
+  return received_ahead.empty() ? 0 : received_ahead[stage];
+}
+
+}  // namespace
 
 std::vector<double> stage_peaks(const graph::Model& model, const LayerBytes& bytes,
                                 const graph::Partition& partition,
-                                const std::vector<int>& in_flight, bool recompute) {
+                                const std::vector<int>& in_flight, bool recompute,
+                                const std::vector<int>& received_ahead) {
   TANDEM_CHECK(static_cast<int>(in_flight.size()) == partition.num_stages,
                "{} micro-batch counts for {} stages", in_flight.size(), partition.num_stages);
   const TensorUses uses = index_tensors(model, bytes);
   std::vector<double> out;
   for (int s = 0; s < partition.num_stages; ++s) {
     auto [begin, end] = partition.layers_of(s);
-    out.push_back(stage_parts(uses, bytes, begin, end, recompute, &partition).peak(in_flight[s]));
+    out.push_back(stage_parts(uses, bytes, begin, end, recompute, &partition)
+                      .peak(in_flight[s], ahead_of(received_ahead, s, partition.num_stages)));
   }
   return out;
 }
 
 std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes,
                               const graph::Partition& partition, const std::vector<int>& in_flight,
-                              bool recompute) {
+                              bool recompute, const std::vector<int>& received_ahead) {
   std::string out = fmt::format("{:<6} {:<28} {:>9} {:>14} {:>12} {:>12} {:>14}\n", "stage",
                                 "layers", "in flight", recompute ? "inputs per mb" : "kept per mb",
                                 "workspace", "state", "predicted peak");
@@ -253,25 +268,31 @@ std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes
     auto [begin, end] = partition.layers_of(s);
     const StageParts p = stage_parts(uses, bytes, begin, end, recompute, &partition);
     auto mib = [](double b) { return memory::format_bytes(static_cast<uint64_t>(b)); };
+    const int ahead = ahead_of(received_ahead, s, partition.num_stages);
+    // "3+1": three micro-batches in flight, and the inputs of one more received ahead.
+    const std::string held =
+        ahead ? fmt::format("{}+{}", in_flight[s], ahead) : std::to_string(in_flight[s]);
     out += fmt::format("{:<6} {:<28} {:>9} {:>14} {:>12} {:>12} {:>14}\n", s,
-                       partition.layer_range(model, s), in_flight[s], mib(p.per_microbatch),
-                       mib(p.workspace), mib(p.state), mib(p.peak(in_flight[s])));
+                       partition.layer_range(model, s), held, mib(p.per_microbatch),
+                       mib(p.workspace), mib(p.state), mib(p.peak(in_flight[s], ahead)));
   }
   return out;
 }
 
 graph::Partition partition_by_memory(const graph::Model& model, const LayerBytes& bytes,
-                                     const std::vector<int>& in_flight, bool recompute) {
+                                     const std::vector<int>& in_flight, bool recompute,
+                                     const std::vector<int>& received_ahead) {
   TANDEM_CHECK(bytes.activations.size() == model.layers.size() &&
                    bytes.transient.size() == model.layers.size() &&
                    bytes.state.size() == model.layers.size(),
                "memory was measured for {} layers but model '{}' has {}", bytes.activations.size(),
                model.name, model.layers.size());
   const TensorUses uses = index_tensors(model, bytes);
-  return graph::partition_by_cost(
-      model, static_cast<int>(in_flight.size()), [&](int stage, int begin, int end) {
-        return stage_parts(uses, bytes, begin, end, recompute, nullptr).peak(in_flight[stage]);
-      });
+  const int stages = static_cast<int>(in_flight.size());
+  return graph::partition_by_cost(model, stages, [&](int stage, int begin, int end) {
+    return stage_parts(uses, bytes, begin, end, recompute, nullptr)
+        .peak(in_flight[stage], ahead_of(received_ahead, stage, stages));
+  });
 }
 
 }  // namespace tandem::runtime

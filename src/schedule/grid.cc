@@ -6,6 +6,7 @@
 #include <cctype>
 #include <functional>
 #include <ostream>
+#include <set>
 
 #include "tandem/common/check.h"
 #include "tandem/schedule/schedule.h"
@@ -266,6 +267,25 @@ std::vector<int> peak_in_flight(const Schedule& schedule) {
         peak[a.stage] = std::max(peak[a.stage], ++current[a.stage]);
       } else if (a.op == Op::kBackward || a.op == Op::kWeight) {
         --current[a.stage];
+      }
+    }
+  }
+  return peak;
+}
+
+std::vector<int> peak_received_ahead(const Schedule& schedule) {
+  std::vector<int> peak(schedule.num_stages, 0);
+  for (const auto& row : schedule.device_actions) {
+    // Per stage on this device: micro-batches whose forward input arrived, forward not run yet.
+    std::vector<std::set<int>> waiting(schedule.num_stages);
+    for (const Action& a : row) {
+      if (a.stage < 0 || a.stage >= schedule.num_stages) continue;
+      if (a.kind == Kind::kRecv && a.op == Op::kForward) {
+        waiting[a.stage].insert(a.microbatch);
+      } else if (a.kind == Kind::kCompute && a.op == Op::kForward) {
+        waiting[a.stage].erase(a.microbatch);
+      } else if (a.kind == Kind::kCompute && (a.op == Op::kBackward || a.op == Op::kInput)) {
+        peak[a.stage] = std::max(peak[a.stage], static_cast<int>(waiting[a.stage].size()));
       }
     }
   }

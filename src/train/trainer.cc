@@ -12,6 +12,7 @@
 #include "tandem/models/unet3d.h"
 #include "tandem/runtime/memory_plan.h"
 #include "tandem/schedule/generators.h"
+#include "tandem/schedule/lower.h"
 #include "tandem/train/volume_source.h"
 
 namespace tandem::train {
@@ -88,7 +89,8 @@ graph::Partition memory_partition(const graph::Model& model, const Config& c, in
   o.stages = per_device ? devices : stages;
   o.microbatches = c.microbatches;
   o.virtual_stages = c.virtual_stages;
-  const std::vector<int> in_flight = schedule::peak_in_flight(schedule::make(c.schedule, o));
+  const schedule::Schedule sched = schedule::make(c.schedule, o);
+  const std::vector<int> in_flight = schedule::peak_in_flight(sched);
   TANDEM_CHECK(static_cast<int>(in_flight.size()) == stages,
                "schedule {} has {} stages but {} are asked for", c.schedule, in_flight.size(),
                stages);
@@ -97,8 +99,14 @@ graph::Partition memory_partition(const graph::Model& model, const Config& c, in
       source.train_batch(0, 0, std::min<int64_t>(micro, source.train_size())).input;
   const int slots = c.optimizer == "adam" ? 2 : (c.momentum != 0 ? 1 : 0);
   const runtime::LayerBytes bytes = runtime::measure_layer_bytes(model, sample, slots);
-  graph::Partition partition = runtime::partition_by_memory(model, bytes, in_flight, c.recompute);
-  *plan = runtime::memory_plan_table(model, bytes, partition, in_flight, c.recompute);
+  // Receives ordered as the pipeline will order them: its lowering of this schedule, here on a
+  // chain of stages. Skip connections between stages can bring a skip's message earlier still;
+  // that is not counted (bench/MEMORY.md).
+  const std::vector<int> ahead =
+      schedule::peak_received_ahead(schedule::lower(sched, schedule::StageGraph::chain(stages)));
+  graph::Partition partition =
+      runtime::partition_by_memory(model, bytes, in_flight, c.recompute, ahead);
+  *plan = runtime::memory_plan_table(model, bytes, partition, in_flight, c.recompute, ahead);
   return partition;
 }
 

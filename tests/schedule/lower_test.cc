@@ -167,5 +167,25 @@ TEST(Lower, RejectsAnInvalidComputeOrderAndZeroReferenceCosts) {
   }
 }
 
+// Inputs received before a backward whose forward comes after it: lower() orders a recv by
+// its message, so under 1F1B the middle stages take the next input before their first
+// backward. GPipe runs every forward first, and a schedule without recvs receives nothing.
+TEST(Lower, CountsInputsReceivedAheadOfABackward) {
+  EXPECT_EQ(peak_received_ahead(lower(one_f_one_b(4, 4), StageGraph::chain(4))),
+            (std::vector<int>{0, 1, 1, 0}));
+  EXPECT_EQ(peak_received_ahead(one_f_one_b(4, 4)), (std::vector<int>{0, 0, 0, 0}));
+  EXPECT_EQ(peak_received_ahead(lower(gpipe(4, 4), StageGraph::chain(4))),
+            (std::vector<int>{0, 0, 0, 0}));
+  // Never more than the micro-batches whose forward has not run.
+  for (const Schedule& s : built_ins()) {
+    const std::vector<int> ahead = peak_received_ahead(lower(s, StageGraph::chain(s.num_stages)));
+    for (int st = 0; st < s.num_stages; ++st) {
+      EXPECT_GE(ahead[st], 0);
+      EXPECT_LT(ahead[st], std::max(1, s.num_microbatches)) << format_grid(s);
+    }
+    EXPECT_EQ(ahead[0], 0) << "the first stage reads the data, not a message";
+  }
+}
+
 }  // namespace
 }  // namespace tandem::schedule

@@ -11,9 +11,11 @@
 // activations at any one layer: going back through the layers, the later layers' tensors are
 // freed, the tensors the stage sent stay until its backward ends, skip gradients wait for
 // their producer, and the gradient messages for what it sent (one per reading stage, and
-// their sum) are held throughout. Forward messages waiting for a busy consumer are not
-// counted: under 1F1B with several micro-batches a stage can run some percent above it
-// (bench/MEMORY.md).
+// their sum) are held throughout. A stage may also hold the inputs of micro-batches whose
+// forward comes after a backward, received ahead where the lowered schedule orders the message
+// first (schedule::peak_received_ahead): those count one received input each. The caller
+// orders messages on a chain of stages; a skip's message from an earlier stage can arrive
+// earlier still, which is not counted.
 #pragma once
 
 #include <torch/torch.h>
@@ -56,20 +58,25 @@ double stage_bytes(const graph::Model& model, const LayerBytes& bytes, int begin
 
 // The contiguous partition into in_flight.size() stages whose largest predicted peak
 // (stage_bytes) is smallest. `in_flight[s]`: micro-batches stage s holds at once
-// (schedule::peak_in_flight of the schedule that will run).
+// (schedule::peak_in_flight of the schedule that will run). `received_ahead[s]` (empty: all 0):
+// micro-batches whose inputs stage s holds through a backward before their forward
+// (schedule::peak_received_ahead of the lowered schedule).
 graph::Partition partition_by_memory(const graph::Model& model, const LayerBytes& bytes,
-                                     const std::vector<int>& in_flight, bool recompute);
+                                     const std::vector<int>& in_flight, bool recompute,
+                                     const std::vector<int>& received_ahead = {});
 
 // The predicted peak bytes of every stage of `partition`: during its backward a stage holds
 // one gradient message per stage that read a tensor it sent, and their sum.
 std::vector<double> stage_peaks(const graph::Model& model, const LayerBytes& bytes,
                                 const graph::Partition& partition,
-                                const std::vector<int>& in_flight, bool recompute);
+                                const std::vector<int>& in_flight, bool recompute,
+                                const std::vector<int>& received_ahead = {});
 
-// A table of the prediction per stage: layers, micro-batches in flight, bytes kept per
-// micro-batch, the largest workspace, the parameter state and the predicted peak.
+// A table of the prediction per stage: layers, micro-batches in flight ("3+1": and the inputs
+// of one received ahead), bytes kept per micro-batch, the largest workspace, the parameter
+// state and the predicted peak.
 std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes,
                               const graph::Partition& partition, const std::vector<int>& in_flight,
-                              bool recompute);
+                              bool recompute, const std::vector<int>& received_ahead = {});
 
 }  // namespace tandem::runtime

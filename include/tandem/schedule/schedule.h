@@ -54,6 +54,13 @@ Schedule compute_only(const Schedule& schedule);
 // owning device's list. This is what bounds a stage's stored activations.
 std::vector<int> peak_in_flight(const Schedule& schedule);
 
+// Per stage of a lowered schedule, the most micro-batches whose forward input the stage has
+// received (its recv actions ran) but whose forward has not run yet, at any of the stage's
+// backward actions (B or I): inputs that wait through a backward on top of the micro-batches in
+// flight. lower() places a recv where the message order puts it, which can be before a
+// backward that runs first. All 0 for a schedule that is not lowered.
+std::vector<int> peak_received_ahead(const Schedule& schedule);
+
 std::ostream& operator<<(std::ostream& out, const Schedule& schedule);
 
 }  // namespace tandem::schedule
