@@ -10,6 +10,7 @@
 #include "tandem/memory/context.h"
 #include "tandem/memory/cpu_allocator.h"
 #include "tandem/memory/tracker.h"
+#include "tandem/schedule/schedule.h"
 
 namespace tandem::runtime {
 namespace {
@@ -104,9 +105,9 @@ struct StageParts {
   double state = 0;           // parameters, gradients, optimizer slots
   double recomputed = 0;      // with recomputation: one micro-batch's activations
   double received = 0;        // the inputs of one micro-batch from earlier stages
-  // `ahead`: inputs of micro-batches not yet run forward that the stage holds in a backward.
-  double peak(int in_flight, int ahead) const {
-    return state + in_flight * per_microbatch + ahead * received + recomputed + workspace;
+  // `ahead`: bytes of inputs for forwards not yet run that the stage holds in a backward.
+  double peak(int in_flight, double ahead) const {
+    return state + in_flight * per_microbatch + ahead + recomputed + workspace;
   }
 };
 
@@ -228,15 +229,27 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
 double stage_bytes(const graph::Model& model, const LayerBytes& bytes, int begin, int end,
                    int in_flight, bool recompute) {
   return stage_parts(index_tensors(model, bytes), bytes, begin, end, recompute, nullptr)
-      .peak(in_flight, 0);
+      .peak(in_flight, 0.0);
 }
 
 namespace {
 
-int ahead_of(const std::vector<int>& received_ahead, int stage, int stages) {
-  TANDEM_CHECK(received_ahead.empty() || static_cast<int>(received_ahead.size()) == stages,
-               "{} counts of inputs received ahead for {} stages", received_ahead.size(), stages);
-  return received_ahead.empty() ? 0 : received_ahead[stage];
+// Per stage: the most bytes of inputs it holds in a backward before their forward ran, under
+// `lowered` (null: none).
+std::vector<double> ahead_bytes(const graph::Model& model, const LayerBytes& bytes,
+                                const graph::Partition& partition,
+                                const schedule::Schedule* lowered) {
+  if (!lowered) return std::vector<double>(partition.num_stages, 0);
+  TANDEM_CHECK(lowered->num_stages == partition.num_stages,
+               "the schedule has {} stages but the partition {}", lowered->num_stages,
+               partition.num_stages);
+  const graph::Flow flow = graph::analyze(model, partition);
+  return schedule::peak_received_ahead(*lowered, [&](int stage, int from) {
+    double b = 0;
+    for (const auto& c : flow.inputs[stage])
+      if (c.from_stage == from) b += static_cast<double>(bytes.tensors.at(c.tensor));
+    return b;
+  });
 }
 
 }  // namespace
@@ -244,37 +257,40 @@ int ahead_of(const std::vector<int>& received_ahead, int stage, int stages) {
 std::vector<double> stage_peaks(const graph::Model& model, const LayerBytes& bytes,
                                 const graph::Partition& partition,
                                 const std::vector<int>& in_flight, bool recompute,
-                                const std::vector<int>& received_ahead) {
+                                const schedule::Schedule* lowered) {
   TANDEM_CHECK(static_cast<int>(in_flight.size()) == partition.num_stages,
                "{} micro-batch counts for {} stages", in_flight.size(), partition.num_stages);
   const TensorUses uses = index_tensors(model, bytes);
+  const std::vector<double> ahead = ahead_bytes(model, bytes, partition, lowered);
   std::vector<double> out;
   for (int s = 0; s < partition.num_stages; ++s) {
     auto [begin, end] = partition.layers_of(s);
-    out.push_back(stage_parts(uses, bytes, begin, end, recompute, &partition)
-                      .peak(in_flight[s], ahead_of(received_ahead, s, partition.num_stages)));
+    out.push_back(
+        stage_parts(uses, bytes, begin, end, recompute, &partition).peak(in_flight[s], ahead[s]));
   }
   return out;
 }
 
 std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes,
                               const graph::Partition& partition, const std::vector<int>& in_flight,
-                              bool recompute, const std::vector<int>& received_ahead) {
+                              bool recompute, const schedule::Schedule* lowered) {
   std::string out = fmt::format("{:<6} {:<28} {:>9} {:>14} {:>12} {:>12} {:>14}\n", "stage",
                                 "layers", "in flight", recompute ? "inputs per mb" : "kept per mb",
                                 "workspace", "state", "predicted peak");
   const TensorUses uses = index_tensors(model, bytes);
+  const std::vector<double> ahead = ahead_bytes(model, bytes, partition, lowered);
+  const std::vector<int> early =
+      lowered ? schedule::peak_received_ahead(*lowered) : std::vector<int>(partition.num_stages, 0);
   for (int s = 0; s < partition.num_stages; ++s) {
     auto [begin, end] = partition.layers_of(s);
     const StageParts p = stage_parts(uses, bytes, begin, end, recompute, &partition);
     auto mib = [](double b) { return memory::format_bytes(static_cast<uint64_t>(b)); };
-    const int ahead = ahead_of(received_ahead, s, partition.num_stages);
-    // "3+1": three micro-batches in flight, and the inputs of one more received ahead.
+    // "3+1": three micro-batches in flight, and inputs of one more received ahead.
     const std::string held =
-        ahead ? fmt::format("{}+{}", in_flight[s], ahead) : std::to_string(in_flight[s]);
+        early[s] ? fmt::format("{}+{}", in_flight[s], early[s]) : std::to_string(in_flight[s]);
     out += fmt::format("{:<6} {:<28} {:>9} {:>14} {:>12} {:>12} {:>14}\n", s,
                        partition.layer_range(model, s), held, mib(p.per_microbatch),
-                       mib(p.workspace), mib(p.state), mib(p.peak(in_flight[s], ahead)));
+                       mib(p.workspace), mib(p.state), mib(p.peak(in_flight[s], ahead[s])));
   }
   return out;
 }
@@ -289,9 +305,12 @@ graph::Partition partition_by_memory(const graph::Model& model, const LayerBytes
                model.name, model.layers.size());
   const TensorUses uses = index_tensors(model, bytes);
   const int stages = static_cast<int>(in_flight.size());
+  TANDEM_CHECK(received_ahead.empty() || static_cast<int>(received_ahead.size()) == stages,
+               "{} counts of inputs received ahead for {} stages", received_ahead.size(), stages);
   return graph::partition_by_cost(model, stages, [&](int stage, int begin, int end) {
-    return stage_parts(uses, bytes, begin, end, recompute, nullptr)
-        .peak(in_flight[stage], ahead_of(received_ahead, stage, stages));
+    const StageParts p = stage_parts(uses, bytes, begin, end, recompute, nullptr);
+    const int ahead = received_ahead.empty() ? 0 : received_ahead[stage];
+    return p.peak(in_flight[stage], ahead * p.received);
   });
 }
 

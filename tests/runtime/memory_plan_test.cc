@@ -159,11 +159,10 @@ TEST(MemoryPlan, CountsInputsReceivedAheadOfABackward) {
   so.microbatches = 4;
   const schedule::Schedule s = schedule::make("1f1b", so);
   const std::vector<int> in_flight = schedule::peak_in_flight(s);
-  const std::vector<int> ahead =
-      schedule::peak_received_ahead(schedule::lower(s, schedule::StageGraph::chain(4)));
-  ASSERT_EQ(ahead, (std::vector<int>{0, 1, 1, 0}));
+  const schedule::Schedule lowered = schedule::lower(s, schedule::StageGraph::chain(4));
+  ASSERT_EQ(schedule::peak_received_ahead(lowered), (std::vector<int>{0, 1, 1, 0}));
   const graph::Partition part = graph::partition_by_balance(m, {1, 1, 1, 3});
-  const auto with = runtime::stage_peaks(m, b, part, in_flight, false, ahead);
+  const auto with = runtime::stage_peaks(m, b, part, in_flight, false, &lowered);
   const auto without = runtime::stage_peaks(m, b, part, in_flight, false);
   const double input = static_cast<double>(b.tensors.at(m.layers[0].outputs[0]));
   for (int st : {1, 2}) EXPECT_DOUBLE_EQ(with[st] - without[st], input) << "stage " << st;

@@ -176,6 +176,17 @@ TEST(Lower, CountsInputsReceivedAheadOfABackward) {
   EXPECT_EQ(peak_received_ahead(one_f_one_b(4, 4)), (std::vector<int>{0, 0, 0, 0}));
   EXPECT_EQ(peak_received_ahead(lower(gpipe(4, 4), StageGraph::chain(4))),
             (std::vector<int>{0, 0, 0, 0}));
+  // With a skip (stage 0 feeds stage 3 too), the skip's messages reach stage 3 earlier than
+  // its chain input: two micro-batches' skips wait through one of its backwards. Weighed by
+  // producer, so that a caller can count each input's bytes.
+  const Schedule skips = lower(one_f_one_b(4, 4), unet(4));
+  EXPECT_EQ(peak_received_ahead(skips), (std::vector<int>{0, 1, 1, 2}));
+  const std::vector<double> from_stage0 =
+      peak_received_ahead(skips, [](int, int from) { return from == 0 ? 1.0 : 0.0; });
+  EXPECT_EQ(from_stage0, (std::vector<double>{0, 1, 0, 2}));
+  const std::vector<double> weighed =
+      peak_received_ahead(skips, [](int, int from) { return from == 0 ? 10.0 : 1.0; });
+  EXPECT_EQ(weighed[3], 20.0);
   // Never more than the micro-batches whose forward has not run.
   for (const Schedule& s : built_ins()) {
     const std::vector<int> ahead = peak_received_ahead(lower(s, StageGraph::chain(s.num_stages)));

@@ -13,9 +13,9 @@
 // their producer, and the gradient messages for what it sent (one per reading stage, and
 // their sum) are held throughout. A stage may also hold the inputs of micro-batches whose
 // forward comes after a backward, received ahead where the lowered schedule orders the message
-// first (schedule::peak_received_ahead): those count one received input each. The caller
-// orders messages on a chain of stages; a skip's message from an earlier stage can arrive
-// earlier still, which is not counted.
+// first (schedule::peak_received_ahead). While partitions are searched those are ordered on a
+// chain of stages, one received input each; for a chosen partition, from the lowered schedule
+// that runs on it, skips included, each input with its bytes.
 #pragma once
 
 #include <torch/torch.h>
@@ -27,6 +27,7 @@
 
 #include "tandem/graph/model.h"
 #include "tandem/graph/partition.h"
+#include "tandem/schedule/schedule.h"
 
 namespace tandem::runtime {
 
@@ -60,23 +61,25 @@ double stage_bytes(const graph::Model& model, const LayerBytes& bytes, int begin
 // (stage_bytes) is smallest. `in_flight[s]`: micro-batches stage s holds at once
 // (schedule::peak_in_flight of the schedule that will run). `received_ahead[s]` (empty: all 0):
 // micro-batches whose inputs stage s holds through a backward before their forward
-// (schedule::peak_received_ahead of the lowered schedule).
+// (schedule::peak_received_ahead of the schedule lowered on a chain of stages).
 graph::Partition partition_by_memory(const graph::Model& model, const LayerBytes& bytes,
                                      const std::vector<int>& in_flight, bool recompute,
                                      const std::vector<int>& received_ahead = {});
 
 // The predicted peak bytes of every stage of `partition`: during its backward a stage holds
-// one gradient message per stage that read a tensor it sent, and their sum.
+// one gradient message per stage that read a tensor it sent, and their sum. `lowered` (may be
+// null: none counted): the lowered schedule that runs on `partition`, whose inputs received
+// ahead of a backward count with their bytes.
 std::vector<double> stage_peaks(const graph::Model& model, const LayerBytes& bytes,
                                 const graph::Partition& partition,
                                 const std::vector<int>& in_flight, bool recompute,
-                                const std::vector<int>& received_ahead = {});
+                                const schedule::Schedule* lowered = nullptr);
 
 // A table of the prediction per stage: layers, micro-batches in flight ("3+1": and the inputs
 // of one received ahead), bytes kept per micro-batch, the largest workspace, the parameter
 // state and the predicted peak.
 std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes,
                               const graph::Partition& partition, const std::vector<int>& in_flight,
-                              bool recompute, const std::vector<int>& received_ahead = {});
+                              bool recompute, const schedule::Schedule* lowered = nullptr);
 
 }  // namespace tandem::runtime
