@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "tandem/schedule/action.h"
 #include "tandem/trace/chrome_trace.h"
 #include "tandem/trace/svg.h"
 
@@ -61,7 +62,12 @@ void Observers::after_step(int64_t step, const runtime::StepStats& stats, double
             {m.devices.front(), name, offset, static_cast<double>(m.peak_bytes)});
       }
     }
-    reports_.push_back(train::analyze_step(p, p.last_timings(), trainer_.config().batch));
+    // Under MPI a rank knows its own device's timings; finish() gathers them.
+    if (launch_.mpi()) {
+      traced_.push_back({stats.started_us, p.last_timings()});
+    } else {
+      reports_.push_back(train::analyze_step(p, p.last_timings(), trainer_.config().batch));
+    }
   }
   if (tensorboard_) {
     tensorboard_->add_scalar("train/loss", static_cast<float>(stats.loss), step);
@@ -76,13 +82,22 @@ void Observers::finish(const train::Result& r, const std::vector<train::MemoryPe
     tensorboard_->add_scalar("test/" + r.metric_name, static_cast<float>(r.test_metric), r.steps);
     tensorboard_->flush();
   }
+  write_trace();
+  if (!options_.report.empty()) {
+    if (launch_.mpi()) gather_reports();
+    if (!launch_.mpi() || (trainer_.pipeline().owns_loss() && trainer_.replica() == 0))
+      write_report(r, memory);
+  }
+}
+
+void Observers::write_trace() {
   const bool want_trace = !options_.trace.empty() || !options_.timeline.empty();
   trace::Trace merged = trace_;
   if (want_trace && launch_.mpi()) {
     // Every rank's spans and clock offset to rank 0, merged on rank 0.
     const auto jsons = launch_.gather(trace::to_chrome_json(trace_).dump());
     const auto offsets = launch_.gather(fmt::format("{}", launch_.clock_offset_us()));
-    if (launch_.rank() != 0) return;
+    if (launch_.rank() != 0) return;  // rank 0 writes the merged trace
     std::vector<trace::Trace> traces;
     std::vector<double> offs;
     for (size_t i = 0; i < jsons.size(); ++i) {
@@ -107,62 +122,102 @@ void Observers::finish(const train::Result& r, const std::vector<train::MemoryPe
                             p.schedule().num_microbatches, 2, 1 + options_.trace_steps);
     trace::write_svg(merged, options_.timeline, svg);
   }
-  if (!options_.report.empty() && (!launch_.mpi() || p.owns_loss())) {
-    nlohmann::json j;
-    j["steps"] = r.steps;
-    j["loss"] = r.loss;
-    j["test_" + r.metric_name] = r.test_metric;
-    j["samples_per_s"] = r.samples_per_s;
-    j["seconds"] = r.seconds;
-    j["schedule"] = p.schedule().name;
-    j["microbatches"] = p.schedule().num_microbatches;
-    j["partition"] = p.partition().to_string(p.model());
-    double measured = 0, predicted = 0, flops = 0, seconds = 0;
-    std::vector<double> busy(p.devices().size(), 0), comm(p.devices().size(), 0);
-    for (const auto& s : reports_) {
-      measured += s.measured_bubble;
-      predicted += s.predicted_bubble;
-      flops += s.flops;
-      seconds += s.seconds;
-      for (size_t d = 0; d < busy.size(); ++d) {
-        busy[d] += s.busy[d] / reports_.size();
-        comm[d] += s.comm[d] / reports_.size();
+}
+
+void Observers::gather_reports() {
+  // Each rank timed its own device's actions, from its own step start: move them to rank 0's
+  // clock (Cristian offsets, as for the trace) and analyze every traced step with all devices
+  // of replica 0.
+  const double offset = launch_.clock_offset_us();
+  nlohmann::json mine = nlohmann::json::array();
+  for (const TracedStep& step : traced_) {
+    nlohmann::json timings = nlohmann::json::array();
+    for (const runtime::ActionTiming& t : step.timings)
+      timings.push_back({t.device, schedule::to_string(t.action), t.start_us, t.end_us});
+    mine.push_back({{"origin_us", step.origin_us + offset}, {"timings", timings}});
+  }
+  const nlohmann::json part = {{"replica", trainer_.replica()}, {"steps", mine}};
+  const std::vector<std::string> parts = launch_.all_gather(part.dump());
+  if (!trainer_.pipeline().owns_loss() || trainer_.replica() != 0) return;
+  std::vector<nlohmann::json> ranks;
+  for (const std::string& text : parts) {
+    nlohmann::json j = nlohmann::json::parse(text);
+    if (j.at("replica").get<int>() == 0) ranks.push_back(std::move(j));
+  }
+  for (size_t k = 0; k < traced_.size(); ++k) {
+    double first = 0;
+    for (size_t q = 0; q < ranks.size(); ++q) {
+      const double o = ranks[q].at("steps").at(k).at("origin_us").get<double>();
+      first = q == 0 ? o : std::min(first, o);
+    }
+    std::vector<runtime::ActionTiming> all;
+    for (const nlohmann::json& rank : ranks) {
+      const nlohmann::json& step = rank.at("steps").at(k);
+      const double shift = step.at("origin_us").get<double>() - first;
+      for (const nlohmann::json& t : step.at("timings")) {
+        all.push_back({t.at(0).get<int>(), schedule::parse_action(t.at(1).get<std::string>()),
+                       t.at(2).get<double>() + shift, t.at(3).get<double>() + shift});
       }
     }
-    const double n = std::max<size_t>(1, reports_.size());
-    j["traced_steps"] = reports_.size();
-    j["bubble_measured"] = measured / n;
-    j["bubble_predicted"] = predicted / n;
-    j["flops_per_s"] = seconds > 0 ? flops / seconds : 0;
-    // A device's peak: the largest of the memories it uses (of its replicas, under MPI).
-    std::vector<uint64_t> device_peaks(busy.size(), 0);
-    for (const train::MemoryPeak& m : memory)
-      for (int d : m.devices) device_peaks[d] = std::max(device_peaks[d], m.peak_bytes);
-    nlohmann::json devices = nlohmann::json::array();
-    for (size_t d = 0; d < busy.size(); ++d) {
-      devices.push_back({{"device", p.devices()[d].name},
-                         {"busy", busy[d]},
-                         {"idle", 1 - busy[d]},
-                         {"comm", comm[d]},
-                         {"peak_bytes", device_peaks[d]}});
-    }
-    j["devices"] = devices;
-    // Sum these, not the devices' peak_bytes: devices that share a GPU repeat its number.
-    nlohmann::json memories = nlohmann::json::array();
-    for (const train::MemoryPeak& m : memory) {
-      nlohmann::json e = {
-          {"memory", m.label}, {"peak_bytes", m.peak_bytes}, {"devices", m.devices}};
-      if (m.rank >= 0) e["rank"] = m.rank;
-      memories.push_back(e);
-    }
-    j["memory"] = memories;
-    std::ofstream out(options_.report);
-    TANDEM_CHECK(out, "cannot write the report to {}", options_.report);
-    out << j.dump(2) << "\n";
-    std::printf("%sreport: bubble measured=%.4f predicted=%.4f flops_per_s=%.3g (%s)\n",
-                launch_.prefix().c_str(), measured / n, predicted / n,
-                seconds > 0 ? flops / seconds : 0, options_.report.c_str());
+    reports_.push_back(train::analyze_step(trainer_.pipeline(), all, trainer_.config().batch));
   }
+}
+
+void Observers::write_report(const train::Result& r, const std::vector<train::MemoryPeak>& memory) {
+  const auto& p = trainer_.pipeline();
+  nlohmann::json j;
+  j["steps"] = r.steps;
+  j["loss"] = r.loss;
+  j["test_" + r.metric_name] = r.test_metric;
+  j["samples_per_s"] = r.samples_per_s;
+  j["seconds"] = r.seconds;
+  j["schedule"] = p.schedule().name;
+  j["microbatches"] = p.schedule().num_microbatches;
+  j["partition"] = p.partition().to_string(p.model());
+  double measured = 0, predicted = 0, flops = 0, seconds = 0;
+  std::vector<double> busy(p.devices().size(), 0), comm(p.devices().size(), 0);
+  for (const auto& s : reports_) {
+    measured += s.measured_bubble;
+    predicted += s.predicted_bubble;
+    flops += s.flops;
+    seconds += s.seconds;
+    for (size_t d = 0; d < busy.size(); ++d) {
+      busy[d] += s.busy[d] / reports_.size();
+      comm[d] += s.comm[d] / reports_.size();
+    }
+  }
+  const double n = std::max<size_t>(1, reports_.size());
+  j["traced_steps"] = reports_.size();
+  j["bubble_measured"] = measured / n;
+  j["bubble_predicted"] = predicted / n;
+  j["flops_per_s"] = seconds > 0 ? flops / seconds : 0;
+  // A device's peak: the largest of the memories it uses (of its replicas, under MPI).
+  std::vector<uint64_t> device_peaks(busy.size(), 0);
+  for (const train::MemoryPeak& m : memory)
+    for (int d : m.devices) device_peaks[d] = std::max(device_peaks[d], m.peak_bytes);
+  nlohmann::json devices = nlohmann::json::array();
+  for (size_t d = 0; d < busy.size(); ++d) {
+    devices.push_back({{"device", p.devices()[d].name},
+                       {"busy", busy[d]},
+                       {"idle", 1 - busy[d]},
+                       {"comm", comm[d]},
+                       {"peak_bytes", device_peaks[d]}});
+  }
+  j["devices"] = devices;
+  // Sum these, not the devices' peak_bytes: devices that share a GPU repeat its number.
+  nlohmann::json memories = nlohmann::json::array();
+  for (const train::MemoryPeak& m : memory) {
+    nlohmann::json e = {{"memory", m.label}, {"peak_bytes", m.peak_bytes}, {"devices", m.devices}};
+    if (m.rank >= 0) e["rank"] = m.rank;
+    memories.push_back(e);
+  }
+  j["memory"] = memories;
+  std::ofstream out(options_.report);
+  TANDEM_CHECK(out, "cannot write the report to {}", options_.report);
+  out << j.dump(2) << "\n";
+  std::printf("%sreport: bubble measured=%.4f predicted=%.4f flops_per_s=%.3g (%s)\n",
+              launch_.prefix().c_str(), measured / n, predicted / n,
+              seconds > 0 ? flops / seconds : 0, options_.report.c_str());
 }
 
 }  // namespace tandem::cli

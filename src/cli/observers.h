@@ -34,6 +34,11 @@ class Observers {
 
  private:
   bool tracing(int64_t step) const;
+  // Collective under MPI: every rank's spans, merged and written by rank 0.
+  void write_trace();
+  // Collective: every rank's timings of the traced steps, analyzed on the writing rank.
+  void gather_reports();
+  void write_report(const train::Result& result, const std::vector<train::MemoryPeak>& memory);
 
   ObserveOptions options_;
   train::Trainer& trainer_;
@@ -41,6 +46,13 @@ class Observers {
   std::unique_ptr<trace::EventWriter> tensorboard_;
   trace::Trace trace_;
   std::vector<train::StepReport> reports_;
+  // Under MPI: this rank's timings of each traced step, and when the step started (steady
+  // clock, µs).
+  struct TracedStep {
+    double origin_us = 0;
+    std::vector<runtime::ActionTiming> timings;
+  };
+  std::vector<TracedStep> traced_;
 };
 
 }  // namespace tandem::cli

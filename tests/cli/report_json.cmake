@@ -2,7 +2,9 @@
 # Runs CMD (a `tandem train` with --report REPORT on N CPU devices) and reads the JSON report
 # back: one entry per device with its fractions and peak; one entry per memory, which for CPU
 # devices is one per device with the same peak, none of them 0; the result line's peak_mem_
-# fields are the memory entries' numbers. MPI=1: one rank per device, and memory d names rank d.
+# fields are the memory entries' numbers. Every device was busy in the traced steps, and the
+# simulator predicted a bubble from their times (so every device's timings reached the writer).
+# MPI=1: one rank per device, and memory d names rank d.
 file(REMOVE "${REPORT}")
 string(REPLACE ";" " " shown "${CMD}")
 execute_process(COMMAND ${CMD} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
@@ -17,6 +19,10 @@ foreach(key bubble_measured bubble_predicted flops_per_s traced_steps)
     message(FATAL_ERROR "the report has no ${key}:\n${json}")
   endif()
 endforeach()
+string(JSON predicted GET "${json}" bubble_predicted)
+if(NOT predicted GREATER 0)
+  message(FATAL_ERROR "no predicted bubble: the timings of some device are missing:\n${json}")
+endif()
 string(JSON n_devices LENGTH "${json}" devices)
 string(JSON n_memory LENGTH "${json}" memory)
 if(NOT n_devices EQUAL DEVICES OR NOT n_memory EQUAL DEVICES)
@@ -27,6 +33,10 @@ math(EXPR last "${DEVICES} - 1")
 foreach(d RANGE ${last})
   string(JSON name GET "${json}" devices ${d} device)
   string(JSON device_peak GET "${json}" devices ${d} peak_bytes)
+  string(JSON busy GET "${json}" devices ${d} busy)
+  if(NOT busy GREATER 0)
+    message(FATAL_ERROR "device ${d} (${name}) was never busy in the report:\n${json}")
+  endif()
   string(JSON memory_name GET "${json}" memory ${d} memory)
   string(JSON memory_peak GET "${json}" memory ${d} peak_bytes)
   string(JSON shared LENGTH "${json}" memory ${d} devices)

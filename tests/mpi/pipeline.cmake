@@ -17,10 +17,12 @@ add_test(NAME test_mpi_merged_trace
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(test_mpi_merged_trace PROPERTIES TIMEOUT 180 LABELS mpi)
 
-# Under MPI the report and the result line count every rank's memory, not only the loss owner's.
+# Under MPI the report and the result line count every rank's memory, and the report every
+# rank's timings, not only the loss owner's; with --trace as well (rank 0 writes the trace, the
+# loss owner the report).
 add_test(NAME test_mpi_report_json
   COMMAND ${CMAKE_COMMAND}
-          "-DCMD=${TANDEM_MPIRUN};-n;2;$<TARGET_FILE:tandem_cli>;train;--steps;4;--batch;32;--microbatches;4;--eval-batch;5000;--progress;none;--trace-steps;2;--comm-timeout;60;--report;${PROJECT_BINARY_DIR}/mpi_report.json"
+          "-DCMD=${TANDEM_MPIRUN};-n;2;$<TARGET_FILE:tandem_cli>;train;--steps;4;--batch;32;--microbatches;4;--eval-batch;5000;--progress;none;--trace-steps;2;--comm-timeout;60;--report;${PROJECT_BINARY_DIR}/mpi_report.json;--trace;${PROJECT_BINARY_DIR}/mpi_report_trace.json"
           -DREPORT=${PROJECT_BINARY_DIR}/mpi_report.json -DDEVICES=2 -DMPI=1
           -P ${PROJECT_SOURCE_DIR}/tests/cli/report_json.cmake
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
