@@ -491,7 +491,8 @@ if command -v mpirun >/dev/null && [[ $build_route == *"MPI ON"* ]]; then
     name="mlp 2 ranks on cuda:0,cuda:0, --mpi-cuda $path"
     built "$bin_tandem" "$name" || break
     run_step 90 "train-mpi-$path.log" "${mpirun[@]}" "$bin_tandem" train "${mlp[@]}" \
-      --devices cuda:0,cuda:0 --schedule 1f1b --microbatches 8 --mpi-cuda "$path"
+      --devices cuda:0,cuda:0 --schedule 1f1b --microbatches 8 --mpi-cuda "$path" \
+      --report "$out/report-mpi-$path.json"
     line=$(grep -m 1 'result:' "$out/train-mpi-$path.log" 2>/dev/null)
     way=$(grep -m 1 -o 'CUDA tensors between ranks: .*' "$out/train-mpi-$path.log" 2>/dev/null)
     mpi_loss[$path]=$(grep -o -m 1 ' loss=[0-9.]*' <<<"$line")
@@ -503,6 +504,15 @@ if command -v mpirun >/dev/null && [[ $build_route == *"MPI ON"* ]]; then
     same=no
     [ "${mpi_loss[staged]}" = "${mpi_loss[auto]}" ] && same=yes
     results_extra+=("mlp on 2 ranks: --mpi-cuda staged${mpi_loss[staged]}, auto${mpi_loss[auto]}; the same: $same ($(grep -m 1 -o 'CUDA tensors between ranks: .*' "$out/train-mpi-auto.log"))")
+  fi
+  # Two processes on one GPU: one memory per rank (cuda:0@r0, cuda:0@r1), each from its own
+  # caching allocator, and every device's busy share.
+  if [ -f "$out/report-mpi-auto.json" ]; then
+    results_extra+=("report of mlp on 2 ranks sharing cuda:0: $(python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+print(json.dumps({"memory": j.get("memory"), "busy": [d["busy"] for d in j.get("devices", [])],
+                  "bubble_measured": j.get("bubble_measured"), "bubble_predicted": j.get("bubble_predicted")}))' "$out/report-mpi-auto.json" 2>&1)")
   fi
 else
   record "CUDA tensors between ranks" "skipped" 0 "no mpirun, or a build without MPI"
