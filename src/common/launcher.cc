@@ -1,6 +1,7 @@
 #include "tandem/common/launcher.h"
 
 #include <cstdlib>
+#include <initializer_list>
 
 namespace tandem {
 

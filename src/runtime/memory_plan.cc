@@ -10,7 +10,7 @@
 #include "tandem/memory/context.h"
 #include "tandem/memory/cpu_allocator.h"
 #include "tandem/memory/tracker.h"
-#include "tandem/schedule/schedule.h"
+#include "tandem/schedule/held_messages.h"
 
 namespace tandem::runtime {
 namespace {
@@ -105,9 +105,10 @@ struct StageParts {
   double state = 0;           // parameters, gradients, optimizer slots
   double recomputed = 0;      // with recomputation: one micro-batch's activations
   double received = 0;        // the inputs of one micro-batch from earlier stages
-  // `ahead`: bytes of inputs for forwards not yet run that the stage holds in a backward.
-  double peak(int in_flight, double ahead) const {
-    return state + in_flight * per_microbatch + ahead + recomputed + workspace;
+  double sent = 0;            // the activations of one micro-batch it sends on
+  // `messages`: bytes of messages held in a backward besides the above (held_messages.h).
+  double peak(int in_flight, double messages) const {
+    return state + in_flight * per_microbatch + messages + recomputed + workspace;
   }
 };
 
@@ -171,7 +172,7 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
     delta[from - begin] += b;
     delta[to + 1 - begin] -= b;
   };
-  double received = 0, sent = 0;
+  double received = 0, sent = 0, sent_on = 0;
   std::vector<char> seen(u.producer.size(), 0);
   for (int i = begin; i < end; ++i) {
     for (const int t : u.touched[i]) {
@@ -201,6 +202,7 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
       const int k = std::max<int>(1, static_cast<int>(senders.size()));
       const bool inside = std::upper_bound(readers.begin(), after, made) != after;
       sent += u.bytes[t] * (k + (k >= 2 || inside ? 1 : 0));
+      if (after != readers.end()) sent_on += u.bytes[t];
       hold(begin, made - 1, u.bytes[t]);  // kept until the backward ends
     }
   }
@@ -214,6 +216,7 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
   }
   out.workspace = largest_at_a_layer - activations + sent;
   out.received = received;
+  out.sent = sent_on;
   if (!recompute) {
     out.per_microbatch = activations + received;
     return out;
@@ -234,22 +237,60 @@ double stage_bytes(const graph::Model& model, const LayerBytes& bytes, int begin
 
 namespace {
 
-// Per stage: the most bytes of inputs it holds in a backward before their forward ran, under
-// `lowered` (null: none).
-std::vector<double> ahead_bytes(const graph::Model& model, const LayerBytes& bytes,
-                                const graph::Partition& partition,
-                                const schedule::Schedule* lowered) {
+// Per stage: the most bytes of messages it holds in a backward besides its activations, under
+// `lowered` on `partition` (null: none): inputs received ahead, and gradients it sent that may
+// not be received yet (with recomputation also activations it sent: it keeps no copy).
+std::vector<double> message_bytes(const graph::Model& model, const LayerBytes& bytes,
+                                  const graph::Partition& partition, bool recompute,
+                                  const schedule::Schedule* lowered) {
   if (!lowered) return std::vector<double>(partition.num_stages, 0);
   TANDEM_CHECK(lowered->num_stages == partition.num_stages,
                "the schedule has {} stages but the partition {}", lowered->num_stages,
                partition.num_stages);
   const graph::Flow flow = graph::analyze(model, partition);
-  return schedule::peak_received_ahead(*lowered, [&](int stage, int from) {
+  auto between = [&](const std::vector<graph::Crossing>& crossings, bool from, int peer) {
     double b = 0;
-    for (const auto& c : flow.inputs[stage])
-      if (c.from_stage == from) b += static_cast<double>(bytes.tensors.at(c.tensor));
+    for (const auto& c : crossings)
+      if ((from ? c.from_stage : c.to_stage) == peer)
+        b += static_cast<double>(bytes.tensors.at(c.tensor));
     return b;
-  });
+  };
+  const std::vector<double> ahead = schedule::peak_received_ahead(
+      *lowered, [&](int stage, int from) { return between(flow.inputs[stage], true, from); });
+  const schedule::StageGraph graph{partition.num_stages, flow.consumers()};
+  const std::vector<double> waiting =
+      schedule::peak_sent_unreceived(*lowered, graph, [&](int stage, int peer, schedule::Op op) {
+        if (op != schedule::Op::kForward) return between(flow.inputs[stage], true, peer);
+        return recompute ? between(flow.outputs[stage], false, peer) : 0.0;
+      });
+  std::vector<double> out(partition.num_stages);
+  for (int s = 0; s < partition.num_stages; ++s) out[s] = ahead[s] + waiting[s];
+  return out;
+}
+
+// The same while partitions are searched, in micro-batches: `chain`, lowered on a chain of
+// stages, tells how many; a stage's received and sent bytes weigh them.
+struct ChainMessages {
+  std::vector<int> received_ahead;
+  std::vector<double> gradients_waiting, activations_waiting;
+};
+ChainMessages chain_messages(const schedule::Schedule* chain, int stages) {
+  ChainMessages m;
+  m.received_ahead.assign(stages, 0);
+  m.gradients_waiting.assign(stages, 0);
+  m.activations_waiting.assign(stages, 0);
+  if (!chain) return m;
+  TANDEM_CHECK(chain->num_stages == stages, "the schedule has {} stages but {} are asked for",
+               chain->num_stages, stages);
+  const schedule::StageGraph graph = schedule::StageGraph::chain(stages);
+  m.received_ahead = schedule::peak_received_ahead(*chain);
+  m.gradients_waiting = schedule::peak_sent_unreceived(
+      *chain, graph,
+      [](int, int, schedule::Op op) { return op == schedule::Op::kForward ? 0 : 1; });
+  m.activations_waiting = schedule::peak_sent_unreceived(
+      *chain, graph,
+      [](int, int, schedule::Op op) { return op == schedule::Op::kForward ? 1 : 0; });
+  return m;
 }
 
 }  // namespace
@@ -261,12 +302,12 @@ std::vector<double> stage_peaks(const graph::Model& model, const LayerBytes& byt
   TANDEM_CHECK(static_cast<int>(in_flight.size()) == partition.num_stages,
                "{} micro-batch counts for {} stages", in_flight.size(), partition.num_stages);
   const TensorUses uses = index_tensors(model, bytes);
-  const std::vector<double> ahead = ahead_bytes(model, bytes, partition, lowered);
+  const std::vector<double> messages = message_bytes(model, bytes, partition, recompute, lowered);
   std::vector<double> out;
   for (int s = 0; s < partition.num_stages; ++s) {
     auto [begin, end] = partition.layers_of(s);
-    out.push_back(
-        stage_parts(uses, bytes, begin, end, recompute, &partition).peak(in_flight[s], ahead[s]));
+    out.push_back(stage_parts(uses, bytes, begin, end, recompute, &partition)
+                      .peak(in_flight[s], messages[s]));
   }
   return out;
 }
@@ -274,30 +315,26 @@ std::vector<double> stage_peaks(const graph::Model& model, const LayerBytes& byt
 std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes,
                               const graph::Partition& partition, const std::vector<int>& in_flight,
                               bool recompute, const schedule::Schedule* lowered) {
-  std::string out = fmt::format("{:<6} {:<28} {:>9} {:>14} {:>12} {:>12} {:>14}\n", "stage",
+  std::string out = fmt::format("{:<6} {:<28} {:>9} {:>14} {:>12} {:>12} {:>12} {:>14}\n", "stage",
                                 "layers", "in flight", recompute ? "inputs per mb" : "kept per mb",
-                                "workspace", "state", "predicted peak");
+                                "workspace", "messages", "state", "predicted peak");
   const TensorUses uses = index_tensors(model, bytes);
-  const std::vector<double> ahead = ahead_bytes(model, bytes, partition, lowered);
-  const std::vector<int> early =
-      lowered ? schedule::peak_received_ahead(*lowered) : std::vector<int>(partition.num_stages, 0);
+  const std::vector<double> messages = message_bytes(model, bytes, partition, recompute, lowered);
+  auto mib = [](double b) { return memory::format_bytes(static_cast<uint64_t>(b)); };
   for (int s = 0; s < partition.num_stages; ++s) {
     auto [begin, end] = partition.layers_of(s);
     const StageParts p = stage_parts(uses, bytes, begin, end, recompute, &partition);
-    auto mib = [](double b) { return memory::format_bytes(static_cast<uint64_t>(b)); };
-    // "3+1": three micro-batches in flight, and inputs of one more received ahead.
-    const std::string held =
-        early[s] ? fmt::format("{}+{}", in_flight[s], early[s]) : std::to_string(in_flight[s]);
-    out += fmt::format("{:<6} {:<28} {:>9} {:>14} {:>12} {:>12} {:>14}\n", s,
-                       partition.layer_range(model, s), held, mib(p.per_microbatch),
-                       mib(p.workspace), mib(p.state), mib(p.peak(in_flight[s], ahead[s])));
+    out += fmt::format("{:<6} {:<28} {:>9} {:>14} {:>12} {:>12} {:>12} {:>14}\n", s,
+                       partition.layer_range(model, s), in_flight[s], mib(p.per_microbatch),
+                       mib(p.workspace), mib(messages[s]), mib(p.state),
+                       mib(p.peak(in_flight[s], messages[s])));
   }
   return out;
 }
 
 graph::Partition partition_by_memory(const graph::Model& model, const LayerBytes& bytes,
                                      const std::vector<int>& in_flight, bool recompute,
-                                     const std::vector<int>& received_ahead) {
+                                     const schedule::Schedule* chain) {
   TANDEM_CHECK(bytes.activations.size() == model.layers.size() &&
                    bytes.transient.size() == model.layers.size() &&
                    bytes.state.size() == model.layers.size(),
@@ -305,12 +342,13 @@ graph::Partition partition_by_memory(const graph::Model& model, const LayerBytes
                model.name, model.layers.size());
   const TensorUses uses = index_tensors(model, bytes);
   const int stages = static_cast<int>(in_flight.size());
-  TANDEM_CHECK(received_ahead.empty() || static_cast<int>(received_ahead.size()) == stages,
-               "{} counts of inputs received ahead for {} stages", received_ahead.size(), stages);
+  const ChainMessages m = chain_messages(chain, stages);
   return graph::partition_by_cost(model, stages, [&](int stage, int begin, int end) {
     const StageParts p = stage_parts(uses, bytes, begin, end, recompute, nullptr);
-    const int ahead = received_ahead.empty() ? 0 : received_ahead[stage];
-    return p.peak(in_flight[stage], ahead * p.received);
+    const double held = m.received_ahead[stage] * p.received +
+                        m.gradients_waiting[stage] * p.received +
+                        (recompute ? m.activations_waiting[stage] * p.sent : 0.0);
+    return p.peak(in_flight[stage], held);
   });
 }
 

@@ -4,10 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <climits>
 #include <functional>
 #include <ostream>
-#include <set>
 
 #include "tandem/common/check.h"
 #include "tandem/schedule/schedule.h"
@@ -271,53 +269,6 @@ std::vector<int> peak_in_flight(const Schedule& schedule) {
       }
     }
   }
-  return peak;
-}
-
-namespace {
-
-// Walks every device's list and calls at(stage, waiting) at each backward (B or I) of a stage,
-// with the (micro-batch, producer) pairs of the inputs that arrived for a forward of that stage
-// that has not run yet.
-using Waiting = std::set<std::pair<int, int>>;
-void walk_received_ahead(const Schedule& schedule,
-                         const std::function<void(int, const Waiting&)>& at) {
-  for (const auto& row : schedule.device_actions) {
-    std::vector<Waiting> waiting(schedule.num_stages);
-    for (const Action& a : row) {
-      if (a.stage < 0 || a.stage >= schedule.num_stages) continue;
-      Waiting& w = waiting[a.stage];
-      if (a.kind == Kind::kRecv && a.op == Op::kForward) {
-        w.insert({a.microbatch, a.peer});
-      } else if (a.kind == Kind::kCompute && a.op == Op::kForward) {
-        w.erase(w.lower_bound({a.microbatch, INT_MIN}), w.lower_bound({a.microbatch + 1, INT_MIN}));
-      } else if (a.kind == Kind::kCompute && (a.op == Op::kBackward || a.op == Op::kInput)) {
-        at(a.stage, w);
-      }
-    }
-  }
-}
-
-}  // namespace
-
-std::vector<int> peak_received_ahead(const Schedule& schedule) {
-  std::vector<int> peak(schedule.num_stages, 0);
-  walk_received_ahead(schedule, [&](int stage, const Waiting& w) {
-    std::set<int> microbatches;
-    for (const auto& [mb, from] : w) microbatches.insert(mb);
-    peak[stage] = std::max(peak[stage], static_cast<int>(microbatches.size()));
-  });
-  return peak;
-}
-
-std::vector<double> peak_received_ahead(const Schedule& schedule,
-                                        const std::function<double(int, int)>& weight) {
-  std::vector<double> peak(schedule.num_stages, 0);
-  walk_received_ahead(schedule, [&](int stage, const Waiting& w) {
-    double held = 0;
-    for (const auto& [mb, from] : w) held += weight(stage, from);
-    peak[stage] = std::max(peak[stage], held);
-  });
   return peak;
 }
 

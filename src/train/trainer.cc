@@ -99,13 +99,11 @@ graph::Partition memory_partition(const graph::Model& model, const Config& c, in
       source.train_batch(0, 0, std::min<int64_t>(micro, source.train_size())).input;
   const int slots = c.optimizer == "adam" ? 2 : (c.momentum != 0 ? 1 : 0);
   const runtime::LayerBytes bytes = runtime::measure_layer_bytes(model, sample, slots);
-  // Receives ordered as the pipeline will order them: its lowering of this schedule. While
-  // partitions are searched, on a chain of stages; for the chosen one, on its stage graph,
-  // where a skip's message can come earlier still.
-  const std::vector<int> ahead =
-      schedule::peak_received_ahead(schedule::lower(sched, schedule::StageGraph::chain(stages)));
+  // Messages ordered as the pipeline will order them: its lowering of this schedule. While
+  // partitions are searched, on a chain of stages; for the chosen one, on its stage graph.
+  const schedule::Schedule chain = schedule::lower(sched, schedule::StageGraph::chain(stages));
   graph::Partition partition =
-      runtime::partition_by_memory(model, bytes, in_flight, c.recompute, ahead);
+      runtime::partition_by_memory(model, bytes, in_flight, c.recompute, &chain);
   const schedule::Schedule lowered = schedule::lower(
       sched, schedule::StageGraph{stages, graph::analyze(model, partition).consumers()});
   *plan = runtime::memory_plan_table(model, bytes, partition, in_flight, c.recompute, &lowered);

@@ -4,6 +4,7 @@
 
 #include "tandem/common/check.h"
 #include "tandem/schedule/generators.h"
+#include "tandem/schedule/held_messages.h"
 #include "tandem/schedule/index.h"
 #include "tandem/schedule/validate.h"
 
@@ -187,6 +188,20 @@ TEST(Lower, CountsInputsReceivedAheadOfABackward) {
   const std::vector<double> weighed =
       peak_received_ahead(skips, [](int, int from) { return from == 0 ? 10.0 : 1.0; });
   EXPECT_EQ(weighed[3], 20.0);
+  // Gradients sent and maybe not received yet, under any timing: stage 0 may stall right after
+  // sending its last forward, before it receives the first gradient, while stage 1 runs its
+  // remaining backwards. GPipe's stages all run their backwards after every forward.
+  const StageGraph chain = StageGraph::chain(4);
+  auto gradients = [](int, int, Op op) { return op == Op::kForward ? 0.0 : 1.0; };
+  auto activations = [](int, int, Op op) { return op == Op::kForward ? 1.0 : 0.0; };
+  EXPECT_EQ(peak_sent_unreceived(lower(one_f_one_b(4, 4), chain), chain, gradients),
+            (std::vector<double>{0, 3, 2, 1}));
+  EXPECT_EQ(peak_sent_unreceived(lower(gpipe(4, 4), chain), chain, gradients),
+            (std::vector<double>{0, 3, 3, 3}));
+  // A forward message is always received before the backward of its micro-batch can come
+  // back, and later ones are received ahead of the receiver's backwards, not after.
+  EXPECT_EQ(peak_sent_unreceived(lower(one_f_one_b(4, 4), chain), chain, activations),
+            (std::vector<double>{0, 0, 0, 0}));
   // Never more than the micro-batches whose forward has not run.
   for (const Schedule& s : built_ins()) {
     const std::vector<int> ahead = peak_received_ahead(lower(s, StageGraph::chain(s.num_stages)));

@@ -11,11 +11,11 @@
 // activations at any one layer: going back through the layers, the later layers' tensors are
 // freed, the tensors the stage sent stay until its backward ends, skip gradients wait for
 // their producer, and the gradient messages for what it sent (one per reading stage, and
-// their sum) are held throughout. A stage may also hold the inputs of micro-batches whose
-// forward comes after a backward, received ahead where the lowered schedule orders the message
-// first (schedule::peak_received_ahead). While partitions are searched those are ordered on a
-// chain of stages, one received input each; for a chosen partition, from the lowered schedule
-// that runs on it, skips included, each input with its bytes.
+// their sum) are held throughout. Besides, a stage holds messages in a backward
+// (schedule/held_messages.h): inputs of later micro-batches received ahead, and gradients it
+// sent that the receiver may not have taken yet (with recomputation, also activations it sent).
+// For a chosen partition they come from the lowered schedule that runs on it, each message with
+// its bytes; while partitions are searched, from the schedule lowered on a chain of stages.
 #pragma once
 
 #include <torch/torch.h>
@@ -59,25 +59,24 @@ double stage_bytes(const graph::Model& model, const LayerBytes& bytes, int begin
 
 // The contiguous partition into in_flight.size() stages whose largest predicted peak
 // (stage_bytes) is smallest. `in_flight[s]`: micro-batches stage s holds at once
-// (schedule::peak_in_flight of the schedule that will run). `received_ahead[s]` (empty: all 0):
-// micro-batches whose inputs stage s holds through a backward before their forward
-// (schedule::peak_received_ahead of the schedule lowered on a chain of stages).
+// (schedule::peak_in_flight of the schedule that will run). `chain` (null: no messages
+// counted): that schedule lowered on StageGraph::chain, whose held messages count.
 graph::Partition partition_by_memory(const graph::Model& model, const LayerBytes& bytes,
                                      const std::vector<int>& in_flight, bool recompute,
-                                     const std::vector<int>& received_ahead = {});
+                                     const schedule::Schedule* chain = nullptr);
 
 // The predicted peak bytes of every stage of `partition`: during its backward a stage holds
 // one gradient message per stage that read a tensor it sent, and their sum. `lowered` (may be
-// null: none counted): the lowered schedule that runs on `partition`, whose inputs received
-// ahead of a backward count with their bytes.
+// null: none counted): the lowered schedule that runs on `partition`, whose held messages
+// count with their bytes.
 std::vector<double> stage_peaks(const graph::Model& model, const LayerBytes& bytes,
                                 const graph::Partition& partition,
                                 const std::vector<int>& in_flight, bool recompute,
                                 const schedule::Schedule* lowered = nullptr);
 
-// A table of the prediction per stage: layers, micro-batches in flight ("3+1": and the inputs
-// of one received ahead), bytes kept per micro-batch, the largest workspace, the parameter
-// state and the predicted peak.
+// A table of the prediction per stage: layers, micro-batches in flight, bytes kept per
+// micro-batch, the largest workspace, the messages held in a backward, the parameter state and
+// the predicted peak.
 std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes,
                               const graph::Partition& partition, const std::vector<int>& in_flight,
                               bool recompute, const schedule::Schedule* lowered = nullptr);

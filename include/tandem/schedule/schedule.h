@@ -9,7 +9,6 @@
 // Columns are list positions, not time (simulate() gives time).
 #pragma once
 
-#include <functional>
 #include <iosfwd>
 #include <string>
 #include <string_view>
@@ -54,18 +53,6 @@ Schedule compute_only(const Schedule& schedule);
 // backward not yet finished (B done, or W done when backward is split), counted by walking the
 // owning device's list. This is what bounds a stage's stored activations.
 std::vector<int> peak_in_flight(const Schedule& schedule);
-
-// Per stage of a lowered schedule, the most micro-batches whose forward input the stage has
-// received (its recv actions ran) but whose forward has not run yet, at any of the stage's
-// backward actions (B or I): inputs that wait through a backward on top of the micro-batches in
-// flight. lower() places a recv where the message order puts it, which can be before a
-// backward that runs first. All 0 for a schedule that is not lowered. A micro-batch whose
-// inputs come from several stages counts once, from its first input that arrived.
-std::vector<int> peak_received_ahead(const Schedule& schedule);
-// The same weighed: an input of one micro-batch from stage `from` to stage `stage` weighs
-// weight(stage, from) (its bytes); per stage, the largest sum held at one of its backwards.
-std::vector<double> peak_received_ahead(const Schedule& schedule,
-                                        const std::function<double(int stage, int from)>& weight);
 
 std::ostream& operator<<(std::ostream& out, const Schedule& schedule);
 
