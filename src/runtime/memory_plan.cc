@@ -237,13 +237,19 @@ double stage_bytes(const graph::Model& model, const LayerBytes& bytes, int begin
 
 namespace {
 
-// Per stage: the most bytes of messages it holds in a backward besides its activations, under
-// `lowered` on `partition` (null: none): inputs received ahead, and gradients it sent that may
-// not be received yet (with recomputation also activations it sent: it keeps no copy).
-std::vector<double> message_bytes(const graph::Model& model, const LayerBytes& bytes,
-                                  const graph::Partition& partition, bool recompute,
-                                  const schedule::Schedule* lowered) {
-  if (!lowered) return std::vector<double>(partition.num_stages, 0);
+// Per stage: bytes of messages it holds in a backward besides its activations, under `lowered`
+// on `partition` (null: none).
+struct Messages {
+  std::vector<double> ahead;  // received and not used yet: as the schedule orders its recvs
+  std::vector<double> late;   // sent, and not yet taken by a receiver that runs late
+};
+Messages message_bytes(const graph::Model& model, const LayerBytes& bytes,
+                       const graph::Partition& partition, bool recompute,
+                       const schedule::Schedule* lowered) {
+  Messages m;
+  m.ahead.assign(partition.num_stages, 0);
+  m.late.assign(partition.num_stages, 0);
+  if (!lowered) return m;
   TANDEM_CHECK(lowered->num_stages == partition.num_stages,
                "the schedule has {} stages but the partition {}", lowered->num_stages,
                partition.num_stages);
@@ -255,41 +261,42 @@ std::vector<double> message_bytes(const graph::Model& model, const LayerBytes& b
         b += static_cast<double>(bytes.tensors.at(c.tensor));
     return b;
   };
-  const std::vector<double> ahead = schedule::peak_received_ahead(
-      *lowered, [&](int stage, int from) { return between(flow.inputs[stage], true, from); });
+  m.ahead = schedule::peak_received_ahead(*lowered, [&](int stage, int from, schedule::Op op) {
+    // An input has the bytes of what `from` sends; a gradient, of what is sent to `from`.
+    return op == schedule::Op::kForward ? between(flow.inputs[stage], true, from)
+                                        : between(flow.outputs[stage], false, from);
+  });
+  // A gradient it sends has the bytes of what it received from `peer`; an activation it sends
+  // is held anyway until its backward, except with recomputation.
   const schedule::StageGraph graph{partition.num_stages, flow.consumers()};
-  const std::vector<double> waiting =
+  m.late =
       schedule::peak_sent_unreceived(*lowered, graph, [&](int stage, int peer, schedule::Op op) {
         if (op != schedule::Op::kForward) return between(flow.inputs[stage], true, peer);
         return recompute ? between(flow.outputs[stage], false, peer) : 0.0;
       });
-  std::vector<double> out(partition.num_stages);
-  for (int s = 0; s < partition.num_stages; ++s) out[s] = ahead[s] + waiting[s];
-  return out;
+  return m;
 }
 
-// The same while partitions are searched, in micro-batches: `chain`, lowered on a chain of
-// stages, tells how many; a stage's received and sent bytes weigh them.
-struct ChainMessages {
-  std::vector<int> received_ahead;
-  std::vector<double> gradients_waiting, activations_waiting;
+// Per stage, while partitions are searched: micro-batches of inputs and of gradients received
+// ahead, under `chain` (the schedule lowered on a chain of stages; null: none). A stage's
+// received and sent bytes weigh them.
+struct ChainAhead {
+  std::vector<double> inputs, gradients;
 };
-ChainMessages chain_messages(const schedule::Schedule* chain, int stages) {
-  ChainMessages m;
-  m.received_ahead.assign(stages, 0);
-  m.gradients_waiting.assign(stages, 0);
-  m.activations_waiting.assign(stages, 0);
+ChainAhead chain_ahead(const schedule::Schedule* chain, int stages) {
+  ChainAhead m;
+  m.inputs.assign(stages, 0);
+  m.gradients.assign(stages, 0);
   if (!chain) return m;
   TANDEM_CHECK(chain->num_stages == stages, "the schedule has {} stages but {} are asked for",
                chain->num_stages, stages);
-  const schedule::StageGraph graph = schedule::StageGraph::chain(stages);
-  m.received_ahead = schedule::peak_received_ahead(*chain);
-  m.gradients_waiting = schedule::peak_sent_unreceived(
-      *chain, graph,
-      [](int, int, schedule::Op op) { return op == schedule::Op::kForward ? 0 : 1; });
-  m.activations_waiting = schedule::peak_sent_unreceived(
-      *chain, graph,
-      [](int, int, schedule::Op op) { return op == schedule::Op::kForward ? 1 : 0; });
+  auto only = [](bool forward) {
+    return [forward](int, int, schedule::Op op) {
+      return (op == schedule::Op::kForward) == forward ? 1.0 : 0.0;
+    };
+  };
+  m.inputs = schedule::peak_received_ahead(*chain, only(true));
+  m.gradients = schedule::peak_received_ahead(*chain, only(false));
   return m;
 }
 
@@ -302,12 +309,12 @@ std::vector<double> stage_peaks(const graph::Model& model, const LayerBytes& byt
   TANDEM_CHECK(static_cast<int>(in_flight.size()) == partition.num_stages,
                "{} micro-batch counts for {} stages", in_flight.size(), partition.num_stages);
   const TensorUses uses = index_tensors(model, bytes);
-  const std::vector<double> messages = message_bytes(model, bytes, partition, recompute, lowered);
+  const Messages m = message_bytes(model, bytes, partition, recompute, lowered);
   std::vector<double> out;
   for (int s = 0; s < partition.num_stages; ++s) {
     auto [begin, end] = partition.layers_of(s);
     out.push_back(stage_parts(uses, bytes, begin, end, recompute, &partition)
-                      .peak(in_flight[s], messages[s]));
+                      .peak(in_flight[s], m.ahead[s] + m.late[s]));
   }
   return out;
 }
@@ -315,19 +322,20 @@ std::vector<double> stage_peaks(const graph::Model& model, const LayerBytes& byt
 std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes,
                               const graph::Partition& partition, const std::vector<int>& in_flight,
                               bool recompute, const schedule::Schedule* lowered) {
-  std::string out = fmt::format("{:<6} {:<28} {:>9} {:>14} {:>12} {:>12} {:>12} {:>14}\n", "stage",
-                                "layers", "in flight", recompute ? "inputs per mb" : "kept per mb",
-                                "workspace", "messages", "state", "predicted peak");
+  const char* row = "{:<6} {:<28} {:>9} {:>13} {:>11} {:>13} {:>11} {:>12} {:>11} {:>11}\n";
+  std::string out =
+      fmt::format(row, "stage", "layers", "in flight", recompute ? "inputs per mb" : "kept per mb",
+                  "workspace", "recv. ahead", "state", "planned peak", "late recv.", "at most");
   const TensorUses uses = index_tensors(model, bytes);
-  const std::vector<double> messages = message_bytes(model, bytes, partition, recompute, lowered);
+  const Messages m = message_bytes(model, bytes, partition, recompute, lowered);
   auto mib = [](double b) { return memory::format_bytes(static_cast<uint64_t>(b)); };
   for (int s = 0; s < partition.num_stages; ++s) {
     auto [begin, end] = partition.layers_of(s);
     const StageParts p = stage_parts(uses, bytes, begin, end, recompute, &partition);
-    out += fmt::format("{:<6} {:<28} {:>9} {:>14} {:>12} {:>12} {:>12} {:>14}\n", s,
-                       partition.layer_range(model, s), in_flight[s], mib(p.per_microbatch),
-                       mib(p.workspace), mib(messages[s]), mib(p.state),
-                       mib(p.peak(in_flight[s], messages[s])));
+    const double planned = p.peak(in_flight[s], m.ahead[s]);
+    out += fmt::format(row, s, partition.layer_range(model, s), in_flight[s], mib(p.per_microbatch),
+                       mib(p.workspace), mib(m.ahead[s]), mib(p.state), mib(planned),
+                       mib(m.late[s]), mib(planned + m.late[s]));
   }
   return out;
 }
@@ -342,13 +350,12 @@ graph::Partition partition_by_memory(const graph::Model& model, const LayerBytes
                model.name, model.layers.size());
   const TensorUses uses = index_tensors(model, bytes);
   const int stages = static_cast<int>(in_flight.size());
-  const ChainMessages m = chain_messages(chain, stages);
+  const ChainAhead ahead = chain_ahead(chain, stages);
   return graph::partition_by_cost(model, stages, [&](int stage, int begin, int end) {
     const StageParts p = stage_parts(uses, bytes, begin, end, recompute, nullptr);
-    const double held = m.received_ahead[stage] * p.received +
-                        m.gradients_waiting[stage] * p.received +
-                        (recompute ? m.activations_waiting[stage] * p.sent : 0.0);
-    return p.peak(in_flight[stage], held);
+    // Inputs have the bytes it receives; gradients, the bytes it sends on.
+    return p.peak(in_flight[stage],
+                  ahead.inputs[stage] * p.received + ahead.gradients[stage] * p.sent);
   });
 }
 

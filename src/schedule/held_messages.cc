@@ -1,9 +1,9 @@
 #include "tandem/schedule/held_messages.h"
 
 #include <algorithm>
-#include <climits>
+#include <iterator>
 #include <set>
-#include <utility>
+#include <tuple>
 
 #include "tandem/common/check.h"
 #include "tandem/schedule/index.h"
@@ -12,10 +12,20 @@ namespace tandem::schedule {
 
 namespace {
 
-// Walks every device's list and calls at(stage, waiting) at each backward (B or I) of a stage,
-// with the (micro-batch, producer) pairs of the inputs that arrived for a forward of that stage
-// that has not run yet.
-using Waiting = std::set<std::pair<int, int>>;
+// A message a stage received and has not used yet: (micro-batch, sender, op of the message).
+struct Held {
+  int microbatch, from;
+  Op op;
+  bool operator<(const Held& o) const {
+    return std::tie(microbatch, from, op) < std::tie(o.microbatch, o.from, o.op);
+  }
+};
+using Waiting = std::set<Held>;
+
+// Walks every device's list and calls at(stage, waiting) at each backward (B or I) of a stage
+// with what that stage received and has not used: inputs of forwards that have not run, and
+// gradients for the backwards of other micro-batches. A forward uses its inputs; a backward
+// its gradients (counted by the plan as part of that backward, so left out of `waiting`).
 void walk_received_ahead(const Schedule& schedule,
                          const std::function<void(int, const Waiting&)>& at) {
   for (const auto& row : schedule.device_actions) {
@@ -23,13 +33,16 @@ void walk_received_ahead(const Schedule& schedule,
     for (const Action& a : row) {
       if (a.stage < 0 || a.stage >= schedule.num_stages) continue;
       Waiting& w = waiting[a.stage];
-      if (a.kind == Kind::kRecv && a.op == Op::kForward) {
-        w.insert({a.microbatch, a.peer});
-      } else if (a.kind == Kind::kCompute && a.op == Op::kForward) {
-        w.erase(w.lower_bound({a.microbatch, INT_MIN}), w.lower_bound({a.microbatch + 1, INT_MIN}));
-      } else if (a.kind == Kind::kCompute && (a.op == Op::kBackward || a.op == Op::kInput)) {
-        at(a.stage, w);
+      if (a.kind == Kind::kRecv) {
+        w.insert({a.microbatch, a.peer, a.op == Op::kForward ? Op::kForward : Op::kBackward});
+        continue;
       }
+      if (a.kind != Kind::kCompute || a.op == Op::kWeight) continue;
+      const Op uses = a.op == Op::kForward ? Op::kForward : Op::kBackward;
+      for (auto it = w.begin(); it != w.end();) {
+        it = it->microbatch == a.microbatch && it->op == uses ? w.erase(it) : std::next(it);
+      }
+      if (uses == Op::kBackward) at(a.stage, w);
     }
   }
 }
@@ -44,18 +57,18 @@ std::vector<int> peak_received_ahead(const Schedule& schedule) {
   std::vector<int> peak(schedule.num_stages, 0);
   walk_received_ahead(schedule, [&](int stage, const Waiting& w) {
     std::set<int> microbatches;
-    for (const auto& [mb, from] : w) microbatches.insert(mb);
+    for (const Held& h : w) microbatches.insert(h.microbatch);
     peak[stage] = std::max(peak[stage], static_cast<int>(microbatches.size()));
   });
   return peak;
 }
 
 std::vector<double> peak_received_ahead(const Schedule& schedule,
-                                        const std::function<double(int, int)>& weight) {
+                                        const std::function<double(int, int, Op)>& weight) {
   std::vector<double> peak(schedule.num_stages, 0);
   walk_received_ahead(schedule, [&](int stage, const Waiting& w) {
     double held = 0;
-    for (const auto& [mb, from] : w) held += weight(stage, from);
+    for (const Held& h : w) held += weight(stage, h.from, h.op);
     peak[stage] = std::max(peak[stage], held);
   });
   return peak;

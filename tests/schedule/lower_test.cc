@@ -178,15 +178,20 @@ TEST(Lower, CountsInputsReceivedAheadOfABackward) {
   EXPECT_EQ(peak_received_ahead(lower(gpipe(4, 4), StageGraph::chain(4))),
             (std::vector<int>{0, 0, 0, 0}));
   // With a skip (stage 0 feeds stage 3 too), the skip's messages reach stage 3 earlier than
-  // its chain input: two micro-batches' skips wait through one of its backwards. Weighed by
-  // producer, so that a caller can count each input's bytes.
+  // its chain input: two micro-batches' skips wait through one of its backwards. The other way,
+  // stage 3's gradient for the skip reaches stage 0 before the chain's gradient from stage 1,
+  // and the next micro-batch's one waits through stage 0's backward. Weighed by sender and
+  // kind, so that a caller can count each message's bytes.
   const Schedule skips = lower(one_f_one_b(4, 4), unet(4));
-  EXPECT_EQ(peak_received_ahead(skips), (std::vector<int>{0, 1, 1, 2}));
+  EXPECT_EQ(peak_received_ahead(skips), (std::vector<int>{1, 1, 1, 2}));
+  EXPECT_EQ(peak_received_ahead(
+                skips, [](int, int from, Op op) { return op != Op::kForward && from == 3; }),
+            (std::vector<double>{1, 0, 0, 0}));
   const std::vector<double> from_stage0 =
-      peak_received_ahead(skips, [](int, int from) { return from == 0 ? 1.0 : 0.0; });
+      peak_received_ahead(skips, [](int, int from, Op) { return from == 0 ? 1.0 : 0.0; });
   EXPECT_EQ(from_stage0, (std::vector<double>{0, 1, 0, 2}));
   const std::vector<double> weighed =
-      peak_received_ahead(skips, [](int, int from) { return from == 0 ? 10.0 : 1.0; });
+      peak_received_ahead(skips, [](int, int from, Op) { return from == 0 ? 10.0 : 1.0; });
   EXPECT_EQ(weighed[3], 20.0);
   // Gradients sent and maybe not received yet, under any timing: stage 0 may stall right after
   // sending its last forward, before it receives the first gradient, while stage 1 runs its

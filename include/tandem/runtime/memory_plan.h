@@ -12,10 +12,12 @@
 // freed, the tensors the stage sent stay until its backward ends, skip gradients wait for
 // their producer, and the gradient messages for what it sent (one per reading stage, and
 // their sum) are held throughout. Besides, a stage holds messages in a backward
-// (schedule/held_messages.h): inputs of later micro-batches received ahead, and gradients it
-// sent that the receiver may not have taken yet (with recomputation, also activations it sent).
-// For a chosen partition they come from the lowered schedule that runs on it, each message with
-// its bytes; while partitions are searched, from the schedule lowered on a chain of stages.
+// (schedule/held_messages.h): what it received ahead (inputs of later micro-batches, gradients
+// for other backwards, as the lowered schedule orders its recvs), and what it sent that a
+// receiver running late has not taken yet (gradients; with recomputation, activations too).
+// The planned peak counts the first, "at most" both: the most any timing of the schedule
+// allows. Partitions are searched by the planned peak, with the schedule lowered on a chain of
+// stages; for a chosen partition both come from the schedule lowered on its stage graph.
 #pragma once
 
 #include <torch/torch.h>
@@ -60,23 +62,23 @@ double stage_bytes(const graph::Model& model, const LayerBytes& bytes, int begin
 // The contiguous partition into in_flight.size() stages whose largest predicted peak
 // (stage_bytes) is smallest. `in_flight[s]`: micro-batches stage s holds at once
 // (schedule::peak_in_flight of the schedule that will run). `chain` (null: no messages
-// counted): that schedule lowered on StageGraph::chain, whose held messages count.
+// counted): that schedule lowered on StageGraph::chain, whose messages received ahead count.
 graph::Partition partition_by_memory(const graph::Model& model, const LayerBytes& bytes,
                                      const std::vector<int>& in_flight, bool recompute,
                                      const schedule::Schedule* chain = nullptr);
 
-// The predicted peak bytes of every stage of `partition`: during its backward a stage holds
-// one gradient message per stage that read a tensor it sent, and their sum. `lowered` (may be
-// null: none counted): the lowered schedule that runs on `partition`, whose held messages
-// count with their bytes.
+// The most bytes every stage of `partition` can hold ("at most"): during its backward a stage
+// holds one gradient message per stage that read a tensor it sent, and their sum. `lowered`
+// (may be null: no messages counted): the lowered schedule that runs on `partition`, whose
+// messages count with their bytes.
 std::vector<double> stage_peaks(const graph::Model& model, const LayerBytes& bytes,
                                 const graph::Partition& partition,
                                 const std::vector<int>& in_flight, bool recompute,
                                 const schedule::Schedule* lowered = nullptr);
 
 // A table of the prediction per stage: layers, micro-batches in flight, bytes kept per
-// micro-batch, the largest workspace, the messages held in a backward, the parameter state and
-// the predicted peak.
+// micro-batch, the largest workspace, messages received ahead, the parameter state, the
+// planned peak, messages a late receiver may leave with it, and the peak at most.
 std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes,
                               const graph::Partition& partition, const std::vector<int>& in_flight,
                               bool recompute, const schedule::Schedule* lowered = nullptr);

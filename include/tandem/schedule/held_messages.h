@@ -1,7 +1,8 @@
 // Messages a stage holds besides its activations, read from the order of a lowered schedule
 // (the memory plan adds their bytes to a stage's peak). Two kinds:
-//   - received ahead: the input of a later micro-batch that a recv action took before one of
-//     the stage's backwards (lower() orders a recv by its message, which can come first);
+//   - received ahead: the input of a later micro-batch, or the gradient for another
+//     micro-batch's backward, that a recv action took before one of the stage's backwards
+//     (lower() orders a recv by its message, which can come first);
 //   - sent, not yet received: a message the stage sent that may still wait for its recv at
 //     one of its backwards. The tensor is the sender's until the receiver takes its copy.
 // Both are counted at the stage's backward actions (B or I), where its peak is.
@@ -15,15 +16,17 @@
 
 namespace tandem::schedule {
 
-// Per stage: the most micro-batches whose forward input the stage has received (its recv
-// actions ran) but whose forward has not run yet, at one of its backwards. A micro-batch whose
-// inputs come from several stages counts once. All 0 for a schedule that is not lowered.
+// Per stage: the most micro-batches with a message the stage has received (its recv actions
+// ran) but not used, at one of its backwards: inputs of forwards that have not run, gradients
+// for the backward of another micro-batch. A micro-batch counts once. All 0 for a schedule
+// that is not lowered.
 std::vector<int> peak_received_ahead(const Schedule& schedule);
 
-// The same weighed: an input of one micro-batch from stage `from` to stage `stage` weighs
-// weight(stage, from) (its bytes); per stage, the largest sum held at one of its backwards.
-std::vector<double> peak_received_ahead(const Schedule& schedule,
-                                        const std::function<double(int stage, int from)>& weight);
+// The same weighed: a message of one micro-batch from stage `from` to stage `stage` weighs
+// weight(stage, from, op) (its bytes; op kForward for an input, kBackward for a gradient); per
+// stage, the largest sum held at one of its backwards.
+std::vector<double> peak_received_ahead(
+    const Schedule& schedule, const std::function<double(int stage, int from, Op op)>& weight);
 
 // Per stage: the most weight of messages it sent that may still wait for their recv at one of
 // its backwards, under any timing the lowered schedule allows: a message counts when its recv
