@@ -72,16 +72,27 @@ TEST(MemoryPlan, OneFOneBGivesTheFirstStageFewerLayers) {
   EXPECT_LT(worst(recomputed, true), worst(by_memory, false));
 }
 
-uint64_t largest_peak(const graph::Partition& part) {
+// The peak of every device in a pipeline's second step (the first allocates the gradients):
+// `devices` CPU devices, 1F1B with `microbatches`, plain SGD.
+std::vector<uint64_t> second_step_peaks(graph::Model model, const graph::Partition& part,
+                                        int devices, int microbatches, const torch::Tensor& x,
+                                        const torch::Tensor& y) {
   runtime::PipelineOptions o;
-  o.devices = parse_devices("3", 1);
+  o.devices = parse_devices(std::to_string(devices), 1);
   o.schedule = "1f1b";
-  o.microbatches = 6;
-  runtime::Pipeline p(convs(), part, o);
+  o.microbatches = microbatches;
+  runtime::Pipeline p(std::move(model), part, o);
+  p.set_optimizer([](std::vector<torch::Tensor> ps) {
+    return std::make_unique<torch::optim::SGD>(ps, torch::optim::SGDOptions(0.1));
+  });
+  p.forward_backward(x, y);
+  return p.forward_backward(x, y).peak_bytes;
+}
+
+uint64_t largest_peak(const graph::Partition& part) {
   torch::manual_seed(0);
   torch::Tensor x = torch::randn({12, 1, 8, 8, 8}), y = torch::randn({12, 1, 8, 8, 8});
-  p.forward_backward(x, y);  // the first step allocates the gradients
-  const auto peaks = p.forward_backward(x, y).peak_bytes;
+  const auto peaks = second_step_peaks(convs(), part, 3, 6, x, y);
   return *std::max_element(peaks.begin(), peaks.end());
 }
 
@@ -128,16 +139,7 @@ TEST(MemoryPlan, CountsAGradientFromEveryStageThatReadsATensor) {
   // While partitions are searched, every later reader counts as a stage of its own.
   EXPECT_DOUBLE_EQ(runtime::stage_bytes(m, b, 0, 2, 1, false), peaks_two[0]);
 
-  runtime::PipelineOptions o;
-  o.devices = parse_devices("3", 1);
-  o.schedule = "1f1b";
-  o.microbatches = 1;
-  runtime::Pipeline p(unet(), two, o);
-  p.set_optimizer([](std::vector<torch::Tensor> ps) {
-    return std::make_unique<torch::optim::SGD>(ps, torch::optim::SGDOptions(0.1));
-  });
-  p.forward_backward(x, y);  // the first step allocates the gradients
-  const auto measured = p.forward_backward(x, y).peak_bytes;
+  const auto measured = second_step_peaks(unet(), two, 3, 1, x, y);
   for (int s = 0; s < 3; ++s) {
     EXPECT_LE(static_cast<double>(measured[s]), peaks_two[s]) << "stage " << s;
   }
@@ -156,7 +158,7 @@ TEST(MemoryPlan, CountsTheMessagesAStageHoldsInABackward) {
   graph::Model m = convs();
   torch::manual_seed(0);
   const torch::Tensor x = torch::randn({8, 1, 8, 8, 8}), y = torch::randn({8, 1, 8, 8, 8});
-  const runtime::LayerBytes b = runtime::measure_layer_bytes(m, x.slice(0, 0, 2), 2);
+  const runtime::LayerBytes b = runtime::measure_layer_bytes(m, x.slice(0, 0, 2), 0);
   schedule::Options so;
   so.stages = 4;
   so.microbatches = 4;
@@ -172,17 +174,7 @@ TEST(MemoryPlan, CountsTheMessagesAStageHoldsInABackward) {
   for (int st = 0; st < 4; ++st)
     EXPECT_DOUBLE_EQ(with[st] - without[st], inputs_held[st] * input) << "stage " << st;
 
-  runtime::PipelineOptions o;
-  o.devices = parse_devices("4", 1);
-  o.schedule = "1f1b";
-  o.microbatches = 4;
-  runtime::Pipeline p(convs(), part, o);
-  p.set_optimizer([](std::vector<torch::Tensor> ps) {
-    return std::make_unique<torch::optim::Adam>(ps, torch::optim::AdamOptions(1e-3));
-  });
-  p.forward_backward(x, y);
-  p.optimizer_step();  // the first step allocates the gradients and Adam's slots
-  const auto measured = p.forward_backward(x, y).peak_bytes;
+  const auto measured = second_step_peaks(convs(), part, 4, so.microbatches, x, y);
   // The loss stage also keeps each micro-batch's loss, a 4-byte scalar the plan leaves out
   // (measured: 12 bytes above on stage 3).
   const double losses = 4.0 * so.microbatches;
