@@ -105,7 +105,7 @@ struct StageParts {
   double state = 0;           // parameters, gradients, optimizer slots
   double recomputed = 0;      // with recomputation: one micro-batch's activations
   double received = 0;        // the inputs of one micro-batch from earlier stages
-  double sent = 0;            // the activations of one micro-batch it sends on
+  double sent_on = 0;         // the activations of one micro-batch it sends to later stages
   // `messages`: bytes of messages held in a backward besides the above (held_messages.h).
   double peak(int in_flight, double messages) const {
     return state + in_flight * per_microbatch + messages + recomputed + workspace;
@@ -216,7 +216,7 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
   }
   out.workspace = largest_at_a_layer - activations + sent;
   out.received = received;
-  out.sent = sent_on;
+  out.sent_on = sent_on;
   if (!recompute) {
     out.per_microbatch = activations + received;
     return out;
@@ -355,7 +355,7 @@ graph::Partition partition_by_memory(const graph::Model& model, const LayerBytes
     const StageParts p = stage_parts(uses, bytes, begin, end, recompute, nullptr);
     // Inputs have the bytes it receives; gradients, the bytes it sends on.
     return p.peak(in_flight[stage],
-                  ahead.inputs[stage] * p.received + ahead.gradients[stage] * p.sent);
+                  ahead.inputs[stage] * p.received + ahead.gradients[stage] * p.sent_on);
   });
 }
 
