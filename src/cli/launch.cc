@@ -94,11 +94,12 @@ std::string Launch::prefix() const {
   return mpi() ? fmt::format("[r{}/{}] ", rank_, world_) : std::string();
 }
 
-void Launch::agree(const train::Config& c) {
+void Launch::agree(const train::Config& c) { agree(train::describe(c)); }
+
+void Launch::agree(const std::string& settings) {
 #ifdef TANDEM_WITH_MPI
   if (!mpi_->transport) return;
-  const std::string text = train::describe(c);
-  mpi_->transport->agree_on(std::hash<std::string>{}(text), text);
+  mpi_->transport->agree_on(std::hash<std::string>{}(settings), settings);
 #endif
 }
 

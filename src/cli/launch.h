@@ -28,6 +28,8 @@ class Launch {
   std::shared_ptr<transport::Transport> transport() const { return transport_; }
   // Under MPI: all ranks must run the same configuration; throws naming the ranks that differ.
   void agree(const train::Config& config);
+  // The same for other settings, as "key=value ..." words (the message names those that differ).
+  void agree(const std::string& settings);
   // Under MPI: every rank's `text`, on rank 0 (others get an empty list); collective. In
   // process: {text}.
   std::vector<std::string> gather(const std::string& text);

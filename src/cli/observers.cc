@@ -24,6 +24,10 @@ std::vector<train::MemoryPeak> run_memory(Launch& launch, const runtime::Pipelin
 
 Observers::Observers(ObserveOptions options, train::Trainer& trainer, Launch& launch)
     : options_(std::move(options)), trainer_(trainer), launch_(launch) {
+  // What decides the collectives of finish(): ranks that disagree would wait for each other.
+  launch_.agree(fmt::format("trace={} timeline={} report={} trace_steps={}",
+                            !options_.trace.empty(), !options_.timeline.empty(),
+                            !options_.report.empty(), options_.trace_steps));
   if (!options_.tensorboard.empty() && trainer_.pipeline().owns_loss() && trainer_.replica() == 0) {
     tensorboard_ = std::make_unique<trace::EventWriter>(options_.tensorboard);
   }

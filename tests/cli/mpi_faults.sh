@@ -4,6 +4,7 @@
 #   rank-exception  4 ranks; only rank 2's stage exceeds its memory budget (status 3)
 #   silent-rank     4 ranks; rank 1 is stopped (SIGSTOP) mid-training, so it never sends
 #   mismatch        2 ranks started with different --lr
+#   mismatch-report 2 ranks of which only one asks for --report
 # Usage: mpi_faults.sh CASE TANDEM MPIRUN...
 set -uo pipefail
 case_name=$1
@@ -62,6 +63,13 @@ mismatch)
     -n 1 "$tandem" train "${common[@]}" --steps 2 --lr 0.2 >"$work/out" 2>&1
   status=$?
   expect "ranks disagree on the configuration: rank 0 has lr=0.1; rank 1 has lr=0.2"
+  ;;
+mismatch-report)
+  # Only rank 1 asks for a report: the gathering at the end would wait forever.
+  timeout 120 "${mpirun[@]}" -n 1 "$tandem" train "${common[@]}" --steps 2 : \
+    -n 1 "$tandem" train "${common[@]}" --steps 2 --report "$work/report.json" >"$work/out" 2>&1
+  status=$?
+  expect "ranks disagree on the configuration: rank 0 has report=false; rank 1 has report=true"
   ;;
 *)
   echo "unknown case '$case_name'"
