@@ -117,7 +117,10 @@ torch::Tensor MpiTransport::recv(int to_device, int from_device, const transport
         "{} rank {} waited {:g} s for message {} from rank {} and it did not arrive; {}", prefix_,
         rank_, options_.comm_timeout_s, key.to_string(), from_device, stashed_note(from_device)));
   }
-  return received_on(std::move(payload), into);
+  // What came through MPI was allocated by the progress thread, which charges no device; a
+  // message to itself is a copy this thread made, charged already.
+  torch::Tensor out = received_on(std::move(payload), into);
+  return from_device == rank_ ? out : charged_to_caller(std::move(out));
 }
 
 std::string MpiTransport::stashed_note(int peer) const {

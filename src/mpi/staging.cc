@@ -3,6 +3,9 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/cuda.h>
 
+#include "tandem/memory/context.h"
+#include "tandem/memory/tracker.h"
+
 namespace tandem::mpi {
 
 namespace {
@@ -53,6 +56,22 @@ torch::Tensor received_on(torch::Tensor payload, c10::Device into) {
     payload.record_stream(impl.getStream(into));
   }
   return payload;
+}
+
+torch::Tensor charged_to_caller(torch::Tensor payload) {
+  const int device = memory::current_where().device;
+  if (device < 0 || !payload.is_cpu()) return payload;
+  const uint64_t bytes = payload.nbytes();
+  memory::Tracker::global().charge(device, bytes);
+  // A view of the same bytes whose deleter gives the charge back and lets the payload go.
+  auto* keep = new torch::Tensor(payload);
+  return torch::from_blob(
+      payload.data_ptr(), payload.sizes(), payload.strides(),
+      [keep, device, bytes](void*) {
+        memory::Tracker::global().release(device, bytes);
+        delete keep;
+      },
+      payload.options());
 }
 
 }  // namespace tandem::mpi

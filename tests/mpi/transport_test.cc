@@ -7,6 +7,9 @@
 #include <thread>
 
 #include "tandem/common/check.h"
+#include "tandem/memory/context.h"
+#include "tandem/memory/out_of_memory.h"
+#include "tandem/memory/tracker.h"
 #include "tandem/mpi/environment.h"
 #include "tandem/mpi/mpi_transport.h"
 #include "tandem/mpi/wire.h"
@@ -119,6 +122,39 @@ TEST_F(MpiTransportTest, ReceivedTensorsShareNoStorage) {
   EXPECT_EQ(mine.storage().use_count(), 1u);
   mine.add_(1);
   EXPECT_FALSE(mine.equal(src));
+}
+
+// What arrives through MPI lands in buffers the progress thread allocated, outside the
+// allocator hook: recv charges it to the receiving thread's device while it lives (a budget
+// included), as an in-process receiver's own copy is charged.
+TEST_F(MpiTransportTest, ReceivedTensorsAreChargedToTheReceivingDevice) {
+  MpiTransport t(env(), Layout{size_, 1}, MpiTransportOptions{30.0});
+  const int next = (rank_ + 1) % size_, prev = (rank_ + size_ - 1) % size_;
+  auto big_of = [](int r) { return torch::full({1024, 256}, r, torch::kFloat); };  // pooled
+  auto small_of = [](int r) { return torch::full({4}, r, torch::kFloat); };
+  const torch::Tensor big = big_of(rank_), small = small_of(rank_);
+  memory::Tracker& tracker = memory::Tracker::global();
+  const int device = 7;  // a tracker device of this test's own
+  tracker.register_device(device, "cpu:7");
+  memory::ScopedWhere where(device, "cpu:7");
+  const uint64_t before = tracker.current(device);
+  for (int m = 0; m < 3; ++m) {
+    t.send(rank_, next, MessageKey{"c", 0, m}, m == 1 ? small : big, nullptr);
+  }
+  torch::Tensor r0 = t.recv(rank_, prev, MessageKey{"c", 0, 0}, c10::kCPU);
+  EXPECT_EQ(tracker.current(device), before + r0.nbytes());
+  torch::Tensor r1 = t.recv(rank_, prev, MessageKey{"c", 0, 1}, c10::kCPU);
+  EXPECT_EQ(tracker.current(device), before + r0.nbytes() + r1.nbytes());
+  EXPECT_TRUE(r0.equal(big_of(prev)));
+  EXPECT_TRUE(r1.equal(small_of(prev)));
+  r0 = torch::Tensor();
+  r1 = torch::Tensor();
+  EXPECT_EQ(tracker.current(device), before);
+  // Over the device's budget: the receive fails like an allocation would.
+  tracker.set_budget(device, before + big.nbytes() - 1);
+  EXPECT_THROW(t.recv(rank_, prev, MessageKey{"c", 0, 2}, c10::kCPU), memory::OutOfMemory);
+  tracker.set_budget(device, 0);
+  EXPECT_EQ(tracker.current(device), before);
 }
 
 TEST_F(MpiTransportTest, RefusesDevicesItDoesNotOwn) {

@@ -33,4 +33,10 @@ torch::Tensor device_payload(const torch::Tensor& tensor, const transport::Ready
 // to the next receive while the caller's kernels still read it. Elsewhere: a synchronous copy.
 torch::Tensor received_on(torch::Tensor payload, c10::Device into);
 
+// `payload` (a CPU tensor the progress thread received: from the buffer pool, outside the
+// allocator hook) charged to the calling thread's device (memory/context.h) for as long as
+// it lives, like a copy that device made. May throw memory::OutOfMemory (the device's budget);
+// the payload itself when the thread has no device.
+torch::Tensor charged_to_caller(torch::Tensor payload);
+
 }  // namespace tandem::mpi
