@@ -53,16 +53,6 @@ bool is_backward(const Action& a) {
 
 }  // namespace
 
-std::vector<int> peak_received_ahead(const Schedule& schedule) {
-  std::vector<int> peak(schedule.num_stages, 0);
-  walk_received_ahead(schedule, [&](int stage, const Waiting& w) {
-    std::set<int> microbatches;
-    for (const Held& h : w) microbatches.insert(h.microbatch);
-    peak[stage] = std::max(peak[stage], static_cast<int>(microbatches.size()));
-  });
-  return peak;
-}
-
 std::vector<double> peak_received_ahead(const Schedule& schedule,
                                         const std::function<double(int, int, Op)>& weight) {
   std::vector<double> peak(schedule.num_stages, 0);

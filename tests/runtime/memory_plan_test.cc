@@ -165,7 +165,8 @@ TEST(MemoryPlan, CountsTheMessagesAStageHoldsInABackward) {
   const schedule::Schedule s = schedule::make("1f1b", so);
   const std::vector<int> in_flight = schedule::peak_in_flight(s);
   const schedule::Schedule lowered = schedule::lower(s, schedule::StageGraph::chain(4));
-  ASSERT_EQ(schedule::peak_received_ahead(lowered), (std::vector<int>{0, 1, 1, 0}));
+  ASSERT_EQ(schedule::peak_received_ahead(lowered, [](int, int, schedule::Op) { return 1.0; }),
+            (std::vector<double>{0, 1, 1, 0}));
   const graph::Partition part = graph::partition_by_balance(m, {1, 1, 1, 3});
   const auto with = runtime::stage_peaks(m, b, part, in_flight, false, &lowered);
   const auto without = runtime::stage_peaks(m, b, part, in_flight, false);

@@ -172,18 +172,19 @@ TEST(Lower, RejectsAnInvalidComputeOrderAndZeroReferenceCosts) {
 // its message, so under 1F1B the middle stages take the next input before their first
 // backward. GPipe runs every forward first, and a schedule without recvs receives nothing.
 TEST(Lower, CountsInputsReceivedAheadOfABackward) {
-  EXPECT_EQ(peak_received_ahead(lower(one_f_one_b(4, 4), StageGraph::chain(4))),
-            (std::vector<int>{0, 1, 1, 0}));
-  EXPECT_EQ(peak_received_ahead(one_f_one_b(4, 4)), (std::vector<int>{0, 0, 0, 0}));
-  EXPECT_EQ(peak_received_ahead(lower(gpipe(4, 4), StageGraph::chain(4))),
-            (std::vector<int>{0, 0, 0, 0}));
+  auto each = [](int, int, Op) { return 1.0; };
+  EXPECT_EQ(peak_received_ahead(lower(one_f_one_b(4, 4), StageGraph::chain(4)), each),
+            (std::vector<double>{0, 1, 1, 0}));
+  EXPECT_EQ(peak_received_ahead(one_f_one_b(4, 4), each), (std::vector<double>{0, 0, 0, 0}));
+  EXPECT_EQ(peak_received_ahead(lower(gpipe(4, 4), StageGraph::chain(4)), each),
+            (std::vector<double>{0, 0, 0, 0}));
   // With a skip (stage 0 feeds stage 3 too), the skip's messages reach stage 3 earlier than
   // its chain input: two micro-batches' skips wait through one of its backwards. The other way,
   // stage 3's gradient for the skip reaches stage 0 before the chain's gradient from stage 1,
   // and the next micro-batch's one waits through stage 0's backward. Weighed by sender and
   // kind, so that a caller can count each message's bytes.
   const Schedule skips = lower(one_f_one_b(4, 4), unet(4));
-  EXPECT_EQ(peak_received_ahead(skips), (std::vector<int>{1, 1, 1, 2}));
+  EXPECT_EQ(peak_received_ahead(skips, each), (std::vector<double>{1, 1, 1, 2}));
   EXPECT_EQ(peak_received_ahead(
                 skips, [](int, int from, Op op) { return op != Op::kForward && from == 3; }),
             (std::vector<double>{1, 0, 0, 0}));
@@ -209,7 +210,8 @@ TEST(Lower, CountsInputsReceivedAheadOfABackward) {
             (std::vector<double>{0, 0, 0, 0}));
   // Never more than the micro-batches whose forward has not run.
   for (const Schedule& s : built_ins()) {
-    const std::vector<int> ahead = peak_received_ahead(lower(s, StageGraph::chain(s.num_stages)));
+    const std::vector<double> ahead =
+        peak_received_ahead(lower(s, StageGraph::chain(s.num_stages)), each);
     for (int st = 0; st < s.num_stages; ++st) {
       EXPECT_GE(ahead[st], 0);
       EXPECT_LT(ahead[st], std::max(1, s.num_microbatches)) << format_grid(s);

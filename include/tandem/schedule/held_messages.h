@@ -16,15 +16,11 @@
 
 namespace tandem::schedule {
 
-// Per stage: the most micro-batches with a message the stage has received (its recv actions
-// ran) but not used, at one of its backwards: inputs of forwards that have not run, gradients
-// for the backward of another micro-batch. A micro-batch counts once. All 0 for a schedule
-// that is not lowered.
-std::vector<int> peak_received_ahead(const Schedule& schedule);
-
-// The same weighed: a message of one micro-batch from stage `from` to stage `stage` weighs
-// weight(stage, from, op) (its bytes; op kForward for an input, kBackward for a gradient); per
-// stage, the largest sum held at one of its backwards.
+// Per stage: the most weight of messages it has received (its recv actions ran) but not used,
+// at one of its backwards: inputs of forwards that have not run (op kForward), gradients for
+// the backward of another micro-batch (op kBackward). A message of one micro-batch from stage
+// `from` to stage `stage` weighs weight(stage, from, op) (its bytes; 1 counts messages). All 0
+// for a schedule that is not lowered.
 std::vector<double> peak_received_ahead(
     const Schedule& schedule, const std::function<double(int stage, int from, Op op)>& weight);
 
