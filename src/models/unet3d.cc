@@ -127,10 +127,15 @@ graph::Model unet3d(const Unet3dOptions& o) {
   TANDEM_CHECK(o.dropout >= 0 && o.dropout < 1, "dropout must be in [0, 1), not {}", o.dropout);
   const int64_t divisor = int64_t{1} << (o.levels - 1);
   TANDEM_CHECK(o.volume >= 0, "the volume side must be positive (or 0: unknown), not {}", o.volume);
-  TANDEM_CHECK(o.volume % divisor == 0,
-               "a 3D U-Net with {} levels needs a volume side divisible by {}, not {}; use {} or "
-               "fewer levels",
-               o.levels, divisor, o.volume, (o.volume / divisor + 1) * divisor);
+  if (o.volume % divisor != 0) {
+    int fits = 1;  // the most levels whose pooling divides this side
+    while (fits < 16 && o.volume % (int64_t{1} << fits) == 0) ++fits;
+    TANDEM_CHECK(false,
+                 "a 3D U-Net with {} levels needs a volume side divisible by {}, not {}: use a "
+                 "side of {}, or at most {} level{}",
+                 o.levels, divisor, o.volume, (o.volume / divisor + 1) * divisor, fits,
+                 fits == 1 ? "" : "s");
+  }
   const int bottom = o.levels - 1;
   auto filters = [&](int level) { return o.filters << level; };
   auto voxels = [&](int level) { return voxels_at(o.volume, level); };

@@ -110,7 +110,18 @@ TEST(Unet3d, BadOptionsSayWhatToUse) {
   o = {};
   o.levels = 4;
   o.volume = 36;
-  EXPECT_NE(build(o).find("divisible by 8, not 36; use 40"), std::string::npos) << build(o);
+  EXPECT_NE(build(o).find("divisible by 8, not 36: use a side of 40, or at most 3 levels"),
+            std::string::npos)
+      << build(o);
+  o.volume = 7;
+  EXPECT_NE(build(o).find("divisible by 8, not 7: use a side of 8, or at most 1 level"),
+            std::string::npos)
+      << build(o);
+  o.levels = 9;
+  o.volume = 32;
+  EXPECT_NE(build(o).find("divisible by 256, not 32: use a side of 256, or at most 6 levels"),
+            std::string::npos)
+      << build(o);
 }
 
 TEST(Unet3d, AnOddSideIsReportedByThePoolLayer) {
