@@ -116,6 +116,10 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport)
     : config_(std::move(config)) {
   const Config& c = config_;
   TANDEM_CHECK(c.batch >= 1, "--batch must be at least 1, not {}", c.batch);
+  TANDEM_CHECK(c.microbatches <= c.batch,
+               "{} micro-batches cannot be cut from a batch of {} samples: use at most {} "
+               "micro-batches or a larger --batch",
+               c.microbatches, c.batch, c.batch);
   TANDEM_CHECK(c.lr_schedule == "cosine" || c.lr_schedule == "constant",
                "--lr-schedule {} is unknown; use cosine or constant", c.lr_schedule);
   TANDEM_CHECK(c.epochs >= 1 || c.steps > 0, "give --epochs >= 1 or --steps > 0");

@@ -14,7 +14,7 @@ tandem_cli_test(help_lists_defaults 0 "--microbatches INT:INT in \\[1 - 1048576\
 tandem_cli_test(bad_option 2 "tandem: " train --no-such-option)
 tandem_cli_test(bad_schedule 2 "unknown schedule|schedule" train --schedule nope --steps 1)
 tandem_cli_test(balance_mismatch 2 "balance 3,4 covers 7 layers but the model has" train --balance 3,4 --steps 1)
-tandem_cli_test(too_many_microbatches 1 "micro-batches cannot be cut from a batch of 4" train --batch 4 --microbatches 8 --devices 2 --steps 1 --progress none)
+tandem_cli_test(too_many_microbatches 2 "micro-batches cannot be cut from a batch of 4" train --batch 4 --microbatches 8 --devices 2 --steps 1 --progress none)
 tandem_cli_test(train_two_steps 0 "result: steps=2 loss=[0-9.]+ test_accuracy=[0-9.]+ samples_per_s=" train --devices 2 --steps 2 --batch 32 --microbatches 4 --eval-batch 5000 --progress none)
 tandem_cli_test(out_of_memory_exit_3 3 "out of its" train --devices 2 --steps 1 --batch 64 --width 512 --device-memory 1MiB --progress none)
 tandem_cli_test(devices_cpu_name_twice 2 "device 'cpu:0' appears twice in --devices cpu:0,cpu:0" train --devices cpu:0,cpu:0 --steps 1)
