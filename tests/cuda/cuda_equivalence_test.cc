@@ -111,6 +111,12 @@ struct MlpCase {
   int batch;
 };
 
+// How gtest and ctest name a case's parameter (instead of its raw bytes).
+void PrintTo(const MlpCase& c, std::ostream* os) {
+  *os << fmt::format("{}, {} devices, {} micro-batches, batch {}", c.schedule, c.devices,
+                     c.microbatches, c.batch);
+}
+
 std::string mlp_case_name(const ::testing::TestParamInfo<MlpCase>& info) {
   std::string s = info.param.schedule;
   for (char& ch : s) {
@@ -177,6 +183,10 @@ struct UnetCase {
   std::string schedule;
   int microbatches;
 };
+
+void PrintTo(const UnetCase& c, std::ostream* os) {
+  *os << fmt::format("{}, {} micro-batches", c.schedule, c.microbatches);
+}
 
 class UnetOnGpu : public Cuda, public ::testing::WithParamInterface<UnetCase> {};
 

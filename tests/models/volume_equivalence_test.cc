@@ -112,6 +112,12 @@ struct Case {
 
 constexpr int64_t kBatch = 6;  // 4 micro-batches of 6: 2,2,1,1 (uneven)
 
+// How gtest and ctest name a case's parameter (instead of its raw bytes).
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << fmt::format("{}, {}, {} stages, {} micro-batches{}", net_name(c.net), c.schedule, c.stages,
+                     c.microbatches, c.recompute ? ", recompute" : "");
+}
+
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
   return fmt::format("{}_{}_s{}_m{}{}", net_name(c.net), c.schedule, c.stages, c.microbatches,

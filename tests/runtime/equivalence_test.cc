@@ -56,6 +56,12 @@ struct Case {
   int virtual_stages = 1;  // interleaved: devices = stages / virtual_stages
 };
 
+// How gtest and ctest name a case's parameter (instead of its raw bytes).
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << fmt::format("{}, {} stages, {} micro-batches, batch {}, {} virtual", c.schedule, c.stages,
+                     c.microbatches, c.batch, c.virtual_stages);
+}
+
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   std::string s = info.param.schedule;
   for (char& ch : s)
@@ -174,8 +180,7 @@ INSTANTIATE_TEST_SUITE_P(Schedules, SkipEquivalence,
 // The same skips with two stages per device: interleaved places stages 0,1,0,1 and zb-v
 // 0,1,1,0, so x1 and x2 also travel between chunks of one device. 4 and 6 micro-batches of a
 // batch of 21: uneven sizes.
-class SkipEquivalenceTwoChunks
-    : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
+class SkipEquivalenceTwoChunks : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 TEST_P(SkipEquivalenceTwoChunks, SkipsBetweenChunks) {
   const auto [schedule, microbatches] = GetParam();
@@ -189,8 +194,8 @@ TEST_P(SkipEquivalenceTwoChunks, SkipsBetweenChunks) {
   o.microbatches = microbatches;
   graph::Model m = make();
   runtime::Pipeline p(std::move(m), graph::partition_by_balance(make(), {1, 1, 1, 3}), o);
-  EXPECT_EQ(p.stage_device(), (schedule == "zb-v" ? std::vector<int>{0, 1, 1, 0}
-                                                  : std::vector<int>{0, 1, 0, 1}));
+  EXPECT_EQ(p.stage_device(),
+            (schedule == "zb-v" ? std::vector<int>{0, 1, 1, 0} : std::vector<int>{0, 1, 0, 1}));
   p.forward_backward(d.input, d.target);
   for (auto& [name, t] : p.named_parameters()) expect_close(t.grad(), want.at(name), name);
 }
