@@ -157,6 +157,10 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport)
                "of the two",
                c.partition);
   source_ = make_source(c);
+  TANDEM_CHECK(source_->test_size() >= c.microbatches,
+               "the held-out set has {} samples, too few for {} micro-batches: use "
+               "--microbatches {} or fewer",
+               source_->test_size(), c.microbatches, source_->test_size());
   graph::Partition partition =
       !c.balance.empty() ? graph::partition_by_balance(model, c.balance)
       : c.partition == "memory"
@@ -273,10 +277,12 @@ double Trainer::evaluate() {
   int64_t count = 0;
   // Images evaluate in large chunks; volumes in training-size batches (they are large).
   const int64_t per_step = config_.model == "mlp" ? config_.eval_batch : config_.batch;
-  const int64_t chunk = std::max<int64_t>(per_step, config_.microbatches);
-  for (int64_t begin = 0; begin < n; begin += chunk) {
-    const int64_t end = std::min(n, begin + chunk);
-    if (end - begin < config_.microbatches) break;  // too few samples left for every micro-batch
+  const int64_t m = config_.microbatches;
+  const int64_t chunk = std::max<int64_t>(per_step, m);
+  TANDEM_ASSERT(n >= m, "checked when the trainer was made");
+  for (int64_t begin = 0, end = 0; begin < n; begin = end) {
+    end = std::min(n, begin + chunk);
+    if (n - end < m) end = n;  // a tail too short for every micro-batch joins this step
     Batch b = local_batch([&] { return source_->test_batch(begin, end); });
     runtime::StepStats s = pipeline_->evaluate(b.input, b.target, end - begin);
     metric += s.metric_sum;
