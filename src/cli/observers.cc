@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "tandem/common/output_path.h"
 #include "tandem/schedule/action.h"
 #include "tandem/trace/chrome_trace.h"
 #include "tandem/trace/svg.h"
@@ -20,6 +21,24 @@ std::vector<train::MemoryPeak> run_memory(Launch& launch, const runtime::Pipelin
     for (std::string field; std::getline(in, field, ',');) peaks.push_back(std::stoull(field));
   }
   return train::memory_peaks_of_ranks(pipeline.devices(), rank_peaks);
+}
+
+void check_outputs(const ObserveOptions& o, const Session& session) {
+  const Launch& launch = *session.launch;
+  const train::Trainer& trainer = *session.trainer;
+  const bool loss_writer = trainer.pipeline().owns_loss() && trainer.replica() == 0;
+  // Under MPI rank 0 writes the merged trace and timeline; in process the one process does.
+  if (!launch.mpi() || launch.rank() == 0) {
+    if (!o.trace.empty()) check_output_file(o.trace, "--trace");
+    if (!o.timeline.empty()) check_output_file(o.timeline, "--timeline");
+  }
+  if (!launch.mpi() || loss_writer) {
+    if (!o.report.empty()) check_output_file(o.report, "--report");
+  }
+  if (loss_writer && !o.tensorboard.empty()) check_output_folder(o.tensorboard, "--tensorboard");
+  // Every process of replica 0 writes its stages' shards into the checkpoint folder.
+  const std::string& save_dir = trainer.config().save_dir;
+  if (trainer.replica() == 0 && !save_dir.empty()) check_output_folder(save_dir, "--save-dir");
 }
 
 Observers::Observers(ObserveOptions options, train::Trainer& trainer, Launch& launch)

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "launch.h"
+#include "session.h"
 #include "tandem/trace/event.h"
 #include "tandem/trace/tensorboard.h"
 #include "tandem/train/observe.h"
@@ -23,6 +24,11 @@ struct ObserveOptions {
 // one memory per rank, labelled cuda:0@r2 where ranks share a GPU.
 std::vector<train::MemoryPeak> run_memory(Launch& launch, const runtime::Pipeline& pipeline,
                                           const std::vector<uint64_t>& peak_bytes);
+
+// Refuses (Error) outputs this process would write at the end of the run but cannot: a trace,
+// timeline or report whose folder is missing or read-only, a TensorBoard or checkpoint folder
+// that cannot be created. Each process checks what it writes itself.
+void check_outputs(const ObserveOptions& options, const Session& session);
 
 class Observers {
  public:

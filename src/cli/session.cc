@@ -42,7 +42,8 @@ bool Session::main_process() const {
   return trainer->pipeline().owns_loss() && trainer->replica() == 0;
 }
 
-int start_session(RunArgs& args, Session& session) {
+int start_session(RunArgs& args, Session& session,
+                  const std::function<void(const Session&)>& check) {
   train::Config& c = args.config;
   try {
     if (!args.balance.empty()) c.balance = parse_int_list(args.balance, "--balance");
@@ -55,6 +56,7 @@ int start_session(RunArgs& args, Session& session) {
       session.trainer->set_checkpoint_world(
           {l->rank(), l->world(), session.trainer->replica(), c.replicas, [l] { l->barrier(); }});
     }
+    if (check) check(session);
   } catch (const memory::OutOfMemory& e) {
     report(session.launch, e.what(), kExitOutOfMemory);
     return kExitOutOfMemory;

@@ -27,7 +27,9 @@ struct Session {
 // that every rank runs the same configuration and builds the trainer. Returns 0, or prints
 // why it could not (with the rank prefix, ending the job under MPI) and returns the exit
 // status: kExitUsage for a bad configuration, kExitOutOfMemory when a budget is too small.
-int start_session(RunArgs& args, Session& session);
+// `check`, when given, runs on the built session and refuses it by throwing Error (kExitUsage).
+int start_session(RunArgs& args, Session& session,
+                  const std::function<void(const Session&)>& check = nullptr);
 
 // Prints the data set and the placement table (with ranks and hosts under MPI). Collective
 // under MPI: every rank calls it.

@@ -17,7 +17,8 @@ struct TrainArgs {
 
 int run_train(TrainArgs& args) {
   Session session;
-  if (const int status = start_session(args.run, session)) return status;
+  auto outputs = [&args](const Session& s) { check_outputs(args.observe, s); };
+  if (const int status = start_session(args.run, session, outputs)) return status;
   return run_guarded(session, [&] {
     const train::Config& c = session.trainer->config();
     train::Trainer& trainer = *session.trainer;

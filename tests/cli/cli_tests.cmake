@@ -84,6 +84,10 @@ add_test(NAME cli_idle_cores_same_loss
     -P ${CMAKE_CURRENT_LIST_DIR}/same_metric.cmake
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_idle_cores_same_loss PROPERTIES TIMEOUT 300)
+# What a run writes at its end is checked at its start: a missing folder ends it at once.
+tandem_cli_test(trace_folder_missing 2 "--trace no/such/folder/run.json: the folder no/such/folder does not exist; create it first" train --trace no/such/folder/run.json --steps 1)
+tandem_cli_test(report_is_a_folder 2 "--report tests: that is a folder; give a file name" train --report tests --steps 1)
+tandem_cli_test(save_dir_under_a_file 2 "--save-dir README.md/ckpt: .*README.md is not a folder" train --save-dir README.md/ckpt --steps 1)
 tandem_cli_test(idle_cores_bad_value 2 "--idle-cores: share not in" train --idle-cores share --steps 1)
 tandem_cli_test(mpi_cuda_without_mpi 2 "--mpi-cuda staged chooses how CUDA tensors go between MPI ranks, but this run has no ranks" train --mpi-cuda staged --steps 1)
 tandem_cli_test(mpi_cuda_bad_value 2 "--mpi-cuda: gpu not in \\{auto,staged,direct\\}" train --mpi-cuda gpu --steps 1)

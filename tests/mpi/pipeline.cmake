@@ -36,3 +36,13 @@ add_test(NAME test_mpi_refusal_names_the_rank
           -P ${PROJECT_SOURCE_DIR}/tests/cli/expect_exit.cmake
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(test_mpi_refusal_names_the_rank PROPERTIES TIMEOUT 120 LABELS mpi)
+
+# An output the run cannot write is refused at start by the rank that writes it (rank 0 the
+# trace), which ends the whole job at once with status 2 instead of after training.
+add_test(NAME test_mpi_trace_folder_missing
+  COMMAND ${CMAKE_COMMAND}
+          "-DCMD=${TANDEM_MPIRUN};-n;2;$<TARGET_FILE:tandem_cli>;train;--steps;1;--trace;no/such/folder/run.json"
+          -DSTATUS=2 "-DMATCH=\\[r0/2\\] tandem: --trace no/such/folder/run.json: the folder no/such/folder does not exist"
+          -P ${PROJECT_SOURCE_DIR}/tests/cli/expect_exit.cmake
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test_mpi_trace_folder_missing PROPERTIES TIMEOUT 120 LABELS mpi)

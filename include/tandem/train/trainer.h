@@ -36,6 +36,7 @@ class Trainer {
   Trainer(Config config, std::shared_ptr<transport::Transport> transport = nullptr);
 
   runtime::Pipeline& pipeline() { return *pipeline_; }
+  const runtime::Pipeline& pipeline() const { return *pipeline_; }
   const Config& config() const { return config_; }
   const Source& source() const { return *source_; }
   int64_t total_steps() const;
