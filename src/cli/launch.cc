@@ -58,6 +58,13 @@ Launch::Launch(train::Config& c) : mpi_(std::make_unique<Mpi>()) {
   options.cuda_path = mpi::parse_cuda_path(c.mpi_cuda);
   // One device per rank. A count (the default) means cpu devices; a list names each rank's.
   if (c.devices.find(':') == std::string::npos) {
+    if (c.devices_given) {
+      const int asked = static_cast<int>(parse_devices(c.devices, 1).size());
+      TANDEM_CHECK(asked == stage_devices,
+                   "--devices {} asks for {} devices, but {} ranks with --replicas {} give {} (one "
+                   "device per rank): run with mpirun -n {}, or leave --devices out",
+                   c.devices, asked, world_, c.replicas, stage_devices, asked * c.replicas);
+    }
     c.devices = std::to_string(stage_devices);
     if (c.threads_per_device == 0) c.threads_per_device = std::max(1, available_cores() / world_);
   } else {

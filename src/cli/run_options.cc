@@ -44,7 +44,8 @@ void add_placement_options(CLI::App& cmd, RunArgs& args) {
   train::Config& c = args.config;
   cmd.add_option("--devices", c.devices,
                  "a count of cpu devices (4) or a list (cpu:0,cpu:1 or cuda:0,cuda:0)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([&c](const std::string&) { c.devices_given = true; });
   cmd.add_option("--threads-per-device", c.threads_per_device,
                  "intra-op threads of each device (0: cores / devices)")
       ->capture_default_str()

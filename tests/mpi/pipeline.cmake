@@ -46,3 +46,13 @@ add_test(NAME test_mpi_trace_folder_missing
           -P ${PROJECT_SOURCE_DIR}/tests/cli/expect_exit.cmake
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(test_mpi_trace_folder_missing PROPERTIES TIMEOUT 120 LABELS mpi)
+
+# Under MPI each rank is one device: a --devices count that the ranks do not give is refused,
+# not replaced by the rank count.
+add_test(NAME test_mpi_devices_count_mismatch
+  COMMAND ${CMAKE_COMMAND}
+          "-DCMD=${TANDEM_MPIRUN};-n;2;$<TARGET_FILE:tandem_cli>;train;--devices;3;--steps;1"
+          -DSTATUS=2 "-DMATCH=--devices 3 asks for 3 devices, but 2 ranks with --replicas 1 give 2 \\(one device per rank\\): run with mpirun -n 3, or leave --devices out"
+          -P ${PROJECT_SOURCE_DIR}/tests/cli/expect_exit.cmake
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test_mpi_devices_count_mismatch PROPERTIES TIMEOUT 120 LABELS mpi)

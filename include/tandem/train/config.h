@@ -27,6 +27,7 @@ struct Config {
   std::string data_dir;  // empty: the data set's default folder
   // Placement.
   std::string devices = "4";
+  bool devices_given = false;            // --devices on the command line (MPI: a count must match)
   int threads_per_device = 0;            // 0: cores / cpu devices
   bool lend_idle_cores = true;           // waiting CPU devices lend their cores to those computing
   std::vector<int> balance;              // layers per stage; empty: split by `partition`
