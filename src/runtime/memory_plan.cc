@@ -302,10 +302,12 @@ ChainAhead chain_ahead(const schedule::Schedule* chain, int stages) {
 
 }  // namespace
 
-std::vector<double> stage_peaks(const graph::Model& model, const LayerBytes& bytes,
-                                const graph::Partition& partition,
-                                const std::vector<int>& in_flight, bool recompute,
-                                const schedule::Schedule* lowered) {
+namespace {
+
+// Per stage: the planned peak, with the messages late receivers leave when `late` is set.
+std::vector<double> peaks(const graph::Model& model, const LayerBytes& bytes,
+                          const graph::Partition& partition, const std::vector<int>& in_flight,
+                          bool recompute, const schedule::Schedule* lowered, bool late) {
   TANDEM_CHECK(static_cast<int>(in_flight.size()) == partition.num_stages,
                "{} micro-batch counts for {} stages", in_flight.size(), partition.num_stages);
   const TensorUses uses = index_tensors(model, bytes);
@@ -314,9 +316,25 @@ std::vector<double> stage_peaks(const graph::Model& model, const LayerBytes& byt
   for (int s = 0; s < partition.num_stages; ++s) {
     auto [begin, end] = partition.layers_of(s);
     out.push_back(stage_parts(uses, bytes, begin, end, recompute, &partition)
-                      .peak(in_flight[s], m.ahead[s] + m.late[s]));
+                      .peak(in_flight[s], m.ahead[s] + (late ? m.late[s] : 0.0)));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<double> stage_peaks(const graph::Model& model, const LayerBytes& bytes,
+                                const graph::Partition& partition,
+                                const std::vector<int>& in_flight, bool recompute,
+                                const schedule::Schedule* lowered) {
+  return peaks(model, bytes, partition, in_flight, recompute, lowered, true);
+}
+
+std::vector<double> planned_peaks(const graph::Model& model, const LayerBytes& bytes,
+                                  const graph::Partition& partition,
+                                  const std::vector<int>& in_flight, bool recompute,
+                                  const schedule::Schedule* lowered) {
+  return peaks(model, bytes, partition, in_flight, recompute, lowered, false);
 }
 
 std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes,

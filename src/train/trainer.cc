@@ -3,10 +3,13 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "tandem/checkpoint/all.h"
 #include "tandem/common/check.h"
+#include "tandem/memory/bytes.h"
 #include "tandem/models/conv3d_stack.h"
 #include "tandem/models/mlp.h"
 #include "tandem/models/unet3d.h"
@@ -83,7 +86,8 @@ runtime::OptimizerFactory make_optimizer(const Config& c) {
 
 // Stages that balance measured memory under the schedule that will run (see memory_plan.h).
 graph::Partition memory_partition(const graph::Model& model, const Config& c, int stages,
-                                  int devices, const Source& source, std::string* plan) {
+                                  int devices, const Source& source, std::string* plan,
+                                  std::vector<double>* planned) {
   schedule::Options o;
   const bool per_device = c.schedule == "interleaved" || c.schedule == "zb-v";
   o.stages = per_device ? devices : stages;
@@ -107,7 +111,39 @@ graph::Partition memory_partition(const graph::Model& model, const Config& c, in
   const schedule::Schedule lowered = schedule::lower(
       sched, schedule::StageGraph{stages, graph::analyze(model, partition).consumers()});
   *plan = runtime::memory_plan_table(model, bytes, partition, in_flight, c.recompute, &lowered);
+  *planned = runtime::planned_peaks(model, bytes, partition, in_flight, c.recompute, &lowered);
   return partition;
+}
+
+// The line under the memory plan that says whether its planned peaks fit a budget of `budget`
+// bytes per memory: stages on one device add up, and so do devices of one process that share
+// a GPU (its allocator caps them together). Under MPI (`per_rank`) each rank has its own.
+std::string budget_verdict(const std::vector<double>& planned, const runtime::Pipeline& p,
+                           uint64_t budget, bool per_rank) {
+  std::map<std::string, double> bytes;  // by memory
+  std::map<std::string, std::vector<int>> stages;
+  for (size_t s = 0; s < planned.size(); ++s) {
+    const DeviceSpec& d = p.devices().at(p.stage_device().at(s));
+
+    const int index = p.stage_device().at(s);
+    const std::string memory = !d.device.is_cuda() ? d.name
+                               : per_rank          ? fmt::format("{}@r{}", d.device.str(), index)
+                                                   : d.device.str();
+    bytes[memory] += planned[s];
+    stages[memory].push_back(static_cast<int>(s));
+  }
+  auto worst = std::max_element(bytes.begin(), bytes.end(),
+                                [](const auto& a, const auto& b) { return a.second < b.second; });
+  const std::string size = memory::format_bytes(static_cast<uint64_t>(worst->second));
+  const std::string cap = memory::format_bytes(budget);
+  if (worst->second <= static_cast<double>(budget))
+    return fmt::format("planned peaks fit --device-memory {} (largest: {} on {})\n", cap, size,
+                       worst->first);
+  return fmt::format(
+      "warning: stage{} {} on {} plan{} {}, above --device-memory {}: expect the first step to "
+      "stop out of memory; --recompute stage, more --microbatches or more devices plan less\n",
+      stages[worst->first].size() > 1 ? "s" : "", fmt::join(stages[worst->first], ", "),
+      worst->first, stages[worst->first].size() > 1 ? "" : "s", size, cap);
 }
 
 }  // namespace
@@ -161,11 +197,12 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport)
                "the held-out set has {} samples, too few for {} micro-batches: use "
                "--microbatches {} or fewer",
                source_->test_size(), c.microbatches, source_->test_size());
+  std::vector<double> planned;  // per stage, with --partition memory
   graph::Partition partition =
       !c.balance.empty() ? graph::partition_by_balance(model, c.balance)
       : c.partition == "memory"
           ? memory_partition(model, c, stages, static_cast<int>(po.devices.size()), *source_,
-                             &memory_plan_)
+                             &memory_plan_, &planned)
           : graph::partition_by_parameters(model, stages);
   if (!chunked && stages != static_cast<int>(po.devices.size())) {
     // More stages than devices: stage s on device s mod devices.
@@ -177,6 +214,8 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport)
   }
   pipeline_ = std::make_unique<runtime::Pipeline>(std::move(model), std::move(partition), po);
   pipeline_->set_optimizer(make_optimizer(c));
+  if (!planned.empty() && c.device_memory > 0)
+    memory_plan_ += budget_verdict(planned, *pipeline_, c.device_memory, transport != nullptr);
   TANDEM_CHECK(c.init_from.empty() || c.resume.empty(),
                "--init-from and --resume exclude each other: --resume continues a run (parameters, "
                "optimizer, step), --init-from starts a new one from parameters");

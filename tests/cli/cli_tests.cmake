@@ -84,6 +84,11 @@ add_test(NAME cli_idle_cores_same_loss
     -P ${CMAKE_CURRENT_LIST_DIR}/same_metric.cmake
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_idle_cores_same_loss PROPERTIES TIMEOUT 300)
+# With --partition memory and a budget, the plan says whether its planned peaks fit: they do
+# not under 1 MiB (and the first step then stops out of memory), they do under 4 MiB.
+tandem_cli_test(memory_plan_over_budget 3 "warning: stage 1 on cpu:1 plans [0-9.]+ MiB, above --device-memory 1.0 MiB: expect the first step to stop out of memory.*cpu:1 is out of its 1.0 MiB budget" train --partition memory --device-memory 1MiB --steps 1 --progress none)
+tandem_cli_test(memory_plan_within_budget 0 "planned peaks fit --device-memory 4.0 MiB \\(largest: [0-9.]+ MiB on cpu:1\\)" train --partition memory --device-memory 4MiB --steps 1 --progress none)
+
 # What a run writes at its end is checked at its start: a missing folder ends it at once.
 tandem_cli_test(trace_folder_missing 2 "--trace no/such/folder/run.json: the folder no/such/folder does not exist; create it first" train --trace no/such/folder/run.json --steps 1)
 tandem_cli_test(report_is_a_folder 2 "--report tests: that is a folder; give a file name" train --report tests --steps 1)

@@ -76,6 +76,13 @@ std::vector<double> stage_peaks(const graph::Model& model, const LayerBytes& byt
                                 const std::vector<int>& in_flight, bool recompute,
                                 const schedule::Schedule* lowered = nullptr);
 
+// The planned peak of every stage of `partition`: "at most" less what late receivers leave
+// (the plan's "planned peak" column).
+std::vector<double> planned_peaks(const graph::Model& model, const LayerBytes& bytes,
+                                  const graph::Partition& partition,
+                                  const std::vector<int>& in_flight, bool recompute,
+                                  const schedule::Schedule* lowered = nullptr);
+
 // A table of the prediction per stage: layers, micro-batches in flight, bytes kept per
 // micro-batch, the largest workspace, messages received ahead, the parameter state, the
 // planned peak, messages a late receiver may leave with it, and the peak at most.
