@@ -28,31 +28,26 @@ add_test(NAME test_mpi_report_json
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(test_mpi_report_json PROPERTIES TIMEOUT 180 LABELS mpi)
 
+# tandem_mpi_refusal(NAME MATCH ARGS...): 2 ranks of `tandem train ARGS` end the job at once
+# with status 2 and an output matching MATCH.
+function(tandem_mpi_refusal name match)
+  add_test(NAME test_mpi_${name}
+    COMMAND ${CMAKE_COMMAND} "-DCMD=${TANDEM_MPIRUN};-n;2;$<TARGET_FILE:tandem_cli>;train;${ARGN}"
+            -DSTATUS=2 "-DMATCH=${match}" -P ${PROJECT_SOURCE_DIR}/tests/cli/expect_exit.cmake
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(test_mpi_${name} PROPERTIES TIMEOUT 120 LABELS mpi)
+endfunction()
+
 # A refusal while the ranks start (before they form the job) still names the rank.
-add_test(NAME test_mpi_refusal_names_the_rank
-  COMMAND ${CMAKE_COMMAND}
-          "-DCMD=${TANDEM_MPIRUN};-n;2;$<TARGET_FILE:tandem_cli>;train;--replicas;3;--steps;1"
-          -DSTATUS=2 "-DMATCH=\\[r1/2\\] tandem: 2 ranks cannot hold 3 replicas"
-          -P ${PROJECT_SOURCE_DIR}/tests/cli/expect_exit.cmake
-  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-set_tests_properties(test_mpi_refusal_names_the_rank PROPERTIES TIMEOUT 120 LABELS mpi)
-
+tandem_mpi_refusal(refusal_names_the_rank "\\[r1/2\\] tandem: 2 ranks cannot hold 3 replicas"
+  --replicas 3 --steps 1)
 # An output the run cannot write is refused at start by the rank that writes it (rank 0 the
-# trace), which ends the whole job at once with status 2 instead of after training.
-add_test(NAME test_mpi_trace_folder_missing
-  COMMAND ${CMAKE_COMMAND}
-          "-DCMD=${TANDEM_MPIRUN};-n;2;$<TARGET_FILE:tandem_cli>;train;--steps;1;--trace;no/such/folder/run.json"
-          -DSTATUS=2 "-DMATCH=\\[r0/2\\] tandem: --trace no/such/folder/run.json: the folder no/such/folder does not exist"
-          -P ${PROJECT_SOURCE_DIR}/tests/cli/expect_exit.cmake
-  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-set_tests_properties(test_mpi_trace_folder_missing PROPERTIES TIMEOUT 120 LABELS mpi)
-
-# Under MPI each rank is one device: a --devices count that the ranks do not give is refused,
-# not replaced by the rank count.
-add_test(NAME test_mpi_devices_count_mismatch
-  COMMAND ${CMAKE_COMMAND}
-          "-DCMD=${TANDEM_MPIRUN};-n;2;$<TARGET_FILE:tandem_cli>;train;--devices;3;--steps;1"
-          -DSTATUS=2 "-DMATCH=--devices 3 asks for 3 devices, but 2 ranks with --replicas 1 give 2 \\(one device per rank\\): run with mpirun -n 3, or leave --devices out"
-          -P ${PROJECT_SOURCE_DIR}/tests/cli/expect_exit.cmake
-  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-set_tests_properties(test_mpi_devices_count_mismatch PROPERTIES TIMEOUT 120 LABELS mpi)
+# trace), which ends the whole job at once instead of after training.
+tandem_mpi_refusal(trace_folder_missing
+  "\\[r0/2\\] tandem: --trace no/such/folder/run.json: the folder no/such/folder does not exist"
+  --steps 1 --trace no/such/folder/run.json)
+# Each rank is one device: a --devices count that the ranks do not give is refused, not
+# replaced by the rank count.
+tandem_mpi_refusal(devices_count_mismatch
+  "--devices 3 asks for 3 devices, but 2 ranks with --replicas 1 give 2 \\(one device per rank\\): run with mpirun -n 3, or leave --devices out"
+  --devices 3 --steps 1)
