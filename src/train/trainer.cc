@@ -222,6 +222,7 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport)
   if (!c.init_from.empty()) checkpoint::init_from(*pipeline_, c.init_from);
   if (transport)
     replica_ = transport->local_devices().front() / static_cast<int>(po.devices.size());
+  transport_ = std::move(transport);
 }
 
 double Trainer::learning_rate(int64_t step) const {
@@ -319,13 +320,23 @@ double Trainer::evaluate() {
   const int64_t m = config_.microbatches;
   const int64_t chunk = std::max<int64_t>(per_step, m);
   TANDEM_ASSERT(n >= m, "checked when the trainer was made");
-  for (int64_t begin = 0, end = 0; begin < n; begin = end) {
+  const int replicas = config_.replicas;
+  for (int64_t begin = 0, end = 0, k = 0; begin < n; begin = end, ++k) {
     end = std::min(n, begin + chunk);
     if (n - end < m) end = n;  // a tail too short for every micro-batch joins this step
+    if (k % replicas != replica_) continue;  // another replica scores this step
     Batch b = local_batch([&] { return source_->test_batch(begin, end); });
     runtime::StepStats s = pipeline_->evaluate(b.input, b.target, end - begin);
     metric += s.metric_sum;
     count += s.samples;
+  }
+  if (replicas > 1 && pipeline_->owns_loss()) {
+    // The loss owners of all replicas form one data-parallel group.
+    std::vector<torch::Tensor> sums{
+        torch::tensor({metric, static_cast<double>(count)}, torch::kFloat64)};
+    transport_->all_reduce_sum(transport_->local_devices().front(), sums);
+    metric = sums[0][0].item<double>();
+    count = static_cast<int64_t>(sums[0][1].item<double>());
   }
   return count ? metric / count : 0;
 }

@@ -1,6 +1,7 @@
 # Checkpoints under mpirun, through the command line (the checks are cmake -P scripts in
 # tests/cli): bitwise resume of an interrupted 2-rank run, under MPI and in one process on
-# another partition; and `tandem eval` of a 2-rank checkpoint on 3 ranks and in process gives
+# another partition; and `tandem eval` of a 2-rank checkpoint on 3 ranks, in process, and on 2
+# replicas that score one of the two evaluation steps each gives
 # the training run's own held-out accuracy.
 add_test(NAME test_mpi_checkpoint_resume
   COMMAND ${CMAKE_COMMAND} "-DMPIRUN=${TANDEM_MPIRUN}" -DTANDEM=$<TARGET_FILE:tandem_cli>
@@ -18,6 +19,7 @@ add_test(NAME test_mpi_checkpoint_eval
     "-DCMD2=${TANDEM_MPIRUN};-n;3;$<TARGET_FILE:tandem_cli>;eval;--checkpoint;${mpi_eval_dir};${mpi_eval_common};--schedule;gpipe"
     "-DCMD3=${TANDEM_MPIRUN};-n;2;$<TARGET_FILE:tandem_cli>;eval;--checkpoint;${mpi_eval_dir};${mpi_eval_common};--balance;1,7"
     "-DCMD4=$<TARGET_FILE:tandem_cli>;eval;--checkpoint;${mpi_eval_dir};${mpi_eval_common};--devices;1"
+    "-DCMD5=${TANDEM_MPIRUN};-n;4;$<TARGET_FILE:tandem_cli>;eval;--checkpoint;${mpi_eval_dir};${mpi_eval_common};--replicas;2"
     -P ${PROJECT_SOURCE_DIR}/tests/cli/same_metric.cmake
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(test_mpi_checkpoint_eval PROPERTIES TIMEOUT 600 LABELS mpi)
