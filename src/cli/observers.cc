@@ -1,5 +1,6 @@
 #include "observers.h"
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -102,7 +103,8 @@ void Observers::after_step(int64_t step, const runtime::StepStats& stats, double
 
 void Observers::finish(const train::Result& r, const std::vector<train::MemoryPeak>& memory) {
   if (tensorboard_) {
-    tensorboard_->add_scalar("test/" + r.metric_name, static_cast<float>(r.test_metric), r.steps);
+    if (!std::isnan(r.test_metric))
+      tensorboard_->add_scalar("test/" + r.metric_name, static_cast<float>(r.test_metric), r.steps);
     tensorboard_->flush();
   }
   write_trace();

@@ -1,6 +1,7 @@
 #include "session.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -106,6 +107,7 @@ int run_guarded(Session& session, const std::function<int()>& body) {
 }
 
 std::string test_metric_field(const std::string& metric_name, double value) {
+  if (std::isnan(value)) return fmt::format("test_{}=none", metric_name);  // no held-out set
   return fmt::format("test_{}={:.4f}", metric_name, value);
 }
 

@@ -40,7 +40,8 @@ void print_start(Session& session);
 // kExitFailure otherwise.
 int run_guarded(Session& session, const std::function<int()>& body);
 
-// "test_accuracy=0.9729": the key and precision of the held-out metric on every result line.
+// "test_accuracy=0.9729": the key and precision of the held-out metric on every result line;
+// "test_mse=none" without a held-out set (NaN).
 std::string test_metric_field(const std::string& metric_name, double value);
 
 }  // namespace tandem::cli

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "tandem/checkpoint/all.h"
@@ -193,7 +194,7 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport)
                "of the two",
                c.partition);
   source_ = make_source(c);
-  TANDEM_CHECK(source_->test_size() >= c.microbatches,
+  TANDEM_CHECK(source_->test_size() == 0 || source_->test_size() >= c.microbatches,
                "the held-out set has {} samples, too few for {} micro-batches: use "
                "--microbatches {} or fewer",
                source_->test_size(), c.microbatches, source_->test_size());
@@ -319,6 +320,7 @@ double Trainer::evaluate() {
   const int64_t per_step = config_.model == "mlp" ? config_.eval_batch : config_.batch;
   const int64_t m = config_.microbatches;
   const int64_t chunk = std::max<int64_t>(per_step, m);
+  if (n == 0) return std::numeric_limits<double>::quiet_NaN();  // no held-out set
   TANDEM_ASSERT(n >= m, "checked when the trainer was made");
   const int replicas = config_.replicas;
   for (int64_t begin = 0, end = 0, k = 0; begin < n; begin = end, ++k) {

@@ -16,7 +16,7 @@ namespace tandem::train {
 struct Result {
   int64_t steps = 0;
   double loss = 0;         // mean training loss of the last step
-  double test_metric = 0;  // accuracy (or the model's metric) on the held-out set
+  double test_metric = 0;  // the model's metric on the held-out set (NaN when it is empty)
   std::string metric_name = "accuracy";
   double samples_per_s = 0;  // training samples per second over all steps (all replicas)
   double seconds = 0;        // training time, evaluation excluded
@@ -50,7 +50,8 @@ class Trainer {
   void set_checkpoint_world(checkpoint::World world) { world_ = std::move(world); }
 
   Result run(const StepCallback& on_step = nullptr);
-  // Evaluation over the whole held-out set: the model's metric per sample. With replicas each
+  // Evaluation over the whole held-out set: the model's metric per sample (NaN for an empty
+  // held-out set). With replicas each
   // scores every R-th evaluation step, and their sums are added up (collective).
   double evaluate();
 
