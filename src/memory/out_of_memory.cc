@@ -7,22 +7,31 @@
 namespace tandem::memory {
 namespace {
 
+// What lowers the bytes of `where`: a stage's parameters and optimizer state shrink only with
+// fewer layers on the device; activations also with recomputation and smaller micro-batches.
+const char* ways_out(const Where& where) {
+  if (where.phase == "parameters" || where.phase == "optimizer")
+    return "more devices or another --balance (fewer parameters on this device), or a larger "
+           "--device-memory.";
+  return "more devices, --recompute stage, more micro-batches, a smaller volume or batch, or a "
+         "larger --device-memory.";
+}
+
 std::string message(const std::string& device_name, const Where& where, uint64_t requested,
                     uint64_t in_use, uint64_t peak, uint64_t budget) {
   std::string who = describe(where);
   if (who.empty()) who = "an allocation outside any stage";
   return fmt::format(
-      "{} is out of its {} budget: {} asked for {} while {} are in use (peak {}). Ways out: "
-      "more devices, --recompute stage, more micro-batches, a smaller volume or batch, or a "
-      "larger --device-memory.",
+      "{} is out of its {} budget: {} asked for {} while {} are in use (peak {}). "
+      "Ways out: {}",
       device_name, format_bytes(budget), who, format_bytes(requested), format_bytes(in_use),
-      format_bytes(peak));
+      format_bytes(peak), ways_out(where));
 }
 
 }  // namespace
 
-OutOfMemory::OutOfMemory(std::string device_name, Where where, uint64_t requested,
-                         uint64_t in_use, uint64_t peak, uint64_t budget)
+OutOfMemory::OutOfMemory(std::string device_name, Where where, uint64_t requested, uint64_t in_use,
+                         uint64_t peak, uint64_t budget)
     : Error(message(device_name, where, requested, in_use, peak, budget)),
       device_name_(std::move(device_name)),
       where_(std::move(where)),

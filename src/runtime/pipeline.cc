@@ -187,10 +187,12 @@ Pipeline::Pipeline(graph::Model model, graph::Partition partition, PipelineOptio
     torch::NoGradGuard no_grad;
     for (int s = 0; s < m.partition.num_stages; ++s) {
       if (m.stage_device[s] != d) continue;
+      memory::ScopedWhere phase(s, "parameters", -1);
       auto [b, e] = m.partition.layers_of(s);
       for (int i = b; i < e; ++i) {
         auto& module = m.model.layers[i].module;
         if (!module) continue;
+        memory::ScopedWhere layer(m.model.layers[i].name);
         module->to(spec.device);
         if (spec.device.is_cpu()) {
           for (auto& p : module->parameters()) p.set_data(p.data().clone());

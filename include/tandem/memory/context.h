@@ -17,12 +17,12 @@
 namespace tandem::memory {
 
 struct Where {
-  int device = -1;  // tandem device index; -1 = no device (the "host" bucket)
+  int device = -1;          // tandem device index; -1 = no device (the "host" bucket)
   std::string device_name;  // e.g. "cpu:1"
   int stage = -1;
   std::string layer;
   int microbatch = -1;
-  std::string phase;  // "forward", "backward", "optimizer", "recompute", "transfer"
+  std::string phase;  // "forward", "backward", "optimizer", "parameters", "recompute", "transfer"
 };
 
 // The calling thread's record; valid until the thread ends, changed by ScopedWhere.
@@ -50,8 +50,8 @@ class ScopedWhere {
  private:
   enum class Kind { kDevice, kAction, kLayer };
   Kind kind_;
-  int saved_a_ = -1;  // device or stage
-  int saved_b_ = -1;  // micro-batch
+  int saved_a_ = -1;        // device or stage
+  int saved_b_ = -1;        // micro-batch
   std::string saved_text_;  // device_name, phase or layer
 };
 

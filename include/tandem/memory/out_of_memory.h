@@ -13,6 +13,8 @@ namespace tandem::memory {
 //   cpu:1 is out of its 64.0 MiB budget: stage 1, layer conv3 (forward, micro-batch 2) asked
 //   for 8.0 MiB while 60.2 MiB are in use (peak 60.2 MiB). Ways out: more devices, --recompute
 //   stage, more micro-batches, a smaller volume or batch, or a larger --device-memory.
+// In the "parameters" and "optimizer" phases only fewer layers per device or a larger budget
+// help, and the ways out say so.
 // The fields stay available for programs (the runtime's step report, tests).
 class OutOfMemory : public Error {
  public:
