@@ -1,3 +1,4 @@
+#include <cmath>
 #include <iostream>
 #include <string>
 
@@ -46,10 +47,10 @@ int run_train(TrainArgs& args) {
       std::string mem;
       for (const train::MemoryPeak& m : memory)
         if (m.peak_bytes) mem += fmt::format(" peak_mem_{}={}", m.label, m.peak_bytes);
+      const std::string loss = std::isnan(r.loss) ? "none" : fmt::format("{:.4f}", r.loss);
       std::cout << fmt::format(
-          "{}result: steps={} loss={:.4f} {} samples_per_s={:.1f} seconds={:.2f}{}\n", prefix,
-          r.steps, r.loss, test_metric_field(r.metric_name, r.test_metric), r.samples_per_s,
-          r.seconds, mem);
+          "{}result: steps={} loss={} {} samples_per_s={:.1f} seconds={:.2f}{}\n", prefix, r.steps,
+          loss, test_metric_field(r.metric_name, r.test_metric), r.samples_per_s, r.seconds, mem);
     }
     return 0;
   });

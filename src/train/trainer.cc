@@ -264,6 +264,12 @@ Result Trainer::run(const StepCallback& on_step) {
         "cannot reach; resume with the batch and replicas it was saved with",
         st.position, config_.batch, config_.replicas);
     start = st.step;
+    TANDEM_CHECK(start <= total,
+                 "the checkpoint {} is at step {}, past the {} steps of this run: give more "
+                 "--steps or --epochs to continue it, or evaluate it with tandem eval "
+                 "--checkpoint {}",
+                 config_.resume, start, total, config_.resume);
+    r.steps = start;  // a complete run resumed again trains nothing and evaluates
   }
   auto save = [&](int64_t done) {
     checkpoint::SaveOptions so;

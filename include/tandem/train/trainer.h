@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -15,7 +16,9 @@ namespace tandem::train {
 
 struct Result {
   int64_t steps = 0;
-  double loss = 0;         // mean training loss of the last step
+  // Mean training loss of the last step; NaN when this run trained no step (--eval-only, or a
+  // resumed run that was already complete).
+  double loss = std::numeric_limits<double>::quiet_NaN();
   double test_metric = 0;  // the model's metric on the held-out set (NaN when it is empty)
   std::string metric_name = "accuracy";
   double samples_per_s = 0;  // training samples per second over all steps (all replicas)
