@@ -61,6 +61,10 @@ std::unique_ptr<Source> make_source(const Config& c) {
   }
   if (c.data == "spheres" || c.data == "mri" || c.data == "regression") {
     TANDEM_CHECK(volumetric, "--data {} gives volumes; use --model unet3d or conv3d-stack", c.data);
+    // The U-Net segments: its Dice loss needs masks in [0, 1], which regression targets are not.
+    TANDEM_CHECK(c.model != "unet3d" || c.data != "regression",
+                 "--data regression gives real-valued targets for conv3d-stack; unet3d segments "
+                 "masks: use --data spheres or mri");
     return make_volume_source(c.data, c.volume, 1, c.seed, c.train_samples, c.test_samples,
                               c.data_dir);
   }

@@ -69,6 +69,7 @@ add_test(NAME cli_eval_matches_training
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_eval_matches_training PROPERTIES TIMEOUT 600 FIXTURES_REQUIRED ckpt_clean)
 tandem_cli_test(held_out_set_smaller_than_microbatches 2 "the held-out set has 3 samples, too few for 4 micro-batches: use --microbatches 3 or fewer" train --model conv3d-stack --data regression --volume 8 --test-samples 3 --batch 4 --microbatches 4 --steps 1)
+tandem_cli_test(unet3d_on_regression_data 2 "--data regression gives real-valued targets for conv3d-stack; unet3d segments masks: use --data spheres or mri" train --model unet3d --data regression --steps 1)
 tandem_cli_test(no_held_out_set 0 "result: steps=1 loss=[0-9.]+ test_mse=none " train --model conv3d-stack --data regression --volume 8 --convs 2 --filters 4 --devices 2 --test-samples 0 --batch 4 --microbatches 4 --steps 1 --progress none)
 tandem_cli_test(eval_help_lists_options 0 "--checkpoint TEXT REQUIRED.*--balance" eval --help)
 tandem_cli_test(eval_needs_checkpoint 2 "--checkpoint is required" eval --devices 2)
