@@ -51,9 +51,13 @@ int start_session(RunArgs& args, Session& session,
     if (!args.device_memory.empty()) c.device_memory = memory::parse_bytes(args.device_memory);
     session.launch = std::make_unique<Launch>(c);
     session.launch->agree(c);
-    session.trainer = std::make_unique<train::Trainer>(c, session.launch->transport());
-    if (session.launch->mpi()) {
-      Launch* l = session.launch.get();
+    Launch* l = session.launch.get();
+    auto once = [l](const std::function<std::string()>& make) {
+      return l->all_gather(l->rank() == 0 ? make() : std::string()).front();
+    };
+    session.trainer = std::make_unique<train::Trainer>(
+        c, l->transport(), l->mpi() ? train::OnceForTheJob(once) : nullptr);
+    if (l->mpi()) {
       session.trainer->set_checkpoint_world(
           {l->rank(), l->world(), session.trainer->replica(), c.replicas, [l] { l->barrier(); }});
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "tandem/common/check.h"
@@ -93,6 +94,33 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
     }
   }
   return out;
+}
+
+std::string to_json(const LayerBytes& bytes) {
+  nlohmann::json j;
+  j["activations"] = bytes.activations;
+  j["transient"] = bytes.transient;
+  j["state"] = bytes.state;
+  j["tensors"] = bytes.tensors;
+  return j.dump();
+}
+
+LayerBytes layer_bytes_from_json(const std::string& text) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    LayerBytes out;
+    j.at("activations").get_to(out.activations);
+    j.at("transient").get_to(out.transient);
+    j.at("state").get_to(out.state);
+    j.at("tensors").get_to(out.tensors);
+    TANDEM_CHECK(out.transient.size() == out.activations.size() &&
+                     out.state.size() == out.activations.size(),
+                 "a layer memory measurement has {} activations, {} transients and {} states",
+                 out.activations.size(), out.transient.size(), out.state.size());
+    return out;
+  } catch (const nlohmann::json::exception& e) {
+    TANDEM_CHECK(false, "not a layer memory measurement: {}", e.what());
+  }
 }
 
 namespace {

@@ -91,8 +91,8 @@ runtime::OptimizerFactory make_optimizer(const Config& c) {
 
 // Stages that balance measured memory under the schedule that will run (see memory_plan.h).
 graph::Partition memory_partition(const graph::Model& model, const Config& c, int stages,
-                                  int devices, const Source& source, std::string* plan,
-                                  std::vector<double>* planned) {
+                                  int devices, const Source& source, const OnceForTheJob& once,
+                                  std::string* plan, std::vector<double>* planned) {
   schedule::Options o;
   const bool per_device = c.schedule == "interleaved" || c.schedule == "zb-v";
   o.stages = per_device ? devices : stages;
@@ -103,11 +103,17 @@ graph::Partition memory_partition(const graph::Model& model, const Config& c, in
   TANDEM_CHECK(static_cast<int>(in_flight.size()) == stages,
                "schedule {} has {} stages but {} are asked for", c.schedule, in_flight.size(),
                stages);
-  const int64_t micro = c.batch / c.microbatches + (c.batch % c.microbatches ? 1 : 0);
-  const torch::Tensor sample =
-      source.train_batch(0, 0, std::min<int64_t>(micro, source.train_size())).input;
-  const int slots = c.optimizer == "adam" ? 2 : (c.momentum != 0 ? 1 : 0);
-  const runtime::LayerBytes bytes = runtime::measure_layer_bytes(model, sample, slots);
+  // One process measures (under MPI rank 0; the others would repeat its work on the same
+  // cores and memory) and every process plans from its numbers: the same partition everywhere.
+  auto measure = [&] {
+    const int64_t micro = c.batch / c.microbatches + (c.batch % c.microbatches ? 1 : 0);
+    const torch::Tensor sample =
+        source.train_batch(0, 0, std::min<int64_t>(micro, source.train_size())).input;
+    const int slots = c.optimizer == "adam" ? 2 : (c.momentum != 0 ? 1 : 0);
+    return runtime::to_json(runtime::measure_layer_bytes(model, sample, slots));
+  };
+  const runtime::LayerBytes bytes =
+      runtime::layer_bytes_from_json(once ? once(measure) : measure());
   // Messages ordered as the pipeline will order them: its lowering of this schedule. While
   // partitions are searched, on a chain of stages; for the chosen one, on its stage graph.
   const schedule::Schedule chain = schedule::lower(sched, schedule::StageGraph::chain(stages));
@@ -153,7 +159,8 @@ std::string budget_verdict(const std::vector<double>& planned, const runtime::Pi
 
 }  // namespace
 
-Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport)
+Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
+                 const OnceForTheJob& once)
     : config_(std::move(config)) {
   const Config& c = config_;
   TANDEM_CHECK(c.batch >= 1, "--batch must be at least 1, not {}", c.batch);
@@ -206,7 +213,7 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport)
   graph::Partition partition =
       !c.balance.empty() ? graph::partition_by_balance(model, c.balance)
       : c.partition == "memory"
-          ? memory_partition(model, c, stages, static_cast<int>(po.devices.size()), *source_,
+          ? memory_partition(model, c, stages, static_cast<int>(po.devices.size()), *source_, once,
                              &memory_plan_, &planned)
           : graph::partition_by_parameters(model, stages);
   if (!chunked && stages != static_cast<int>(po.devices.size())) {

@@ -46,6 +46,31 @@ TEST(MemoryPlan, MeasuresTensorsAndStatePerLayer) {
   }
 }
 
+// Under MPI one rank measures and the others plan from its numbers as text.
+TEST(MemoryPlan, AMeasurementReadsBackFromItsJson) {
+  graph::Model m = convs();
+  const runtime::LayerBytes b = runtime::measure_layer_bytes(m, torch::randn({2, 1, 8, 8, 8}), 1);
+  const runtime::LayerBytes back = runtime::layer_bytes_from_json(runtime::to_json(b));
+  EXPECT_EQ(back.activations, b.activations);
+  EXPECT_EQ(back.transient, b.transient);
+  EXPECT_EQ(back.state, b.state);
+  EXPECT_EQ(back.tensors, b.tensors);
+  auto error_of = [](const std::string& text) {
+    try {
+      runtime::layer_bytes_from_json(text);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error_of("").find("not a layer memory measurement"), std::string::npos);
+  EXPECT_NE(error_of(R"({"activations": [1]})").find("not a layer memory measurement"),
+            std::string::npos);
+  EXPECT_EQ(error_of(R"({"activations": [1, 2], "transient": [1], "state": [1, 2],)"
+                     R"( "tensors": {"input": 4}})"),
+            "a layer memory measurement has 2 activations, 1 transients and 2 states");
+}
+
 TEST(MemoryPlan, OneFOneBGivesTheFirstStageFewerLayers) {
   graph::Model m = convs();
   const runtime::LayerBytes b = runtime::measure_layer_bytes(m, torch::randn({4, 1, 8, 8, 8}), 2);

@@ -53,6 +53,11 @@ struct LayerBytes {
 LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& micro_input,
                                int optimizer_slots);
 
+// A measurement as JSON text and back, for one process to measure and the others of an MPI job
+// to read. Throws Error for text that is not such a measurement.
+std::string to_json(const LayerBytes& bytes);
+LayerBytes layer_bytes_from_json(const std::string& text);
+
 // Predicted peak bytes of layers [begin, end) as one stage holding `in_flight` micro-batches.
 // Without the rest of the partition, each later layer that reads one of its outputs counts as
 // a stage that sends a gradient back: a bound from above for partition search.

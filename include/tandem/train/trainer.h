@@ -32,11 +32,18 @@ struct Result {
 // second so far). Pipeline::last_timings() then holds the step's measured actions.
 using StepCallback = std::function<void(int64_t, int64_t, const runtime::StepStats&, double)>;
 
+// Runs `make` once for the whole job and returns its text on every process. Under MPI: on rank
+// 0 only, and collective (tandem's command line builds one on its launch's all-gather).
+using OnceForTheJob = std::function<std::string(const std::function<std::string()>& make)>;
+
 class Trainer {
  public:
   // Builds the model, reads the data, partitions and places the stages. `transport` null:
-  // in-process devices. Throws tandem::Error for bad configurations, with the values.
-  Trainer(Config config, std::shared_ptr<transport::Transport> transport = nullptr);
+  // in-process devices. `once` (null: this process alone) runs the memory measurement of
+  // --partition memory once for the job. Throws tandem::Error for bad configurations, with
+  // the values.
+  Trainer(Config config, std::shared_ptr<transport::Transport> transport = nullptr,
+          const OnceForTheJob& once = nullptr);
 
   runtime::Pipeline& pipeline() { return *pipeline_; }
   const runtime::Pipeline& pipeline() const { return *pipeline_; }
