@@ -441,18 +441,19 @@ bench_step unet3d "unet3d: plain LibTorch loop against tandem, 2 and 4 stages on
 
 # ---------------------------------------------------------------------------------------------
 section "8. the largest unet3d volume under a 16 GiB cap: 1 rank against 4 ranks on cuda:0"
-# volume_search NAME CMD...: tries --volume 96, 128, ... 256 with one training step each and
-# records the largest that ends with status 0 (3 = out of the cap stops the search).
+# volume_search NAME LIMIT CMD...: tries --volume 96, 128, ... 256 with one training step each
+# (LIMIT seconds each) and records the largest that ends with status 0 (3 = out of the cap stops
+# the search).
 volume_search() {
-  local name=$1
-  shift
+  local name=$1 limit=$2
+  shift 2
   local best=none v stop=""
   if ! wanted "$current_step"; then
     record "largest unet3d volume, $name" "$(status_of 98 0)" 0 ""
     return
   fi
   for v in 96 128 160 192 224 256; do
-    run_step 60 "volume-${name// /_}-$v.log" "$@" --volume "$v"
+    run_step "$limit" "volume-${name// /_}-$v.log" "$@" --volume "$v"
     if [ "$step_rc" != 0 ]; then
       stop="<br>$v^3: $(status_of "$step_rc" "$step_limit"): $(tail -n +2 "$out/volume-${name// /_}-$v.log" 2>/dev/null |
         grep -m 1 -i 'memory\|error\|tandem:' | cut -c 1-300)"
@@ -466,9 +467,10 @@ volume_search() {
 if grep -q -- '--device-memory' <<<"$help"; then
   cap=(train --model unet3d --data spheres --batch 1 --microbatches 1 --steps 1
     --train-samples 1 --test-samples 0 --dropout 0 --device-memory 16GiB --progress none)
-  volume_search "1 rank" "$bin_tandem" "${cap[@]}" --devices cuda:0 --schedule sequential
+  volume_search "1 rank" 60 "$bin_tandem" "${cap[@]}" --devices cuda:0 --schedule sequential
   if command -v mpirun >/dev/null && [[ $build_route == *"MPI ON"* ]]; then
-    volume_search "4 ranks" mpirun --allow-run-as-root --oversubscribe --bind-to none -n 4 \
+    # --partition memory: rank 0 measures the layers once on the CPU (slower at large volumes).
+    volume_search "4 ranks" 90 mpirun --allow-run-as-root --oversubscribe --bind-to none -n 4 \
       "$bin_tandem" "${cap[@]}" --devices cuda:0,cuda:0,cuda:0,cuda:0 --schedule 1f1b \
       --partition memory
   else
