@@ -133,6 +133,10 @@ std::string save(const runtime::Pipeline& pipeline, const TrainState& state, con
   barrier(w);
 
   if (w.replica == 0) {
+    TANDEM_CHECK(fs::is_directory(tmp, ec),
+                 "rank {} cannot see the folder '{}' that rank 0 made for this checkpoint: the "
+                 "save folder must be on a file system that every rank shares",
+                 w.rank, tmp.string());
     for (int s : pipeline.local_stages()) write_shard(pipeline, s, tmp);
     fsync_directory(tmp.string());
   }

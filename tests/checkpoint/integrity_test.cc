@@ -134,6 +134,20 @@ TEST(Integrity, FingerprintDifferences) {
             std::string::npos);
 }
 
+// Under MPI rank 0 makes the temporary folder and every rank writes its shards into it: a rank
+// that cannot see it (a save folder on a node-local disk) says so.
+TEST(Integrity, ARankThatCannotSeeTheSaveFolderSaysSo) {
+  TempDir dir;
+  auto p = make_pipeline(Recipe{});
+  train_until(*p, 1);
+  SaveOptions as_rank1;
+  as_rank1.world = World{1, 2, 0, 1, [] {}};
+  EXPECT_THROW_WITH(save(*p, {1, 0, 8, 5}, dir.path(), as_rank1),
+                    "rank 1 cannot see the folder '" + dir.path() +
+                        "/.tmp-step-1' that rank 0 made for this checkpoint: the save folder "
+                        "must be on a file system that every rank shares");
+}
+
 TEST(Integrity, NothingToLoad) {
   TempDir dir;
   auto p = make_pipeline(Recipe{});
