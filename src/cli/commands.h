@@ -3,8 +3,9 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
+#include <exception>
 #include <functional>
+#include <string>
 
 namespace tandem::cli {
 
@@ -13,6 +14,10 @@ namespace tandem::cli {
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitOutOfMemory = 3;
+
+// The message of an error from LibTorch (c10::Error, without the C++ backtrace its what()
+// carries) or from the standard library.
+std::string error_message(const std::exception& e);
 
 using Runner = std::function<int()>;
 

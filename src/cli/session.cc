@@ -39,6 +39,12 @@ void report(const std::unique_ptr<Launch>& launch, const char* what, int exit_st
 
 }  // namespace
 
+std::string error_message(const std::exception& e) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e))
+    return c10_error->what_without_backtrace();
+  return e.what();
+}
+
 bool Session::main_process() const {
   return trainer->pipeline().owns_loss() && trainer->replica() == 0;
 }
@@ -68,6 +74,9 @@ int start_session(RunArgs& args, Session& session,
   } catch (const Error& e) {
     report(session.launch, e.what(), kExitUsage);
     return kExitUsage;
+  } catch (const std::exception& e) {
+    report(session.launch, error_message(e).c_str(), kExitFailure);
+    return kExitFailure;
   }
   return 0;
 }
@@ -106,6 +115,9 @@ int run_guarded(Session& session, const std::function<int()>& body) {
     return kExitOutOfMemory;
   } catch (const Error& e) {
     report(session.launch, e.what(), kExitFailure);
+    return kExitFailure;
+  } catch (const std::exception& e) {
+    report(session.launch, error_message(e).c_str(), kExitFailure);
     return kExitFailure;
   }
 }

@@ -81,6 +81,8 @@ runtime::OptimizerFactory make_optimizer(const Config& c) {
         };
   }
   if (c.optimizer == "sgd") {
+    TANDEM_CHECK(c.momentum >= 0 && c.momentum < 1, "--momentum must be in [0, 1), not {}",
+                 c.momentum);
     return [lr = c.lr, m = c.momentum](
                std::vector<torch::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
       return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr).momentum(m));

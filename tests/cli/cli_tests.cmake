@@ -99,6 +99,7 @@ tandem_cli_test(memory_plan_within_budget 0 "planned peaks fit --device-memory 4
 tandem_cli_test(trace_folder_missing 2 "--trace no/such/folder/run.json: the folder no/such/folder does not exist; create it first" train --trace no/such/folder/run.json --steps 1)
 tandem_cli_test(report_is_a_folder 2 "--report tests: that is a folder; give a file name" train --report tests --steps 1)
 tandem_cli_test(save_dir_under_a_file 2 "--save-dir README.md/ckpt: .*README.md is not a folder" train --save-dir README.md/ckpt --steps 1)
+tandem_cli_test(sgd_momentum_out_of_range 2 "--momentum must be in \\[0, 1\\), not -1" train --optimizer sgd --momentum -1 --steps 1)
 tandem_cli_test(idle_cores_bad_value 2 "--idle-cores: share not in" train --idle-cores share --steps 1)
 tandem_cli_test(mpi_cuda_without_mpi 2 "--mpi-cuda staged chooses how CUDA tensors go between MPI ranks, but this run has no ranks" train --mpi-cuda staged --steps 1)
 tandem_cli_test(mpi_cuda_bad_value 2 "--mpi-cuda: gpu not in \\{auto,staged,direct\\}" train --mpi-cuda gpu --steps 1)
