@@ -74,6 +74,8 @@ DeviceResult Executor::run(const StepPlan& plan) {
       what =
           fmt::format("{} is out of memory: {}", context_.spec().name, e.what_without_backtrace());
 #endif
+    } catch (const c10::Error& e) {
+      what = e.what_without_backtrace();  // LibTorch's own errors: its message, not its stack
     } catch (const std::exception& e) {
       what = e.what();
     }

@@ -58,7 +58,8 @@ TEST_P(Failure, ReachesTheCallerWithDeviceStageActionAndMicrobatch) {
     try {
       p.forward_backward(inputs(16, 12), labels(16, 5));
     } catch (const runtime::StepError& e) {
-      return std::string(e.what()) + fmt::format("|stage={}|mb={}|action={}", e.stage, e.microbatch, e.action);
+      return std::string(e.what()) +
+             fmt::format("|stage={}|mb={}|action={}", e.stage, e.microbatch, e.action);
     }
     return std::string("no error");
   });
@@ -72,7 +73,8 @@ TEST_P(Failure, ReachesTheCallerWithDeviceStageActionAndMicrobatch) {
   EXPECT_NE(what.find("[2"), std::string::npos) << "grid with the failing action marked: " << what;
 
   // The pipeline stays usable: the next step (no failing micro-batch) succeeds.
-  auto ok = std::async(std::launch::async, [&] { return p.forward_backward(inputs(4, 12), labels(4, 5)); });
+  auto ok = std::async(std::launch::async,
+                       [&] { return p.forward_backward(inputs(4, 12), labels(4, 5)); });
   ASSERT_EQ(ok.wait_for(std::chrono::seconds(30)), std::future_status::ready);
   // 4 samples in 4 micro-batches: micro-batch 1 exists, so the failure repeats.
   EXPECT_THROW(ok.get(), runtime::StepError);
@@ -80,6 +82,32 @@ TEST_P(Failure, ReachesTheCallerWithDeviceStageActionAndMicrobatch) {
 
 INSTANTIATE_TEST_SUITE_P(Schedules, Failure,
                          ::testing::Combine(::testing::Values("gpipe", "1f1b"), ::testing::Bool()));
+
+// A LibTorch error inside a layer (here shapes that do not multiply) reaches the caller with
+// LibTorch's message and the place, without LibTorch's C++ backtrace.
+TEST(StepFailure, ALibTorchErrorKeepsItsMessageWithoutTheBacktrace) {
+  graph::Model m = testing::small_mlp();
+  m.layers[3].forward = [](const graph::Tensors& in) {
+    return graph::Tensors{torch::mm(in[0], torch::ones({3, 3}))};
+  };
+  runtime::PipelineOptions o;
+  o.devices = cpu_devices(2);
+  o.microbatches = 2;
+  auto part = graph::partition_by_balance(m, {3, 3});
+  runtime::Pipeline p(std::move(m), part, o);
+  try {
+    p.forward_backward(inputs(8, 12), labels(8, 5));
+    FAIL() << "no error";
+  } catch (const runtime::StepError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("stage 1, action 1F0 (micro-batch 0): mat1 and mat2 shapes cannot be "
+                        "multiplied"),
+              std::string::npos)
+        << what;
+    EXPECT_EQ(what.find("Exception raised from"), std::string::npos) << what;
+    EXPECT_EQ(what.find("frame #"), std::string::npos) << what;
+  }
+}
 
 TEST(Inflight, OneFOneBHoldsAtMostStagesMinusIndexGpipeHoldsAll) {
   for (int m : {2, 4, 8}) {
@@ -177,7 +205,8 @@ TEST(Errors, MoreMicrobatchesThanSamples) {
     p.forward_backward(inputs(5, 12), labels(5, 5));
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("8 micro-batches cannot be cut from a batch of 5"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("8 micro-batches cannot be cut from a batch of 5"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -195,7 +224,8 @@ TEST(Errors, NonFiniteLossNamesStepAndMicrobatch) {
     p.forward_backward(x, labels(8, 5));
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("step 0 is nan in micro-batch 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("step 0 is nan in micro-batch 2"), std::string::npos)
+        << e.what();
   }
 }
 
