@@ -26,10 +26,14 @@ Schedule interleaved(int devices, int virtual_stages, int microbatches) {
     return s;
   }
   const int p = devices, v = virtual_stages, m = microbatches;
-  TANDEM_CHECK(m % p == 0,
-               "interleaved with virtual_stages={} needs the micro-batches to be a multiple of "
-               "the devices; got microbatches={} on {} devices (try microbatches={}).",
-               v, m, p, (m / p + 1) * p);
+  if (m % p != 0) {
+    const std::string lower = m > p ? fmt::format(" or {}", m / p * p) : "";
+    TANDEM_CHECK(false,
+                 "interleaved with {} virtual stages per device needs a micro-batch count that "
+                 "is a multiple of the devices; got {} micro-batches on {} devices (use "
+                 "--microbatches {}{}).",
+                 v, m, p, (m / p + 1) * p, lower);
+  }
   Schedule s;
   s.name = "interleaved";
   s.num_stages = p * v;

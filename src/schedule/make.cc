@@ -21,7 +21,9 @@ Schedule make(std::string_view name, const Options& options) {
   if (name == "interleaved") return interleaved(stages, v, m);  // stages = devices here
   if (name == "zb-v") {
     TANDEM_CHECK(v == 1 || v == 2,
-                 "zb-v always runs 2 stages per device; got virtual_stages={} (use 1 or 2).", v);
+                 "zb-v always runs 2 stages per device; got {} virtual stages (use "
+                 "--virtual-stages 1 or 2).",
+                 v);
     return zb_v(stages, m);  // stages = devices here
   }
   const bool known = name == "sequential" || name == "gpipe" || name == "1f1b" || name == "zb-h1" ||
@@ -29,8 +31,8 @@ Schedule make(std::string_view name, const Options& options) {
   TANDEM_CHECK(known, "unknown schedule '{}'; valid names: {}.", name,
                fmt::join(schedule_names(), ", "));
   TANDEM_CHECK(v == 1,
-               "virtual_stages={} only applies to interleaved and zb-v; schedule '{}' runs one "
-               "stage per device (set virtual_stages=1).",
+               "{} virtual stages per device only apply to interleaved and zb-v; schedule '{}' "
+               "runs one stage per device (leave --virtual-stages at 1).",
                v, name);
   if (name == "sequential") return sequential(stages, m);
   if (name == "gpipe") return gpipe(stages, m);

@@ -155,9 +155,11 @@ TEST(Make, RejectsUnknownNamesAndImpossibleCombinations) {
                "zb-h1, zb-v, forward-only.");
   expect_error("gpipe", {4, 0, 1}, "got microbatches=0");
   expect_error("1f1b", {0, 4, 1}, "got stages=0");
-  expect_error("gpipe", {4, 4, 2}, "virtual_stages=2 only applies to interleaved and zb-v");
-  expect_error("interleaved", {4, 6, 2}, "got microbatches=6 on 4 devices (try microbatches=8)");
-  expect_error("zb-v", {3, 4, 3}, "got virtual_stages=3");
+  expect_error("gpipe", {4, 4, 2},
+               "2 virtual stages per device only apply to interleaved and zb-v");
+  expect_error("interleaved", {4, 6, 2},
+               "got 6 micro-batches on 4 devices (use --microbatches 8 or 4)");
+  expect_error("zb-v", {3, 4, 3}, "got 3 virtual stages (use --virtual-stages 1 or 2)");
 }
 
 }  // namespace
