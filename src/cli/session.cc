@@ -98,7 +98,8 @@ void print_start(Session& session) {
   if (launch.mpi() && launch.rank() == 0 && on_gpus)
     std::cout << prefix << "CUDA tensors between ranks: " << launch.cuda_path() << "\n";
   if (!t.memory_plan().empty() && (launch.mpi() ? launch.rank() == 0 : session.main_process()))
-    std::cout << prefix << "memory plan (per device, measured on one micro-batch):\n"
+    std::cout << prefix << "memory plan (per device; layers measured on the CPU on one micro-batch"
+              << (on_gpus ? ", so a GPU's own workspaces are not in it" : "") << "):\n"
               << t.memory_plan() << std::flush;
 }
 
