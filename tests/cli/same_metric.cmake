@@ -6,16 +6,12 @@
 # checkpoint on other device layouts. Commands without a result line (consolidate) only prepare.
 set(reference "")
 set(compared 0)
+include(${CMAKE_CURRENT_LIST_DIR}/run_ok.cmake)
 foreach(i RANGE 19)
   if(NOT DEFINED CMD${i})
     break()
   endif()
-  string(REPLACE ";" " " shown "${CMD${i}}")
-  execute_process(COMMAND ${CMD${i}} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
-                  TIMEOUT 150)
-  if(NOT rc STREQUAL "0")
-    message(FATAL_ERROR "'${shown}' exited with ${rc}\nstdout:\n${out}\nstderr:\n${err}")
-  endif()
+  run_ok("${CMD${i}}")
   if(NOT out MATCHES "result:[^\n]* ${KEY}=([^ \n]+)")
     if(out MATCHES "result:[^\n]* test_")
       message(FATAL_ERROR "'${shown}' prints a held-out metric other than ${KEY}:\n${out}")

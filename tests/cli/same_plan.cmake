@@ -2,14 +2,9 @@
 # Runs both commands (each must exit with status 0) and fails unless both print a memory plan
 # (`--partition memory`) and the rows of the two plans are the same text: the same layers per
 # stage and the same predicted bytes.
-set(plans "")
+include(${CMAKE_CURRENT_LIST_DIR}/run_ok.cmake)
 foreach(i 0 1)
-  string(REPLACE ";" " " shown "${CMD${i}}")
-  execute_process(COMMAND ${CMD${i}} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
-                  TIMEOUT 150)
-  if(NOT rc STREQUAL "0")
-    message(FATAL_ERROR "'${shown}' exited with ${rc}\nstdout:\n${out}\nstderr:\n${err}")
-  endif()
+  run_ok("${CMD${i}}")
   if(NOT out MATCHES "memory plan [^\n]*\n[^\n]*\n(([0-9]+ [^\n]*\n)+)")
     message(FATAL_ERROR "'${shown}' prints no memory plan:\n${out}")
   endif()
