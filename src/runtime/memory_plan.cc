@@ -66,8 +66,15 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
   tracker.register_device(kProbeDevice, "memory probe");
   LayerBytes out;
   out.tensors[model.input] = tensor_bytes(micro_input);
+  // The last layer that reads each tensor: after it, the tensor is dropped.
+  std::map<std::string, size_t> last_read;
+  for (size_t i = 0; i < model.layers.size(); ++i)
+    for (const auto& name : model.layers[i].inputs) last_read[name] = i;
   {
     memory::ScopedWhere where(kProbeDevice, "memory probe");
+    // Tensors later layers read, cut from the graph: a layer's saved tensors are freed once it
+    // is measured, so the measurement holds the live tensors and one layer, not a whole
+    // forward (what the layer leaves alive does not depend on whether its inputs are leaves).
     std::map<std::string, torch::Tensor> env{{model.input, micro_input}};
     graph::CallContext call;
     for (size_t i = 0; i < model.layers.size(); ++i) {
@@ -86,8 +93,11 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
       out.transient.push_back(std::max(forward_workspace, backward_workspace(layer, inputs)));
       for (size_t k = 0; k < outputs.size(); ++k) {
         out.tensors[layer.outputs[k]] = tensor_bytes(outputs[k]);
-        env[layer.outputs[k]] = outputs[k];
+        if (!last_read.count(layer.outputs[k])) continue;
+        env[layer.outputs[k]] = outputs[k].detach().requires_grad_(outputs[k].requires_grad());
       }
+      for (const auto& name : layer.inputs)
+        if (last_read.at(name) == i) env.erase(name);
       uint64_t params = 0;
       for (const auto& p : graph::named_parameters(layer)) params += tensor_bytes(p.second);
       out.state.push_back(params * static_cast<uint64_t>(2 + optimizer_slots));
