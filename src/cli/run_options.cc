@@ -60,9 +60,10 @@ void add_placement_options(CLI::App& cmd, RunArgs& args) {
                  "layers per stage, e.g. 3,4,3 (default: split by --partition)");
   cmd.add_option("--partition", c.partition,
                  "parameters: even parameter counts | memory: the smallest largest peak, measured "
-                 "per layer on one micro-batch under the schedule (and --recompute)")
+                 "per layer on one micro-batch under the schedule (and --recompute) | fit: the "
+                 "most even FLOPs among the splits whose planned peaks fit --device-memory")
       ->capture_default_str()
-      ->check(CLI::IsMember({"parameters", "memory"}));
+      ->check(CLI::IsMember({"parameters", "memory", "fit"}));
   cmd.add_option("--stages", c.stages, "pipeline stages (0: one per device)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));

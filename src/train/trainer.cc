@@ -3,20 +3,15 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
-#include <map>
 
+#include "memory_partition.h"
 #include "tandem/checkpoint/all.h"
 #include "tandem/common/check.h"
-#include "tandem/memory/bytes.h"
 #include "tandem/models/conv3d_stack.h"
 #include "tandem/models/mlp.h"
 #include "tandem/models/unet3d.h"
-#include "tandem/runtime/memory_plan.h"
-#include "tandem/schedule/generators.h"
-#include "tandem/schedule/lower.h"
 #include "tandem/train/volume_source.h"
 
 namespace tandem::train {
@@ -91,74 +86,6 @@ runtime::OptimizerFactory make_optimizer(const Config& c) {
   TANDEM_CHECK(false, "unknown optimizer '{}'; use adam or sgd", c.optimizer);
 }
 
-// Stages that balance measured memory under the schedule that will run (see memory_plan.h).
-graph::Partition memory_partition(const graph::Model& model, const Config& c, int stages,
-                                  int devices, const Source& source, const OnceForTheJob& once,
-                                  std::string* plan, std::vector<double>* planned) {
-  schedule::Options o;
-  const bool per_device = c.schedule == "interleaved" || c.schedule == "zb-v";
-  o.stages = per_device ? devices : stages;
-  o.microbatches = c.microbatches;
-  o.virtual_stages = c.virtual_stages;
-  const schedule::Schedule sched = schedule::make(c.schedule, o);
-  const std::vector<int> in_flight = schedule::peak_in_flight(sched);
-  TANDEM_CHECK(static_cast<int>(in_flight.size()) == stages,
-               "schedule {} has {} stages but {} are asked for", c.schedule, in_flight.size(),
-               stages);
-  // One process measures (under MPI rank 0; the others would repeat its work on the same
-  // cores and memory) and every process plans from its numbers: the same partition everywhere.
-  auto measure = [&] {
-    const int64_t micro = c.batch / c.microbatches + (c.batch % c.microbatches ? 1 : 0);
-    const torch::Tensor sample =
-        source.train_batch(0, 0, std::min<int64_t>(micro, source.train_size())).input;
-    const int slots = c.optimizer == "adam" ? 2 : (c.momentum != 0 ? 1 : 0);
-    return runtime::to_json(runtime::measure_layer_bytes(model, sample, slots));
-  };
-  const runtime::LayerBytes bytes =
-      runtime::layer_bytes_from_json(once ? once(measure) : measure());
-  // Messages ordered as the pipeline will order them: its lowering of this schedule. While
-  // partitions are searched, on a chain of stages; for the chosen one, on its stage graph.
-  const schedule::Schedule chain = schedule::lower(sched, schedule::StageGraph::chain(stages));
-  graph::Partition partition =
-      runtime::partition_by_memory(model, bytes, in_flight, c.recompute, &chain);
-  const schedule::Schedule lowered = schedule::lower(
-      sched, schedule::StageGraph{stages, graph::analyze(model, partition).consumers()});
-  *plan = runtime::memory_plan_table(model, bytes, partition, in_flight, c.recompute, &lowered);
-  *planned = runtime::planned_peaks(model, bytes, partition, in_flight, c.recompute, &lowered);
-  return partition;
-}
-
-// The line under the memory plan that says whether its planned peaks fit a budget of `budget`
-// bytes per memory: stages on one device add up, and so do devices of one process that share
-// a GPU (its allocator caps them together). Under MPI (`per_rank`) each rank has its own.
-std::string budget_verdict(const std::vector<double>& planned, const runtime::Pipeline& p,
-                           uint64_t budget, bool per_rank) {
-  std::map<std::string, double> bytes;  // by memory
-  std::map<std::string, std::vector<int>> stages;
-  for (size_t s = 0; s < planned.size(); ++s) {
-    const DeviceSpec& d = p.devices().at(p.stage_device().at(s));
-
-    const int index = p.stage_device().at(s);
-    const std::string memory = !d.device.is_cuda() ? d.name
-                               : per_rank          ? fmt::format("{}@r{}", d.device.str(), index)
-                                                   : d.device.str();
-    bytes[memory] += planned[s];
-    stages[memory].push_back(static_cast<int>(s));
-  }
-  auto worst = std::max_element(bytes.begin(), bytes.end(),
-                                [](const auto& a, const auto& b) { return a.second < b.second; });
-  const std::string size = memory::format_bytes(static_cast<uint64_t>(worst->second));
-  const std::string cap = memory::format_bytes(budget);
-  if (worst->second <= static_cast<double>(budget))
-    return fmt::format("planned peaks fit --device-memory {} (largest: {} on {})\n", cap, size,
-                       worst->first);
-  return fmt::format(
-      "warning: stage{} {} on {} plan{} {}, above --device-memory {}: expect the first step to "
-      "stop out of memory; --recompute stage, more --microbatches or more devices plan less\n",
-      stages[worst->first].size() > 1 ? "s" : "", fmt::join(stages[worst->first], ", "),
-      worst->first, stages[worst->first].size() > 1 ? "" : "s", size, cap);
-}
-
 }  // namespace
 
 Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
@@ -200,8 +127,11 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
                  po.devices.size(), per_device, want, c.stages);
     if (c.balance.empty()) stages = want;
   }
-  TANDEM_CHECK(c.partition == "parameters" || c.partition == "memory",
-               "--partition {} is unknown; use parameters or memory", c.partition);
+  TANDEM_CHECK(c.partition == "parameters" || c.partition == "memory" || c.partition == "fit",
+               "--partition {} is unknown; use parameters, memory or fit", c.partition);
+  TANDEM_CHECK(c.partition != "fit" || c.device_memory > 0,
+               "--partition fit chooses the most even compute among the splits whose plan fits "
+               "--device-memory: give --device-memory");
   TANDEM_CHECK(c.balance.empty() || c.partition == "parameters",
                "--balance gives the layers per stage and --partition {} computes them: give one "
                "of the two",
@@ -211,13 +141,19 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
                "the held-out set has {} samples, too few for {} micro-batches: use "
                "--microbatches {} or fewer",
                source_->test_size(), c.microbatches, source_->test_size());
-  std::vector<double> planned;  // per stage, with --partition memory
-  graph::Partition partition =
-      !c.balance.empty() ? graph::partition_by_balance(model, c.balance)
-      : c.partition == "memory"
-          ? memory_partition(model, c, stages, static_cast<int>(po.devices.size()), *source_, once,
-                             &memory_plan_, &planned)
-          : graph::partition_by_parameters(model, stages);
+  std::vector<double> planned;  // per stage, with --partition memory or fit
+  graph::Partition partition;
+  if (!c.balance.empty()) {
+    partition = graph::partition_by_balance(model, c.balance);
+  } else if (c.partition == "parameters") {
+    partition = graph::partition_by_parameters(model, stages);
+  } else {
+    MemoryPartition m =
+        memory_partition(model, c, stages, po.devices, transport != nullptr, *source_, once);
+    partition = std::move(m.partition);
+    memory_plan_ = std::move(m.plan);
+    planned = std::move(m.planned);
+  }
   if (!chunked && stages != static_cast<int>(po.devices.size())) {
     // More stages than devices: stage s on device s mod devices.
     TANDEM_CHECK(stages > static_cast<int>(po.devices.size()),

@@ -96,6 +96,12 @@ set_tests_properties(cli_idle_cores_same_loss PROPERTIES TIMEOUT 300)
 tandem_cli_test(memory_plan_over_budget 3 "warning: stage 1 on cpu:1 plans [0-9.]+ MiB, above --device-memory 1.0 MiB: expect the first step to stop out of memory.*cpu:1 is out of its 1.0 MiB budget" train --partition memory --device-memory 1MiB --steps 1 --progress none)
 tandem_cli_test(memory_plan_within_budget 0 "planned peaks fit --device-memory 4.0 MiB \\(largest: [0-9.]+ MiB on cpu:1\\)" train --partition memory --device-memory 4MiB --steps 1 --progress none)
 
+# --partition fit needs a budget; under 4 MiB, where the parameter split runs out of memory, it
+# trains on a split whose plan fits.
+tandem_cli_test(partition_fit_needs_a_budget 2 "--partition fit chooses the most even compute among the splits whose plan fits --device-memory: give --device-memory" train --partition fit --steps 1)
+tandem_cli_test(partition_fit_trains_within_the_budget 0 "planned peaks fit --device-memory 4.0 MiB.*result: steps=1 " train --model conv3d-stack --convs 8 --filters 16 --data regression --volume 16 --batch 8 --microbatches 8 --devices 4 --partition fit --device-memory 4MiB --steps 1 --test-samples 8 --progress none)
+tandem_cli_test(partition_parameters_over_the_same_budget 3 "cpu:[0-9] is out of its 4.0 MiB budget" train --model conv3d-stack --convs 8 --filters 16 --data regression --volume 16 --batch 8 --microbatches 8 --devices 4 --partition parameters --device-memory 4MiB --steps 1 --test-samples 8 --progress none)
+
 # What a run writes at its end is checked at its start: a missing folder ends it at once.
 tandem_cli_test(trace_folder_missing 2 "--trace no/such/folder/run.json: the folder no/such/folder does not exist; create it first" train --trace no/such/folder/run.json --steps 1)
 tandem_cli_test(report_is_a_folder 2 "--report tests: that is a folder; give a file name" train --report tests --steps 1)

@@ -97,6 +97,48 @@ TEST(MemoryPlan, OneFOneBGivesTheFirstStageFewerLayers) {
   EXPECT_LT(worst(recomputed, true), worst(by_memory, false));
 }
 
+// --partition fit: the most even FLOPs among the splits whose stages fit the budget; when none
+// fits, the smallest largest peak.
+TEST(MemoryPlan, FitTakesTheMostEvenFlopsAmongTheSplitsThatFit) {
+  graph::Model m = convs();
+  const runtime::LayerBytes b = runtime::measure_layer_bytes(m, torch::randn({4, 1, 8, 8, 8}), 2);
+  const std::vector<int> in_flight{3, 2, 1};  // 1F1B, 3 stages
+  auto most_flops = [&](const graph::Partition& p) {
+    double most = 0;
+    for (int s = 0; s < p.num_stages; ++s) {
+      auto [begin, end] = p.layers_of(s);
+      double flops = 0;
+      for (int i = begin; i < end; ++i) flops += m.layers[i].forward_flops_per_sample;
+      most = std::max(most, flops);
+    }
+    return most;
+  };
+  auto largest_plan = [&](const graph::Partition& p) {
+    double most = 0;
+    for (int s = 0; s < p.num_stages; ++s) {
+      auto [begin, end] = p.layers_of(s);
+      most = std::max(most, runtime::stage_bytes(m, b, begin, end, in_flight[s], false));
+    }
+    return most;
+  };
+  const graph::Partition by_memory = runtime::partition_by_memory(m, b, in_flight, false);
+  const graph::Partition roomy = runtime::partition_to_fit(m, b, in_flight, false, 1e12);
+  const graph::Partition no_room = runtime::partition_to_fit(m, b, in_flight, false, 1.0);
+  EXPECT_EQ(no_room.balance(), by_memory.balance()) << no_room.to_string(m);
+  EXPECT_LT(most_flops(roomy), most_flops(by_memory)) << roomy.to_string(m);
+  // Room for a split of 1, 2 and 3 layers but not for the FLOP-even 2, 2, 2: the split that
+  // fits with the fewest FLOPs on its costliest stage, more even than the memory split's.
+  const graph::Partition one_two_three = graph::partition_by_balance(m, {1, 2, 3});
+  const graph::Partition even = graph::partition_by_balance(m, {2, 2, 2});
+  ASSERT_EQ(roomy.balance(), even.balance());
+  ASSERT_LT(largest_plan(one_two_three), largest_plan(even));
+  const double budget = (largest_plan(one_two_three) + largest_plan(even)) / 2;
+  const graph::Partition tight = runtime::partition_to_fit(m, b, in_flight, false, budget);
+  EXPECT_LE(largest_plan(tight), budget) << tight.to_string(m);
+  EXPECT_EQ(most_flops(tight), most_flops(one_two_three)) << tight.to_string(m);
+  EXPECT_LT(most_flops(tight), most_flops(by_memory)) << tight.to_string(m);
+}
+
 // The peak of every device in a pipeline's second step (the first allocates the gradients):
 // `devices` CPU devices, 1F1B with `microbatches`, plain SGD.
 std::vector<uint64_t> second_step_peaks(graph::Model model, const graph::Partition& part,

@@ -1,0 +1,108 @@
+#include "memory_partition.h"
+
+#include <algorithm>
+#include <map>
+
+#include "tandem/common/check.h"
+#include "tandem/memory/bytes.h"
+#include "tandem/runtime/memory_plan.h"
+#include "tandem/schedule/generators.h"
+#include "tandem/schedule/lower.h"
+
+namespace tandem::train {
+namespace {
+
+// Which memory the bytes of device `d` count against: a CPU device's own; a GPU's, shared by
+// the devices of one process on it (its caching allocator caps them together); under MPI
+// (`per_rank`) each rank's own.
+std::string memory_of(const std::vector<DeviceSpec>& devices, int d, bool per_rank) {
+  const DeviceSpec& spec = devices.at(d);
+  if (!spec.device.is_cuda()) return spec.name;
+  return per_rank ? fmt::format("{}@r{}", spec.device.str(), d) : spec.device.str();
+}
+
+// The most stages that count against one memory, with stage s on device s mod devices (as
+// every layout places them: one per device, interleaved and zb-v chunks, more stages than
+// devices).
+int most_stages_per_memory(const std::vector<DeviceSpec>& devices, int stages, bool per_rank) {
+  std::map<std::string, int> count;
+  int most = 1;
+  for (int s = 0; s < stages; ++s)
+    most =
+        std::max(most, ++count[memory_of(devices, s % static_cast<int>(devices.size()), per_rank)]);
+  return most;
+}
+
+}  // namespace
+
+MemoryPartition memory_partition(const graph::Model& model, const Config& c, int stages,
+                                 const std::vector<DeviceSpec>& devices, bool per_rank,
+                                 const Source& source, const OnceForTheJob& once) {
+  schedule::Options o;
+  const bool per_device = c.schedule == "interleaved" || c.schedule == "zb-v";
+  o.stages = per_device ? static_cast<int>(devices.size()) : stages;
+  o.microbatches = c.microbatches;
+  o.virtual_stages = c.virtual_stages;
+  const schedule::Schedule sched = schedule::make(c.schedule, o);
+  const std::vector<int> in_flight = schedule::peak_in_flight(sched);
+  TANDEM_CHECK(static_cast<int>(in_flight.size()) == stages,
+               "schedule {} has {} stages but {} are asked for", c.schedule, in_flight.size(),
+               stages);
+  // One process measures (under MPI rank 0; the others would repeat its work on the same
+  // cores and memory) and every process plans from its numbers: the same partition everywhere.
+  auto measure = [&] {
+    const int64_t micro = c.batch / c.microbatches + (c.batch % c.microbatches ? 1 : 0);
+    const torch::Tensor sample =
+        source.train_batch(0, 0, std::min<int64_t>(micro, source.train_size())).input;
+    const int slots = c.optimizer == "adam" ? 2 : (c.momentum != 0 ? 1 : 0);
+    return runtime::to_json(runtime::measure_layer_bytes(model, sample, slots));
+  };
+  const runtime::LayerBytes bytes =
+      runtime::layer_bytes_from_json(once ? once(measure) : measure());
+  // Messages ordered as the pipeline will order them: its lowering of this schedule. While
+  // partitions are searched, on a chain of stages; for the chosen one, on its stage graph.
+  const schedule::Schedule chain = schedule::lower(sched, schedule::StageGraph::chain(stages));
+  MemoryPartition out;
+  if (c.partition == "fit") {
+    // Stages that share a memory share its budget.
+    const double stage_budget =
+        static_cast<double>(c.device_memory) / most_stages_per_memory(devices, stages, per_rank);
+    out.partition =
+        runtime::partition_to_fit(model, bytes, in_flight, c.recompute, stage_budget, &chain);
+  } else {
+    out.partition = runtime::partition_by_memory(model, bytes, in_flight, c.recompute, &chain);
+  }
+  const schedule::Schedule lowered = schedule::lower(
+      sched, schedule::StageGraph{stages, graph::analyze(model, out.partition).consumers()});
+  out.plan =
+      runtime::memory_plan_table(model, bytes, out.partition, in_flight, c.recompute, &lowered);
+  out.planned =
+      runtime::planned_peaks(model, bytes, out.partition, in_flight, c.recompute, &lowered);
+  return out;
+}
+
+std::string budget_verdict(const std::vector<double>& planned, const runtime::Pipeline& p,
+                           uint64_t budget, bool per_rank) {
+  std::map<std::string, double> bytes;  // by memory
+  std::map<std::string, std::vector<int>> stages;
+  for (size_t s = 0; s < planned.size(); ++s) {
+    const std::string memory = memory_of(p.devices(), p.stage_device().at(s), per_rank);
+    bytes[memory] += planned[s];
+    stages[memory].push_back(static_cast<int>(s));
+  }
+  auto worst = std::max_element(bytes.begin(), bytes.end(),
+                                [](const auto& a, const auto& b) { return a.second < b.second; });
+  const std::string size = memory::format_bytes(static_cast<uint64_t>(worst->second));
+  const std::string cap = memory::format_bytes(budget);
+  if (worst->second <= static_cast<double>(budget))
+    return fmt::format("planned peaks fit --device-memory {} (largest: {} on {})\n", cap, size,
+                       worst->first);
+  const std::vector<int>& over = stages[worst->first];
+  return fmt::format(
+      "warning: stage{} {} on {} plan{} {}, above --device-memory {}: expect the first step to "
+      "stop out of memory; --recompute stage, more --microbatches or more devices plan less\n",
+      over.size() > 1 ? "s" : "", fmt::join(over, ", "), worst->first, over.size() > 1 ? "" : "s",
+      size, cap);
+}
+
+}  // namespace tandem::train

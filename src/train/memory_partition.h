@@ -1,0 +1,36 @@
+// Stages by measured memory for Trainer (--partition memory | fit), and what the memory plan
+// says about a --device-memory budget.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tandem/common/device.h"
+#include "tandem/graph/partition.h"
+#include "tandem/runtime/pipeline.h"
+#include "tandem/train/config.h"
+#include "tandem/train/source.h"
+#include "tandem/train/trainer.h"
+
+namespace tandem::train {
+
+struct MemoryPartition {
+  graph::Partition partition;
+  std::string plan;             // runtime::memory_plan_table
+  std::vector<double> planned;  // the planned peak of every stage
+};
+
+// The stages under the schedule that will run (runtime/memory_plan.h): the smallest largest
+// planned peak (--partition memory), or the most even FLOPs among the splits whose plan fits
+// --device-memory (--partition fit). `devices`: one replica's; `per_rank`: under MPI. `once`
+// (may be null) runs the measurement once for the job.
+MemoryPartition memory_partition(const graph::Model& model, const Config& c, int stages,
+                                 const std::vector<DeviceSpec>& devices, bool per_rank,
+                                 const Source& source, const OnceForTheJob& once);
+
+// The line under the memory plan that says whether its planned peaks fit a budget of `budget`
+// bytes per memory, or which stages and memory do not.
+std::string budget_verdict(const std::vector<double>& planned, const runtime::Pipeline& p,
+                           uint64_t budget, bool per_rank);
+
+}  // namespace tandem::train
