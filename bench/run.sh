@@ -159,6 +159,10 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo
   schedule_table 4
   echo
+  echo "## Partitions under a memory budget (conv3d-stack, 4 devices, 1F1B, --device-memory 27MiB)"
+  echo
+  bash bench/partition.sh "$build" 5
+  echo
   echo "## MPI: transfer through tandem against raw MPI, and 2 ranks against one process"
   echo
   echo "Command: \`bench/mpi.sh $build 5\`"
@@ -239,6 +243,9 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo "  keeps the whole batch's activations at once."
   echo "- More micro-batches of a fixed batch make each GEMM smaller: on 2 cores throughput"
   echo "  falls past 4 micro-batches although the bubble shrinks."
+  echo "- Partitions under a budget: the memory split plans the smallest largest peak, so under 1F1B"
+  echo "  it gives the first stages, which hold more micro-batches, fewer layers and the last stage"
+  echo "  most of the compute; the fit split takes the most even FLOPs among the splits that fit."
   echo "- GPU results (H200, scripts/gpu-check.sh) are kept in bench/GPU-CHECK.md."
 } > "$out.new"
 mv "$out.new" "$out"
