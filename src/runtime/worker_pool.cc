@@ -21,13 +21,16 @@ WorkerPool::~WorkerPool() {
 std::vector<std::exception_ptr> WorkerPool::run(const std::function<void(int)>& job) {
   std::unique_lock<std::mutex> lock(mu_);
   job_ = &job;
-  errors_.clear();
+  errors_.assign(size(), nullptr);
   remaining_ = size();
   ++generation_;
   cv_.notify_all();
   cv_.wait(lock, [&] { return remaining_ == 0; });
   job_ = nullptr;
-  return std::move(errors_);
+  std::vector<std::exception_ptr> errors;
+  for (auto& e : errors_)
+    if (e) errors.push_back(std::move(e));
+  return errors;
 }
 
 void WorkerPool::loop(int index, const std::function<void(int)>& init) {
@@ -58,7 +61,7 @@ void WorkerPool::loop(int index, const std::function<void(int)>& init) {
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (error) errors_.push_back(error);
+      if (error) errors_[index] = error;
       if (--remaining_ == 0) cv_.notify_all();
     }
   }

@@ -1,6 +1,5 @@
-// One long-lived worker thread per local device. run() hands every worker a job and waits for
-// all of them; the first exception (in device order of arrival) is kept, the others are
-// dropped only after the job on every worker has ended. Workers join in the destructor.
+// One long-lived worker thread per local device. run() hands every worker a job, waits for all
+// of them and returns their exceptions. Workers join in the destructor.
 #pragma once
 
 #include <condition_variable>
@@ -22,8 +21,9 @@ class WorkerPool {
 
   int size() const { return static_cast<int>(threads_.size()); }
 
-  // Runs job(i) on every worker i and waits for all. Returns the exceptions thrown, in the
-  // order they were thrown (empty when all succeeded). Not reentrant; call from one thread.
+  // Runs job(i) on every worker i and waits for all. Returns the exceptions thrown, in worker
+  // order (empty when all succeeded), so that the error reported when several devices fail at
+  // once does not depend on timing. Not reentrant; call from one thread.
   std::vector<std::exception_ptr> run(const std::function<void(int)>& job);
 
  private:
@@ -36,7 +36,7 @@ class WorkerPool {
   uint64_t generation_ = 0;
   int remaining_ = 0;
   bool stop_ = false;
-  std::vector<std::exception_ptr> errors_;
+  std::vector<std::exception_ptr> errors_;  // by worker; null where the job succeeded
 };
 
 }  // namespace tandem::runtime
