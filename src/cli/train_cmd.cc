@@ -26,6 +26,7 @@ int run_train(TrainArgs& args) {
     const std::string prefix = session.prefix();
     const bool main_process = session.main_process();
     print_start(session);
+    if (c.plan_only) return trainer.plan_fits() ? 0 : kExitOutOfMemory;
     trace::Progress progress(
         main_process ? trace::parse_mode(c.progress) : trace::Progress::Mode::kNone,
         trainer.total_steps());
@@ -111,6 +112,10 @@ Runner add_train(CLI::App& app) {
   cmd->add_option("--init-from", c.init_from,
                   "start from a state dict (tandem consolidate, or torch.save of a dict "
                   "'<layer>.<param>' -> tensor) or a checkpoint");
+  cmd->add_flag("--plan-only", c.plan_only,
+                "do not train: measure the layers, print the placement and the memory plan of "
+                "the split that would run (with --device-memory: whether it fits) and stop; "
+                "status 3 when it does not fit");
   cmd->add_flag("--eval-only", c.eval_only,
                 "do not train: evaluate on the held-out set (with --init-from) and stop "
                 "(tandem eval --checkpoint does the same)");

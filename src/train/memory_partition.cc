@@ -37,7 +37,8 @@ int most_stages_per_memory(const std::vector<DeviceSpec>& devices, int stages, b
 
 MemoryPartition memory_partition(const graph::Model& model, const Config& c, int stages,
                                  const std::vector<DeviceSpec>& devices, bool per_rank,
-                                 const Source& source, const OnceForTheJob& once) {
+                                 const Source& source, const OnceForTheJob& once,
+                                 const graph::Partition* given) {
   schedule::Options o;
   const bool per_device = c.schedule == "interleaved" || c.schedule == "zb-v";
   o.stages = per_device ? static_cast<int>(devices.size()) : stages;
@@ -63,7 +64,9 @@ MemoryPartition memory_partition(const graph::Model& model, const Config& c, int
   // partitions are searched, on a chain of stages; for the chosen one, on its stage graph.
   const schedule::Schedule chain = schedule::lower(sched, schedule::StageGraph::chain(stages));
   MemoryPartition out;
-  if (c.partition == "fit") {
+  if (given) {
+    out.partition = *given;
+  } else if (c.partition == "fit") {
     // Stages that share a memory share its budget.
     const double stage_budget =
         static_cast<double>(c.device_memory) / most_stages_per_memory(devices, stages, per_rank);
@@ -81,8 +84,8 @@ MemoryPartition memory_partition(const graph::Model& model, const Config& c, int
   return out;
 }
 
-std::string budget_verdict(const std::vector<double>& planned, const runtime::Pipeline& p,
-                           uint64_t budget, bool per_rank) {
+BudgetVerdict budget_verdict(const std::vector<double>& planned, const runtime::Pipeline& p,
+                             uint64_t budget, bool per_rank) {
   std::map<std::string, double> bytes;  // by memory
   std::map<std::string, std::vector<int>> stages;
   for (size_t s = 0; s < planned.size(); ++s) {
@@ -95,14 +98,16 @@ std::string budget_verdict(const std::vector<double>& planned, const runtime::Pi
   const std::string size = memory::format_bytes(static_cast<uint64_t>(worst->second));
   const std::string cap = memory::format_bytes(budget);
   if (worst->second <= static_cast<double>(budget))
-    return fmt::format("planned peaks fit --device-memory {} (largest: {} on {})\n", cap, size,
-                       worst->first);
+    return {true, fmt::format("planned peaks fit --device-memory {} (largest: {} on {})\n", cap,
+                              size, worst->first)};
   const std::vector<int>& over = stages[worst->first];
-  return fmt::format(
-      "warning: stage{} {} on {} plan{} {}, above --device-memory {}: expect the first step to "
-      "stop out of memory; --recompute stage, more --microbatches or more devices plan less\n",
-      over.size() > 1 ? "s" : "", fmt::join(over, ", "), worst->first, over.size() > 1 ? "" : "s",
-      size, cap);
+  return {
+      false,
+      fmt::format(
+          "warning: stage{} {} on {} plan{} {}, above --device-memory {}: expect the first step to "
+          "stop out of memory; --recompute stage, more --microbatches or more devices plan less\n",
+          over.size() > 1 ? "s" : "", fmt::join(over, ", "), worst->first,
+          over.size() > 1 ? "" : "s", size, cap)};
 }
 
 }  // namespace tandem::train

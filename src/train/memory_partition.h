@@ -20,17 +20,24 @@ struct MemoryPartition {
   std::vector<double> planned;  // the planned peak of every stage
 };
 
-// The stages under the schedule that will run (runtime/memory_plan.h): the smallest largest
-// planned peak (--partition memory), or the most even FLOPs among the splits whose plan fits
-// --device-memory (--partition fit). `devices`: one replica's; `per_rank`: under MPI. `once`
-// (may be null) runs the measurement once for the job.
+// The stages under the schedule that will run (runtime/memory_plan.h) and their plan: `given`
+// (a split to plan, e.g. from --balance), or when it is null the smallest largest planned peak
+// (--partition memory) or the most even FLOPs among the splits whose plan fits --device-memory
+// (--partition fit). `devices`: one replica's; `per_rank`: under MPI. `once` (may be null)
+// runs the measurement once for the job.
 MemoryPartition memory_partition(const graph::Model& model, const Config& c, int stages,
                                  const std::vector<DeviceSpec>& devices, bool per_rank,
-                                 const Source& source, const OnceForTheJob& once);
+                                 const Source& source, const OnceForTheJob& once,
+                                 const graph::Partition* given = nullptr);
 
-// The line under the memory plan that says whether its planned peaks fit a budget of `budget`
-// bytes per memory, or which stages and memory do not.
-std::string budget_verdict(const std::vector<double>& planned, const runtime::Pipeline& p,
-                           uint64_t budget, bool per_rank);
+struct BudgetVerdict {
+  bool fits = true;
+  std::string line;  // "planned peaks fit ..." or "warning: stage 1 on cpu:1 plans ..."
+};
+
+// Whether the planned peaks fit a budget of `budget` bytes per memory, or which stages and
+// memory do not.
+BudgetVerdict budget_verdict(const std::vector<double>& planned, const runtime::Pipeline& p,
+                             uint64_t budget, bool per_rank);
 
 }  // namespace tandem::train

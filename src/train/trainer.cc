@@ -141,15 +141,15 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
                "the held-out set has {} samples, too few for {} micro-batches: use "
                "--microbatches {} or fewer",
                source_->test_size(), c.microbatches, source_->test_size());
-  std::vector<double> planned;  // per stage, with --partition memory or fit
+  std::vector<double> planned;  // per stage, when there is a memory plan
   graph::Partition partition;
-  if (!c.balance.empty()) {
-    partition = graph::partition_by_balance(model, c.balance);
-  } else if (c.partition == "parameters") {
+  const bool given = !c.balance.empty() || c.partition == "parameters";
+  if (!c.balance.empty()) partition = graph::partition_by_balance(model, c.balance);
+  if (c.balance.empty() && c.partition == "parameters")
     partition = graph::partition_by_parameters(model, stages);
-  } else {
-    MemoryPartition m =
-        memory_partition(model, c, stages, po.devices, transport != nullptr, *source_, once);
+  if (!given || c.plan_only) {
+    MemoryPartition m = memory_partition(model, c, stages, po.devices, transport != nullptr,
+                                         *source_, once, given ? &partition : nullptr);
     partition = std::move(m.partition);
     memory_plan_ = std::move(m.plan);
     planned = std::move(m.planned);
@@ -164,8 +164,12 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
   }
   pipeline_ = std::make_unique<runtime::Pipeline>(std::move(model), std::move(partition), po);
   pipeline_->set_optimizer(make_optimizer(c));
-  if (!planned.empty() && c.device_memory > 0)
-    memory_plan_ += budget_verdict(planned, *pipeline_, c.device_memory, transport != nullptr);
+  if (!planned.empty() && c.device_memory > 0) {
+    const BudgetVerdict v =
+        budget_verdict(planned, *pipeline_, c.device_memory, transport != nullptr);
+    memory_plan_ += v.line;
+    plan_fits_ = v.fits;
+  }
   TANDEM_CHECK(c.init_from.empty() || c.resume.empty(),
                "--init-from and --resume exclude each other: --resume continues a run (parameters, "
                "optimizer, step), --init-from starts a new one from parameters");

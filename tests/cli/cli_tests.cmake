@@ -102,6 +102,12 @@ tandem_cli_test(partition_fit_needs_a_budget 2 "--partition fit chooses the most
 tandem_cli_test(partition_fit_trains_within_the_budget 0 "planned peaks fit --device-memory 4.0 MiB.*result: steps=1 " train --model conv3d-stack --convs 8 --filters 16 --data regression --volume 16 --batch 8 --microbatches 8 --devices 4 --partition fit --device-memory 4MiB --steps 1 --test-samples 8 --progress none)
 tandem_cli_test(partition_parameters_over_the_same_budget 3 "cpu:[0-9] is out of its 4.0 MiB budget" train --model conv3d-stack --convs 8 --filters 16 --data regression --volume 16 --batch 8 --microbatches 8 --devices 4 --partition parameters --device-memory 4MiB --steps 1 --test-samples 8 --progress none)
 
+# --plan-only prints the placement and the plan of the split that would run, without training:
+# status 0 when it fits the budget, 3 when it does not; a --balance split is planned as well.
+tandem_cli_test(plan_only_fits 0 "memory plan .*planned peaks fit --device-memory 4.0 MiB" train --plan-only --partition memory --device-memory 4MiB --progress none)
+tandem_cli_test(plan_only_over_budget 3 "warning: stage 1 on cpu:1 plans [0-9.]+ MiB, above --device-memory 1.0 MiB" train --plan-only --partition memory --device-memory 1MiB --progress none)
+tandem_cli_test(plan_only_of_a_balance 0 "memory plan [^\n]*\n[^\n]*\n0 +flatten..dense0 " train --plan-only --balance 2,2,2,2 --progress none)
+
 # What a run writes at its end is checked at its start: a missing folder ends it at once.
 tandem_cli_test(trace_folder_missing 2 "--trace no/such/folder/run.json: the folder no/such/folder does not exist; create it first" train --trace no/such/folder/run.json --steps 1)
 tandem_cli_test(report_is_a_folder 2 "--report tests: that is a folder; give a file name" train --report tests --steps 1)

@@ -5,6 +5,7 @@
 #   silent-rank     4 ranks; rank 1 is stopped (SIGSTOP) mid-training, so it never sends
 #   mismatch        2 ranks started with different --lr
 #   mismatch-report 2 ranks of which only one asks for --report
+#   mismatch-save   2 ranks of which only one saves checkpoints
 # Usage: mpi_faults.sh CASE TANDEM MPIRUN...
 set -uo pipefail
 case_name=$1
@@ -70,6 +71,13 @@ mismatch-report)
     -n 1 "$tandem" train "${common[@]}" --steps 2 --report "$work/report.json" >"$work/out" 2>&1
   status=$?
   expect "ranks disagree on the configuration: rank 0 has report=false; rank 1 has report=true"
+  ;;
+mismatch-save)
+  # Only rank 1 saves: its save's barriers would wait forever for rank 0.
+  timeout 120 "${mpirun[@]}" -n 1 "$tandem" train "${common[@]}" --steps 2 : \
+    -n 1 "$tandem" train "${common[@]}" --steps 2 --save-dir "$work/ckpt" >"$work/out" 2>&1
+  status=$?
+  expect "ranks disagree on the configuration: rank 0 has save=false; rank 1 has save=true"
   ;;
 *)
   echo "unknown case '$case_name'"

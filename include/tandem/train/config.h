@@ -63,6 +63,7 @@ struct Config {
   // A state dict (tandem consolidate, or PyTorch) or checkpoint to start from.
   std::string init_from;
   bool eval_only = false;  // no training: evaluate (e.g. with init_from) and stop
+  bool plan_only = false;  // no training: measure, print the placement and memory plan, stop
 };
 
 // One line "key=value ..." of every field, for logs and the configuration hash.

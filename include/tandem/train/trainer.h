@@ -52,8 +52,11 @@ class Trainer {
   int64_t total_steps() const;
   // Which data-parallel replica this process runs (0 in process).
   int replica() const { return replica_; }
-  // With --partition memory: the predicted bytes per stage (memory_plan_table); else empty.
+  // With --partition memory or fit, or --plan-only: the predicted bytes per stage
+  // (memory_plan_table) and, with --device-memory, whether they fit; else empty.
   const std::string& memory_plan() const { return memory_plan_; }
+  // False when the memory plan's peaks exceed --device-memory on some device.
+  bool plan_fits() const { return plan_fits_; }
   // The learning rate of step `step` (0-based) under --lr-schedule.
   double learning_rate(int64_t step) const;
   // Under MPI: the ranks, this one, and a barrier over all of them, for checkpoints.
@@ -76,6 +79,7 @@ class Trainer {
   int replica_ = 0;
   std::shared_ptr<transport::Transport> transport_;  // null in process
   std::string memory_plan_;
+  bool plan_fits_ = true;
   checkpoint::World world_;
 };
 
