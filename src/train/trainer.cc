@@ -111,7 +111,8 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
   po.seed = c.seed;
   po.recompute = c.recompute;
   po.lend_idle_cores = c.lend_idle_cores;
-  po.device_memory = c.device_memory;
+  // A run that only plans trains nothing: the budget is what the plan is checked against.
+  po.device_memory = c.plan_only ? 0 : c.device_memory;
   po.log_placement = c.log_placement;
   po.comm_timeout = std::chrono::milliseconds(static_cast<int64_t>(c.comm_timeout_s * 1000));
   po.transport = transport;
