@@ -96,9 +96,10 @@ std::vector<double> planned_peaks(const graph::Model& model, const LayerBytes& b
                                   const std::vector<int>& in_flight, bool recompute,
                                   const schedule::Schedule* lowered = nullptr);
 
-// A table of the prediction per stage: layers, micro-batches in flight, bytes kept per
-// micro-batch, the largest workspace, messages received ahead, the parameter state, the
-// planned peak, messages a late receiver may leave with it, and the peak at most.
+// A table of the prediction per stage: layers, their share of the forward FLOPs, micro-batches
+// in flight, bytes kept per micro-batch, the largest workspace, messages received ahead, the
+// parameter state, the planned peak, messages a late receiver may leave with it, and the peak
+// at most.
 std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes,
                               const graph::Partition& partition, const std::vector<int>& in_flight,
                               bool recompute, const schedule::Schedule* lowered = nullptr);
