@@ -13,6 +13,7 @@
 #include "tandem/memory/cpu_allocator.h"
 #include "tandem/memory/tracker.h"
 #include "tandem/schedule/held_messages.h"
+#include "tandem/schedule/simulate.h"
 
 namespace tandem::runtime {
 namespace {
@@ -402,6 +403,31 @@ std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes
                        mib(planned), mib(m.late[s]), mib(planned + m.late[s]));
   }
   return out;
+}
+
+std::optional<FlopForecast> flop_forecast(const graph::Model& model,
+                                          const graph::Partition& partition,
+                                          const schedule::Schedule& schedule) {
+  TANDEM_CHECK(schedule.num_stages == partition.num_stages,
+               "the schedule has {} stages but the partition {}", schedule.num_stages,
+               partition.num_stages);
+  schedule::Costs costs;
+  double total = 0;
+  for (int s = 0; s < partition.num_stages; ++s) {
+    auto [begin, end] = partition.layers_of(s);
+    double flops = 0;
+    for (int i = begin; i < end; ++i) flops += model.layers[i].forward_flops_per_sample;
+    costs.forward.push_back(flops);
+    costs.backward.push_back(2 * flops);
+    total += flops;
+  }
+  if (total <= 0) return std::nullopt;
+  const schedule::StageGraph graph{partition.num_stages,
+                                   graph::analyze(model, partition).consumers()};
+  const schedule::Timeline t = schedule::simulate(schedule::compute_only(schedule), graph, costs);
+  // Every device busy all the time: the whole work of the step spread evenly.
+  const double even = 3 * total * schedule.num_microbatches / schedule.num_devices;
+  return FlopForecast{t.makespan / even, t.bubble};
 }
 
 namespace {

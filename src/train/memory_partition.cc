@@ -81,6 +81,14 @@ MemoryPartition memory_partition(const graph::Model& model, const Config& c, int
       runtime::memory_plan_table(model, bytes, out.partition, in_flight, c.recompute, &lowered);
   out.planned =
       runtime::planned_peaks(model, bytes, out.partition, in_flight, c.recompute, &lowered);
+  // How even the compute is, where the schedule runs one device per device of the run.
+  const auto forecast = runtime::flop_forecast(model, out.partition, sched);
+  if (forecast && sched.num_devices == static_cast<int>(devices.size())) {
+    out.plan += fmt::format(
+        "from the FLOPs alone (B = 2F, messages free): a step takes {:.2f}x the time of its work "
+        "spread evenly over the {} devices (bubble {:.2f})\n",
+        forecast->slowdown, sched.num_devices, forecast->bubble);
+  }
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "tandem/models/conv3d_stack.h"
+#include "tandem/models/layers.h"
 #include "tandem/models/unet3d.h"
 #include "tandem/runtime/pipeline.h"
 #include "tandem/schedule/generators.h"
@@ -137,6 +138,39 @@ TEST(MemoryPlan, FitTakesTheMostEvenFlopsAmongTheSplitsThatFit) {
   EXPECT_LE(largest_plan(tight), budget) << tight.to_string(m);
   EXPECT_EQ(most_flops(tight), most_flops(one_two_three)) << tight.to_string(m);
   EXPECT_LT(most_flops(tight), most_flops(by_memory)) << tight.to_string(m);
+}
+
+// The step time the plan forecasts from FLOPs: GPipe on two stages of equal FLOPs with four
+// micro-batches idles (p - 1) / (m + p - 1) = 1/5 of the time, so a step takes 1.25x its work
+// spread evenly; stages of unequal FLOPs take longer; no FLOPs, no forecast.
+TEST(MemoryPlan, ForecastsTheStepFromFlops) {
+  graph::Model m;
+  m.name = "three";
+  m.layers.push_back(models::linear_layer("a", 8, 8, true, "input", "x1"));
+  m.layers.push_back(models::linear_layer("b", 8, 8, true, "x1", "x2"));
+  m.layers.push_back(models::linear_layer("c", 8, 8, false, "x2", "output"));
+  m.loss = [](const torch::Tensor& y, const torch::Tensor&) { return y.sum(); };
+  schedule::Options so;
+  so.stages = 2;
+  so.microbatches = 4;
+  const schedule::Schedule gpipe = schedule::make("gpipe", so);
+  graph::Model two = m;
+  two.layers.pop_back();
+  two.layers.back().outputs = {"output"};
+  const auto even = runtime::flop_forecast(two, graph::partition_by_balance(two, {1, 1}), gpipe);
+  ASSERT_TRUE(even.has_value());
+  EXPECT_NEAR(even->bubble, 0.2, 1e-12);
+  EXPECT_NEAR(even->slowdown, 1.25, 1e-12);
+  const auto uneven = runtime::flop_forecast(m, graph::partition_by_balance(m, {1, 2}), gpipe);
+  ASSERT_TRUE(uneven.has_value());
+  EXPECT_GT(uneven->slowdown, even->slowdown);
+  graph::Model no_flops;
+  no_flops.name = "relus";
+  no_flops.layers.push_back(models::relu_layer("r0", "input", "x1"));
+  no_flops.layers.push_back(models::relu_layer("r1", "x1", "output"));
+  no_flops.loss = m.loss;
+  EXPECT_FALSE(
+      runtime::flop_forecast(no_flops, graph::partition_by_balance(no_flops, {1, 1}), gpipe));
 }
 
 // The peak of every device in a pipeline's second step (the first allocates the gradients):

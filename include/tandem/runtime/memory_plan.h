@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,18 @@ std::vector<double> planned_peaks(const graph::Model& model, const LayerBytes& b
                                   const graph::Partition& partition,
                                   const std::vector<int>& in_flight, bool recompute,
                                   const schedule::Schedule* lowered = nullptr);
+
+// How long a step of `schedule` (lowered or not) would take on `partition` if every forward cost
+// its stage's FLOPs, a backward twice that and messages nothing, against the same work on all
+// devices busy all the time (so at least 1), and the bubble of that timeline. Nothing when no
+// layer knows its FLOPs.
+struct FlopForecast {
+  double slowdown = 1;
+  double bubble = 0;
+};
+std::optional<FlopForecast> flop_forecast(const graph::Model& model,
+                                          const graph::Partition& partition,
+                                          const schedule::Schedule& schedule);
 
 // A table of the prediction per stage: layers, their share of the forward FLOPs, micro-batches
 // in flight, bytes kept per micro-batch, the largest workspace, messages received ahead, the
