@@ -21,11 +21,12 @@
 #   7. bench_device: a plain LibTorch loop (torch::nn modules) against tandem with 2 and 4
 #      stages x 4 and 8 micro-batches on cuda:0, conv3d-stack (as in 6) and unet3d (96^3,
 #      batch 8): samples/s, ratio, the allocator's peak; their tables go to results.md
-#   8. the largest unet3d volume (96..256) that trains under --device-memory 16GiB: 1 rank,
-#      and 4 ranks sharing cuda:0 under mpirun (memory partition)
 #   9. CUDA tensors between ranks (MPI builds): test_mpi_transport's CudaPath tests on 2 ranks,
 #      and the mlp on 2 ranks sharing cuda:0 with --mpi-cuda auto against staged (the same
 #      loss; auto is direct GPU-to-GPU when this MPI is CUDA-aware)
+#   8. (last: it takes what is left of the time) the largest unet3d volume (96..256) that
+#      trains under --device-memory 16GiB: 1 rank, then 4 ranks sharing cuda:0 under mpirun
+#      (memory partition), from the volume 1 rank reached
 # Everything lands in $OUT: one log per step and results.md (a table of the steps with their
 # exit status, the `result:` lines, the tests' largest errors), printed again at the end.
 # The whole run stays under 8 minutes on 16 cores: later steps are skipped past the deadline.
@@ -440,45 +441,6 @@ bench_step unet3d "unet3d: plain LibTorch loop against tandem, 2 and 4 stages on
   --microbatches 4,8 --steps 5 --repeats 3
 
 # ---------------------------------------------------------------------------------------------
-section "8. the largest unet3d volume under a 16 GiB cap: 1 rank against 4 ranks on cuda:0"
-# volume_search NAME LIMIT CMD...: tries --volume 96, 128, ... 256 with one training step each
-# (LIMIT seconds each) and records the largest that ends with status 0 (3 = out of the cap stops
-# the search).
-volume_search() {
-  local name=$1 limit=$2
-  shift 2
-  local best=none v stop=""
-  if ! wanted "$current_step"; then
-    record "largest unet3d volume, $name" "$(status_of 98 0)" 0 ""
-    return
-  fi
-  for v in 96 128 160 192 224 256; do
-    run_step "$limit" "volume-${name// /_}-$v.log" "$@" --volume "$v"
-    if [ "$step_rc" != 0 ]; then
-      stop="<br>$v^3: $(status_of "$step_rc" "$step_limit"): $(tail -n +2 "$out/volume-${name// /_}-$v.log" 2>/dev/null |
-        grep -m 1 -i 'memory\|error\|tandem:' | cut -c 1-300)"
-      break
-    fi
-    best=$v
-  done
-  record "largest unet3d volume, $name" "$best" 0 \
-    "$(grep -h -m 1 'result:' "$out/volume-${name// /_}-$best.log" 2>/dev/null)$stop"
-}
-if grep -q -- '--device-memory' <<<"$help"; then
-  cap=(train --model unet3d --data spheres --batch 1 --microbatches 1 --steps 1
-    --train-samples 1 --test-samples 0 --dropout 0 --device-memory 16GiB --progress none)
-  volume_search "1 rank" 60 "$bin_tandem" "${cap[@]}" --devices cuda:0 --schedule sequential
-  if command -v mpirun >/dev/null && [[ $build_route == *"MPI ON"* ]]; then
-    # --partition memory: rank 0 measures the layers once on the CPU (slower at large volumes).
-    volume_search "4 ranks" 90 mpirun --allow-run-as-root --oversubscribe --bind-to none -n 4 \
-      "$bin_tandem" "${cap[@]}" --devices cuda:0,cuda:0,cuda:0,cuda:0 --schedule 1f1b \
-      --partition memory
-  else
-    record "largest unet3d volume, 4 ranks" "skipped" 0 "no mpirun, or a build without MPI"
-  fi
-fi
-
-# ---------------------------------------------------------------------------------------------
 section "9. CUDA tensors between ranks: staged, and direct on a CUDA-aware MPI"
 if command -v mpirun >/dev/null && [[ $build_route == *"MPI ON"* ]]; then
   mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none -n 2)
@@ -518,6 +480,52 @@ print(json.dumps({"memory": j.get("memory"), "busy": [d["busy"] for d in j.get("
   fi
 else
   record "CUDA tensors between ranks" "skipped" 0 "no mpirun, or a build without MPI"
+fi
+
+# ---------------------------------------------------------------------------------------------
+section "8. the largest unet3d volume under a 16 GiB cap: 1 rank against 4 ranks on cuda:0"
+# volume_search NAME LIMIT FROM CMD...: tries --volume FROM, ... 256 (of 96, 128, ... 256) with
+# one training step each (LIMIT seconds each) and records the largest that ends with status 0
+# (3 = out of the cap stops the search); sets search_best to it (or none).
+search_best=none
+volume_search() {
+  local name=$1 limit=$2 from=$3
+  shift 3
+  local best=none v stop=""
+  search_best=none
+  if ! wanted "$current_step"; then
+    record "largest unet3d volume, $name" "$(status_of 98 0)" 0 ""
+    return
+  fi
+  for v in 96 128 160 192 224 256; do
+    ((v < from)) && continue
+    run_step "$limit" "volume-${name// /_}-$v.log" "$@" --volume "$v"
+    if [ "$step_rc" != 0 ]; then
+      stop="<br>$v^3: $(status_of "$step_rc" "$step_limit"): $(tail -n +2 "$out/volume-${name// /_}-$v.log" 2>/dev/null |
+        grep -m 1 -i 'memory\|error\|tandem:' | cut -c 1-300)"
+      break
+    fi
+    best=$v
+  done
+  search_best=$best
+  record "largest unet3d volume, $name" "$best" 0 \
+    "$(grep -h -m 1 'result:' "$out/volume-${name// /_}-$best.log" 2>/dev/null)$stop"
+}
+if grep -q -- '--device-memory' <<<"$help"; then
+  cap=(train --model unet3d --data spheres --batch 1 --microbatches 1 --steps 1
+    --train-samples 1 --test-samples 0 --dropout 0 --device-memory 16GiB --progress none)
+  volume_search "1 rank" 60 96 "$bin_tandem" "${cap[@]}" --devices cuda:0 --schedule sequential
+  if command -v mpirun >/dev/null && [[ $build_route == *"MPI ON"* ]]; then
+    # From the volume 1 rank reached: 4 ranks must at least train that. --partition memory:
+    # rank 0 measures the layers once on the CPU (slower at large volumes).
+    from=96
+    [[ $search_best =~ ^[0-9]+$ ]] && from=$search_best
+    volume_search "4 ranks" 90 "$from" mpirun --allow-run-as-root --oversubscribe --bind-to none -n 4 \
+      "$bin_tandem" "${cap[@]}" --devices cuda:0,cuda:0,cuda:0,cuda:0 --schedule 1f1b \
+      --partition memory
+  else
+    record "largest unet3d volume, 4 ranks" "skipped" 0 "no mpirun, or a build without MPI"
+  fi
 fi
 
 if ((${#result_lines[@]})); then
