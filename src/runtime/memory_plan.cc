@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -340,10 +341,6 @@ ChainAhead chain_ahead(const schedule::Schedule* chain, int stages) {
   return m;
 }
 
-}  // namespace
-
-namespace {
-
 // Per stage: the planned peak, with the messages late receivers leave when `late` is set.
 std::vector<double> peaks(const graph::Model& model, const LayerBytes& bytes,
                           const graph::Partition& partition, const std::vector<int>& in_flight,
@@ -432,27 +429,26 @@ std::optional<FlopForecast> flop_forecast(const graph::Model& model,
 
 namespace {
 
-// The planned peak of layers [begin, end) as stage `stage` while partitions are searched.
-using SearchPeak = std::function<double(int stage, int begin, int end)>;
-
-// Calls `search` with the planned peak of a candidate stage, under `chain` (may be null).
-graph::Partition with_search_peak(
-    const graph::Model& model, const LayerBytes& bytes, const std::vector<int>& in_flight,
-    bool recompute, const schedule::Schedule* chain,
-    const std::function<graph::Partition(const SearchPeak&)>& search) {
+// The planned peak of layers [begin, end) as stage `stage` while partitions are searched, under
+// `chain` (the schedule lowered on a chain of stages; null: no messages counted). Valid while
+// `bytes` lives.
+std::function<double(int, int, int)> search_peak(const graph::Model& model, const LayerBytes& bytes,
+                                                 const std::vector<int>& in_flight, bool recompute,
+                                                 const schedule::Schedule* chain) {
   TANDEM_CHECK(bytes.activations.size() == model.layers.size() &&
                    bytes.transient.size() == model.layers.size() &&
                    bytes.state.size() == model.layers.size(),
                "memory was measured for {} layers but model '{}' has {}", bytes.activations.size(),
                model.name, model.layers.size());
-  const TensorUses uses = index_tensors(model, bytes);
-  const ChainAhead ahead = chain_ahead(chain, static_cast<int>(in_flight.size()));
-  return search([&](int stage, int begin, int end) {
-    const StageParts p = stage_parts(uses, bytes, begin, end, recompute, nullptr);
+  auto uses = std::make_shared<const TensorUses>(index_tensors(model, bytes));
+  auto ahead =
+      std::make_shared<const ChainAhead>(chain_ahead(chain, static_cast<int>(in_flight.size())));
+  return [uses, ahead, &bytes, in_flight, recompute](int stage, int begin, int end) {
+    const StageParts p = stage_parts(*uses, bytes, begin, end, recompute, nullptr);
     // Inputs have the bytes it receives; gradients, the bytes it sends on.
     return p.peak(in_flight[stage],
-                  ahead.inputs[stage] * p.received + ahead.gradients[stage] * p.sent_on);
-  });
+                  ahead->inputs[stage] * p.received + ahead->gradients[stage] * p.sent_on);
+  };
 }
 
 }  // namespace
@@ -460,31 +456,29 @@ graph::Partition with_search_peak(
 graph::Partition partition_by_memory(const graph::Model& model, const LayerBytes& bytes,
                                      const std::vector<int>& in_flight, bool recompute,
                                      const schedule::Schedule* chain) {
-  const int stages = static_cast<int>(in_flight.size());
-  return with_search_peak(model, bytes, in_flight, recompute, chain, [&](const SearchPeak& peak) {
-    return graph::partition_by_cost(model, stages, peak);
-  });
+  return graph::partition_by_cost(model, static_cast<int>(in_flight.size()),
+                                  search_peak(model, bytes, in_flight, recompute, chain));
 }
 
 graph::Partition partition_to_fit(const graph::Model& model, const LayerBytes& bytes,
                                   const std::vector<int>& in_flight, bool recompute,
                                   double stage_budget, const schedule::Schedule* chain) {
   TANDEM_CHECK(stage_budget > 0, "a stage's memory budget must be positive, not {}", stage_budget);
-  const int stages = static_cast<int>(in_flight.size());
+  const auto peak = search_peak(model, bytes, in_flight, recompute, chain);
   double total = 0;
   for (const auto& layer : model.layers) total += layer.forward_flops_per_sample;
-  return with_search_peak(model, bytes, in_flight, recompute, chain, [&](const SearchPeak& peak) {
-    // A stage that fits costs its share of the FLOPs, in [0, 1]; one that does not, more than 1
-    // and more the larger its peak. The costliest stage is then smallest for the split that
-    // fits with the most even FLOPs, or, when none fits, for the smallest largest peak.
-    return graph::partition_by_cost(model, stages, [&](int stage, int begin, int end) {
-      const double bytes_planned = peak(stage, begin, end);
-      if (bytes_planned > stage_budget) return 1.0 + bytes_planned / stage_budget;
-      double flops = 0;
-      for (int i = begin; i < end; ++i) flops += model.layers[i].forward_flops_per_sample;
-      return total > 0 ? flops / total : 0.0;
-    });
-  });
+  // A stage that fits costs its share of the FLOPs, in [0, 1]; one that does not, more than 1
+  // and more the larger its peak. The costliest stage is then smallest for the split that fits
+  // with the most even FLOPs, or, when none fits, for the smallest largest peak.
+  return graph::partition_by_cost(model, static_cast<int>(in_flight.size()),
+                                  [&](int stage, int begin, int end) {
+                                    const double planned = peak(stage, begin, end);
+                                    if (planned > stage_budget) return 1.0 + planned / stage_budget;
+                                    double flops = 0;
+                                    for (int i = begin; i < end; ++i)
+                                      flops += model.layers[i].forward_flops_per_sample;
+                                    return total > 0 ? flops / total : 0.0;
+                                  });
 }
 
 }  // namespace tandem::runtime
