@@ -21,6 +21,13 @@ namespace {
 // The tracker bucket the measurement charges; no pipeline device uses the last index.
 constexpr int kProbeDevice = memory::Tracker::kMaxDevices - 1;
 
+// The forward FLOPs per sample of layers [begin, end), of those that know theirs.
+double forward_flops(const graph::Model& model, int begin, int end) {
+  double flops = 0;
+  for (int i = begin; i < end; ++i) flops += model.layers[i].forward_flops_per_sample;
+  return flops;
+}
+
 uint64_t tensor_bytes(const torch::Tensor& t) {
   return static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(t.element_size());
 }
@@ -384,17 +391,16 @@ std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes
   const TensorUses uses = index_tensors(model, bytes);
   const Messages m = message_bytes(model, bytes, partition, recompute, lowered);
   auto mib = [](double b) { return memory::format_bytes(static_cast<uint64_t>(b)); };
-  double total_flops = 0;
-  for (const auto& layer : model.layers) total_flops += layer.forward_flops_per_sample;
+  const double total_flops = forward_flops(model, 0, static_cast<int>(model.layers.size()));
   for (int s = 0; s < partition.num_stages; ++s) {
     auto [begin, end] = partition.layers_of(s);
     const StageParts p = stage_parts(uses, bytes, begin, end, recompute, &partition);
     const double planned = p.peak(in_flight[s], m.ahead[s]);
     // The stage's share of the model's forward FLOPs, where the layers know theirs.
-    double flops = 0;
-    for (int i = begin; i < end; ++i) flops += model.layers[i].forward_flops_per_sample;
     const std::string share =
-        total_flops > 0 ? fmt::format("{:.0f}%", 100 * flops / total_flops) : "-";
+        total_flops > 0
+            ? fmt::format("{:.0f}%", 100 * forward_flops(model, begin, end) / total_flops)
+            : "-";
     out += fmt::format(row, s, partition.layer_range(model, s), share, in_flight[s],
                        mib(p.per_microbatch), mib(p.workspace), mib(m.ahead[s]), mib(p.state),
                        mib(planned), mib(m.late[s]), mib(planned + m.late[s]));
@@ -412,8 +418,7 @@ std::optional<FlopForecast> flop_forecast(const graph::Model& model,
   double total = 0;
   for (int s = 0; s < partition.num_stages; ++s) {
     auto [begin, end] = partition.layers_of(s);
-    double flops = 0;
-    for (int i = begin; i < end; ++i) flops += model.layers[i].forward_flops_per_sample;
+    const double flops = forward_flops(model, begin, end);
     costs.forward.push_back(flops);
     costs.backward.push_back(2 * flops);
     total += flops;
@@ -465,20 +470,16 @@ graph::Partition partition_to_fit(const graph::Model& model, const LayerBytes& b
                                   double stage_budget, const schedule::Schedule* chain) {
   TANDEM_CHECK(stage_budget > 0, "a stage's memory budget must be positive, not {}", stage_budget);
   const auto peak = search_peak(model, bytes, in_flight, recompute, chain);
-  double total = 0;
-  for (const auto& layer : model.layers) total += layer.forward_flops_per_sample;
+  const double total = forward_flops(model, 0, static_cast<int>(model.layers.size()));
   // A stage that fits costs its share of the FLOPs, in [0, 1]; one that does not, more than 1
   // and more the larger its peak. The costliest stage is then smallest for the split that fits
   // with the most even FLOPs, or, when none fits, for the smallest largest peak.
-  return graph::partition_by_cost(model, static_cast<int>(in_flight.size()),
-                                  [&](int stage, int begin, int end) {
-                                    const double planned = peak(stage, begin, end);
-                                    if (planned > stage_budget) return 1.0 + planned / stage_budget;
-                                    double flops = 0;
-                                    for (int i = begin; i < end; ++i)
-                                      flops += model.layers[i].forward_flops_per_sample;
-                                    return total > 0 ? flops / total : 0.0;
-                                  });
+  return graph::partition_by_cost(
+      model, static_cast<int>(in_flight.size()), [&](int stage, int begin, int end) {
+        const double planned = peak(stage, begin, end);
+        if (planned > stage_budget) return 1.0 + planned / stage_budget;
+        return total > 0 ? forward_flops(model, begin, end) / total : 0.0;
+      });
 }
 
 }  // namespace tandem::runtime

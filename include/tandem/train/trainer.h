@@ -39,9 +39,9 @@ using OnceForTheJob = std::function<std::string(const std::function<std::string(
 class Trainer {
  public:
   // Builds the model, reads the data, partitions and places the stages. `transport` null:
-  // in-process devices. `once` (null: this process alone) runs the memory measurement of
-  // --partition memory once for the job. Throws tandem::Error for bad configurations, with
-  // the values.
+  // in-process devices. `once` (null: this process alone) runs the layer measurement of a
+  // memory plan (--partition memory or fit, --plan-only) once for the job. Throws tandem::Error for
+  // bad configurations, with the values.
   Trainer(Config config, std::shared_ptr<transport::Transport> transport = nullptr,
           const OnceForTheJob& once = nullptr);
 
@@ -64,8 +64,8 @@ class Trainer {
 
   Result run(const StepCallback& on_step = nullptr);
   // Evaluation over the whole held-out set: the model's metric per sample (NaN for an empty
-  // held-out set). With replicas each
-  // scores every R-th evaluation step, and their sums are added up (collective).
+  // held-out set). With replicas each scores every R-th evaluation step, and their sums are
+  // added up (collective).
   double evaluate();
 
  private:
