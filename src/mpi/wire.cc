@@ -9,7 +9,7 @@ namespace tandem::mpi {
 namespace {
 
 constexpr uint32_t kMagic = 0x746e646d;  // "tndm"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: MessageKey::run
 
 template <typename T>
 void put(std::vector<char>& out, T value) {
@@ -59,6 +59,7 @@ std::vector<char> encode_header(const WireHeader& h) {
   put<uint8_t>(out, h.key.gradient ? 1 : 0);
   put<int32_t>(out, h.key.from_stage);
   put<int32_t>(out, h.key.to_stage);
+  put<int64_t>(out, h.key.run);
   put<int16_t>(out, static_cast<int16_t>(h.dtype));
   put<int32_t>(out, static_cast<int32_t>(h.sizes.size()));
   for (int64_t s : h.sizes) put<int64_t>(out, s);
@@ -82,6 +83,7 @@ WireHeader decode_header(const char* data, size_t size) {
   h.key.gradient = r.get<uint8_t>() != 0;
   h.key.from_stage = r.get<int32_t>();
   h.key.to_stage = r.get<int32_t>();
+  h.key.run = r.get<int64_t>();
   h.dtype = static_cast<c10::ScalarType>(r.get<int16_t>());
   int32_t ndim = r.get<int32_t>();
   TANDEM_CHECK(ndim >= 0 && ndim <= 64, "a tensor message header has {} dimensions", ndim);

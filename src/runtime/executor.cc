@@ -43,7 +43,7 @@ bool Executor::is_local(int stage) const { return (*plan_->stage_device)[stage] 
 
 transport::MessageKey Executor::key(const std::string& tensor, int mb, bool grad, int from,
                                     int to) const {
-  return transport::MessageKey{tensor, static_cast<int>(plan_->step), mb, grad, from, to};
+  return transport::MessageKey{tensor, static_cast<int>(plan_->step), mb, grad, from, to, plan_->run};
 }
 
 DeviceResult Executor::run(const StepPlan& plan) {

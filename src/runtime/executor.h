@@ -36,6 +36,7 @@ struct StepPlan {
   int replica = 0;
   int pipeline_size = 1;  // devices per replica; global device = replica * size + device
   int64_t step = 0;
+  int64_t run = 0;  // the pipeline's run counter (transport::MessageKey::run)
   uint64_t seed = 0;
   bool training = true;
   bool recompute = false;

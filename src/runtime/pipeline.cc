@@ -254,6 +254,7 @@ StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& t
   plan.replica = replica;
   plan.pipeline_size = pipeline_size;
   plan.step = step;
+  plan.run = runs++;
   plan.seed = options.seed;
   plan.training = training;
   plan.recompute = options.recompute;

@@ -3,8 +3,8 @@
 namespace tandem::transport {
 
 std::string MessageKey::to_string() const {
-  return fmt::format("'{}' s{}->s{} step {} mb {} {}", tensor, from_stage, to_stage, step,
-                     microbatch, gradient ? "grad" : "fwd");
+  return fmt::format("'{}' s{}->s{} step {} mb {} {} (run {})", tensor, from_stage, to_stage,
+                     step, microbatch, gradient ? "grad" : "fwd", run);
 }
 
 InProcessTransport::InProcessTransport(std::vector<const DeviceContext*> devices,

@@ -22,6 +22,14 @@ namespace tandem::transport {
 // One message: the tensor `tensor` of micro-batch `microbatch` in step `step`, going from stage
 // `from_stage` to stage `to_stage`. gradient=false: the activation itself (forward);
 // gradient=true: d(loss)/d(tensor) (backward, so it travels from the consumer to the producer).
+//
+// `run` numbers the pipeline's runs (every forward_backward and every evaluate, from 0, in the
+// order a process makes them; the processes of one pipeline make the same calls). Evaluations
+// do not advance `step`, so without it the messages of two consecutive evaluations, or of an
+// evaluation and the training step after it, would carry the same key: a sender that runs
+// ahead would then file its next message under a key the receiver has not taken yet, and a
+// transport that completes messages out of order (MPI over TCP, by rendezvous) would hand the
+// receiver the wrong one. Every key is unique within a job.
 struct MessageKey {
   std::string tensor;
   int step = 0;
@@ -29,16 +37,18 @@ struct MessageKey {
   bool gradient = false;
   int from_stage = 0;
   int to_stage = 0;
+  int64_t run = 0;
 
   bool operator==(const MessageKey& o) const {
     return tensor == o.tensor && step == o.step && microbatch == o.microbatch &&
-           gradient == o.gradient && from_stage == o.from_stage && to_stage == o.to_stage;
+           gradient == o.gradient && from_stage == o.from_stage && to_stage == o.to_stage &&
+           run == o.run;
   }
   bool operator<(const MessageKey& o) const {
-    return std::tie(step, microbatch, gradient, from_stage, to_stage, tensor) <
-           std::tie(o.step, o.microbatch, o.gradient, o.from_stage, o.to_stage, o.tensor);
+    return std::tie(run, step, microbatch, gradient, from_stage, to_stage, tensor) <
+           std::tie(o.run, o.step, o.microbatch, o.gradient, o.from_stage, o.to_stage, o.tensor);
   }
-  // "h1 s0->s1 step 2 mb 3 fwd"
+  // "'h1' s0->s1 step 2 mb 3 fwd (run 5)"
   std::string to_string() const;
 };
 
