@@ -137,7 +137,10 @@ std::string save(const runtime::Pipeline& pipeline, const TrainState& state, con
                  "rank {} cannot see the folder '{}' that rank 0 made for this checkpoint: the "
                  "save folder must be on a file system that every rank shares",
                  w.rank, tmp.string());
-    for (int s : pipeline.local_stages()) write_shard(pipeline, s, tmp);
+    for (int s : pipeline.local_stages()) {
+      // The slabs of a spatial split hold the same values: the first slab's device writes.
+      if (pipeline.lead_device(s) % pipeline.slabs() == 0) write_shard(pipeline, s, tmp);
+    }
     fsync_directory(tmp.string());
   }
   at(options, SavePoint::kShardsWritten, tmp.string());

@@ -17,7 +17,9 @@ torch::Tensor cpu_copy(const torch::Tensor& t) {
 // wait on the host for the whole device so that the bytes copied are the finished values.
 // Checked at run time, so that the code also builds against a LibTorch without CUDA.
 void finish_device_work(const runtime::Pipeline& pipeline, int stage) {
-  const c10::Device device = pipeline.devices()[pipeline.stage_device()[stage]].device;
+  const int lead = pipeline.lead_device(stage);
+  if (lead < 0) return;  // not this process's stage
+  const c10::Device device = pipeline.devices()[lead].device;
   if (device.is_cuda() && torch::cuda::is_available()) torch::cuda::synchronize(device.index());
 }
 

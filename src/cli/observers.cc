@@ -67,6 +67,8 @@ void Observers::after_step(int64_t step, const runtime::StepStats& stats, double
     const double offset = stats.started_us;
     train::add_step_spans(trace_, p, p.last_timings(), step, offset,
                           launch_.mpi() ? launch_.rank() : -1);
+    train::add_exchange_spans(trace_, p, stats.exchanges, offset,
+                              launch_.mpi() ? launch_.rank() : -1);
     // One counter per memory: a GPU that devices share is drawn once, on its first device's
     // row, and its name says which devices share it. Under MPI each rank has one device, and
     // its process its own allocator: one counter on the rank's row.
@@ -88,9 +90,10 @@ void Observers::after_step(int64_t step, const runtime::StepStats& stats, double
     }
     // Under MPI a rank knows its own device's timings; finish() gathers them.
     if (launch_.mpi()) {
-      traced_.push_back({stats.started_us, p.last_timings()});
+      traced_.push_back({stats.started_us, p.last_timings(), stats.exchanges});
     } else {
-      reports_.push_back(train::analyze_step(p, p.last_timings(), trainer_.config().batch));
+      reports_.push_back(
+          train::analyze_step(p, p.last_timings(), trainer_.config().batch, stats.exchanges));
     }
   }
   if (tensorboard_) {
@@ -159,7 +162,13 @@ void Observers::gather_reports() {
     nlohmann::json timings = nlohmann::json::array();
     for (const runtime::ActionTiming& t : step.timings)
       timings.push_back({t.device, schedule::to_string(t.action), t.start_us, t.end_us});
-    mine.push_back({{"origin_us", step.origin_us + offset}, {"timings", timings}});
+    nlohmann::json exchanges = nlohmann::json::array();
+    for (size_t d = 0; d < step.exchanges.size(); ++d)
+      for (const spatial::Exchange& e : step.exchanges[d])
+        exchanges.push_back({d, e.start_us, e.end_us, e.bytes_sent});
+    mine.push_back({{"origin_us", step.origin_us + offset},
+                    {"timings", timings},
+                    {"exchanges", exchanges}});
   }
   const nlohmann::json part = {{"replica", trainer_.replica()}, {"steps", mine}};
   const std::vector<std::string> parts = launch_.all_gather(part.dump());
@@ -176,6 +185,7 @@ void Observers::gather_reports() {
       first = q == 0 ? o : std::min(first, o);
     }
     std::vector<runtime::ActionTiming> all;
+    std::vector<std::vector<spatial::Exchange>> exchanges(trainer_.pipeline().devices().size());
     for (const nlohmann::json& rank : ranks) {
       const nlohmann::json& step = rank.at("steps").at(k);
       const double shift = step.at("origin_us").get<double>() - first;
@@ -183,8 +193,16 @@ void Observers::gather_reports() {
         all.push_back({t.at(0).get<int>(), schedule::parse_action(t.at(1).get<std::string>()),
                        t.at(2).get<double>() + shift, t.at(3).get<double>() + shift});
       }
+      for (const nlohmann::json& e : step.at("exchanges")) {
+        spatial::Exchange x;
+        x.start_us = e.at(1).get<double>() + shift;
+        x.end_us = e.at(2).get<double>() + shift;
+        x.bytes_sent = e.at(3).get<int64_t>();
+        exchanges.at(e.at(0).get<size_t>()).push_back(x);
+      }
     }
-    reports_.push_back(train::analyze_step(trainer_.pipeline(), all, trainer_.config().batch));
+    reports_.push_back(
+        train::analyze_step(trainer_.pipeline(), all, trainer_.config().batch, exchanges));
   }
 }
 
@@ -201,6 +219,7 @@ void Observers::write_report(const train::Result& r, const std::vector<train::Me
   j["partition"] = p.partition().to_string(p.model());
   double measured = 0, predicted = 0, flops = 0, seconds = 0;
   std::vector<double> busy(p.devices().size(), 0), comm(p.devices().size(), 0);
+  std::vector<double> exchange(p.devices().size(), 0), exchange_bytes(p.devices().size(), 0);
   for (const auto& s : reports_) {
     measured += s.measured_bubble;
     predicted += s.predicted_bubble;
@@ -209,6 +228,10 @@ void Observers::write_report(const train::Result& r, const std::vector<train::Me
     for (size_t d = 0; d < busy.size(); ++d) {
       busy[d] += s.busy[d] / reports_.size();
       comm[d] += s.comm[d] / reports_.size();
+      if (d < s.exchange.size()) {
+        exchange[d] += s.exchange[d] / reports_.size();
+        exchange_bytes[d] += static_cast<double>(s.exchange_bytes[d]) / reports_.size();
+      }
     }
   }
   const double n = std::max<size_t>(1, reports_.size());
@@ -222,11 +245,17 @@ void Observers::write_report(const train::Result& r, const std::vector<train::Me
     for (int d : m.devices) device_peaks[d] = std::max(device_peaks[d], m.peak_bytes);
   nlohmann::json devices = nlohmann::json::array();
   for (size_t d = 0; d < busy.size(); ++d) {
-    devices.push_back({{"device", p.devices()[d].name},
-                       {"busy", busy[d]},
-                       {"idle", 1 - busy[d]},
-                       {"comm", comm[d]},
-                       {"peak_bytes", device_peaks[d]}});
+    nlohmann::json e = {{"device", p.devices()[d].name},
+                        {"busy", busy[d]},
+                        {"idle", 1 - busy[d]},
+                        {"comm", comm[d]},
+                        {"peak_bytes", device_peaks[d]}};
+    if (p.slabs() > 1) {
+      // Inside compute actions: part of "busy" (halos and whole-sample sums, waits included).
+      e["slab_exchange"] = exchange[d];
+      e["slab_exchange_bytes_per_step"] = exchange_bytes[d];
+    }
+    devices.push_back(e);
   }
   j["devices"] = devices;
   // Sum these, not the devices' peak_bytes: devices that share a GPU repeat its number.

@@ -57,6 +57,7 @@ class Observers {
   struct TracedStep {
     double origin_us = 0;
     std::vector<runtime::ActionTiming> timings;
+    std::vector<std::vector<spatial::Exchange>> exchanges;  // by device (spatial split)
   };
   std::vector<TracedStep> traced_;
 };

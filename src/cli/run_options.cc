@@ -64,9 +64,14 @@ void add_placement_options(CLI::App& cmd, RunArgs& args) {
                  "most even FLOPs among the splits whose planned peaks fit --device-memory")
       ->capture_default_str()
       ->check(CLI::IsMember({"parameters", "memory", "fit"}));
-  cmd.add_option("--stages", c.stages, "pipeline stages (0: one per device)")
+  cmd.add_option("--stages", c.stages, "pipeline stages (0: one per device, or per group of --spatial)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
+  cmd.add_option("--spatial", c.spatial,
+                 "slabs per sample: every stage runs on a group of this many devices, each "
+                 "holding one depth slab of every activation (volumetric models)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   cmd.add_option("--schedule", c.schedule, "sequential | gpipe | 1f1b | interleaved | zb-h1 | zb-v")
       ->capture_default_str();
   cmd.add_option("--microbatches", c.microbatches,
@@ -77,7 +82,7 @@ void add_placement_options(CLI::App& cmd, RunArgs& args) {
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
   cmd.add_option("--replicas", c.replicas,
-                 "data-parallel copies of the pipeline (MPI: ranks = stages x replicas)")
+                 "data-parallel copies of the pipeline (MPI: ranks = stages x spatial x replicas)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 16));
   cmd.add_option("--transport", c.transport,

@@ -4,6 +4,7 @@ namespace tandem::graph {
 
 namespace {
 thread_local CallContext current;
+thread_local int collectives = 0;  // next_collective_index() of the current ScopedCall
 
 // SplitMix64: a fast, well-mixed 64-bit hash step.
 uint64_t mix(uint64_t x) {
@@ -24,7 +25,15 @@ uint64_t CallContext::stream_seed() const {
 
 const CallContext& current_call() { return current; }
 
-ScopedCall::ScopedCall(const CallContext& ctx) : previous_(current) { current = ctx; }
-ScopedCall::~ScopedCall() { current = previous_; }
+int next_collective_index() { return collectives++; }
+
+ScopedCall::ScopedCall(const CallContext& ctx) : previous_(current), previous_collectives_(collectives) {
+  current = ctx;
+  collectives = 0;
+}
+ScopedCall::~ScopedCall() {
+  current = previous_;
+  collectives = previous_collectives_;
+}
 
 }  // namespace tandem::graph

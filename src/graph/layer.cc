@@ -1,5 +1,7 @@
 #include "tandem/graph/layer.h"
 
+#include "tandem/common/check.h"
+
 namespace tandem::graph {
 
 Layer make_function_layer(std::string name, ForwardFn fn, std::vector<std::string> inputs,
@@ -10,6 +12,25 @@ Layer make_function_layer(std::string name, ForwardFn fn, std::vector<std::strin
   l.inputs = std::move(inputs);
   l.outputs = std::move(outputs);
   return l;
+}
+
+Layer copy_layer(const Layer& layer) {
+  Layer copy = layer;
+  if (!layer.module) return copy;
+  TANDEM_CHECK(static_cast<bool>(layer.bind),
+               "layer '{}' holds parameters but cannot be copied for another device: build it with "
+               "graph::make_layer, or set Layer::bind to make its forward over a copy of its module",
+               layer.name);
+  try {
+    copy.module = layer.module->clone();
+  } catch (const c10::Error& e) {
+    TANDEM_CHECK(false,
+                 "layer '{}': its module cannot be copied for another device ({}); derive it from "
+                 "torch::nn::Cloneable",
+                 layer.name, e.what_without_backtrace());
+  }
+  copy.forward = layer.bind(copy.module);
+  return copy;
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> named_parameters(const Layer& layer) {

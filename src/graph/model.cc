@@ -22,6 +22,12 @@ int64_t Model::parameter_count() const {
   return n;
 }
 
+Model copy_model(const Model& model) {
+  Model copy = model;
+  for (auto& layer : copy.layers) layer = copy_layer(layer);
+  return copy;
+}
+
 void Model::validate() const {
   TANDEM_CHECK(!layers.empty(), "model '{}' has no layers", name);
   TANDEM_CHECK(static_cast<bool>(loss), "model '{}' has no loss function", name);

@@ -5,6 +5,7 @@
 
 #include "tandem/common/check.h"
 #include "tandem/models/split_conv.h"
+#include "tandem/spatial/group_sum.h"
 
 namespace tandem::models {
 
@@ -15,10 +16,14 @@ graph::Layer conv3d_layer(std::string name, int64_t in, int64_t out, int64_t ker
   l.name = std::move(name);
   l.module = conv.ptr();
   const int64_t padding = kernel / 2;
-  l.forward = [conv, relu, padding](const graph::Tensors& x) mutable {
-    torch::Tensor y = split_conv3d(x[0], conv->weight, conv->bias, padding);
-    return graph::Tensors{relu ? torch::relu(y) : y};
+  l.bind = [relu, padding](const std::shared_ptr<torch::nn::Module>& module) -> graph::ForwardFn {
+    torch::nn::Conv3d conv(std::dynamic_pointer_cast<torch::nn::Conv3dImpl>(module));
+    return [conv, relu, padding](const graph::Tensors& x) {
+      torch::Tensor y = split_conv3d(x[0], conv->weight, conv->bias, padding);
+      return graph::Tensors{relu ? torch::relu(y) : y};
+    };
   };
+  l.forward = l.bind(l.module);
   l.splits_backward = true;
   l.inputs = {std::move(input)};
   l.outputs = {std::move(output)};
@@ -32,10 +37,21 @@ torch::Tensor mse_loss(const torch::Tensor& output, const torch::Tensor& target)
   TANDEM_CHECK(output.sizes() == target.sizes(),
                "the MSE loss needs output and target of the same shape, not [{}] and [{}]",
                fmt::join(output.sizes(), ","), fmt::join(target.sizes(), ","));
+  if (spatial::split()) {
+    const torch::Tensor sum = spatial::group_sum((output - target).square().sum());
+    return sum / static_cast<double>(output.size(0) * spatial::whole_elements_per_sample(output));
+  }
   return torch::nn::functional::mse_loss(output, target);
 }
 
 double mse_per_sample_sum(const torch::Tensor& output, const torch::Tensor& target) {
+  if (spatial::split()) {
+    const torch::Tensor sums = spatial::group_sum(
+        (output.detach() - target).square().flatten(1).sum(1).to(torch::kFloat64));  // [B]
+    return (sums / static_cast<double>(spatial::whole_elements_per_sample(output)))
+        .sum()
+        .item<double>();
+  }
   return (output - target).square().flatten(1).mean(1).sum().item<double>();
 }
 
@@ -59,6 +75,7 @@ graph::Model conv3d_stack(const Conv3dStackOptions& o) {
   m.loss = mse_loss;
   m.metric = mse_per_sample_sum;
   m.metric_name = "mse";
+  m.slab_dim = 2;  // depth of [B,C,D,H,W]
   return m;
 }
 

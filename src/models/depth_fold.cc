@@ -13,7 +13,7 @@ constexpr int64_t kOneDnnSingleSampleVoxels = 20480;
 }  // namespace
 
 std::optional<DepthFold> DepthFold::of(const torch::Tensor& x, const torch::Tensor& weight,
-                                       int64_t padding) {
+                                       int64_t depth_padding, int64_t padding) {
   if (x.dim() != 5 || weight.dim() != 5 || x.size(0) != 1 || !x.device().is_cpu() ||
       x.scalar_type() != torch::kFloat || weight.scalar_type() != torch::kFloat)
     return std::nullopt;
@@ -23,21 +23,23 @@ std::optional<DepthFold> DepthFold::of(const torch::Tensor& x, const torch::Tens
   // A 1x1x1 kernel has no im2col to avoid: LibTorch's path is one matrix product, which the
   // slabs' copies would only slow down.
   if (kernel == 1 && weight.size(3) == 1 && weight.size(4) == 1) return std::nullopt;
-  if (x.size(2) + 2 * padding - kernel + 1 < 2) return std::nullopt;
-  return DepthFold(x.size(2), padding, kernel);
+  if (x.size(2) + 2 * depth_padding - kernel + 1 < 2) return std::nullopt;
+  return DepthFold(x.size(2), depth_padding, padding, kernel);
 }
 
-DepthFold::DepthFold(int64_t depth, int64_t padding, int64_t kernel)
+DepthFold::DepthFold(int64_t depth, int64_t depth_padding, int64_t padding, int64_t kernel)
     : depth_(depth),
+      depth_padding_(depth_padding),
       padding_(padding),
-      out_depth_(depth + 2 * padding - kernel + 1),
+      out_depth_(depth + 2 * depth_padding - kernel + 1),
       half_((out_depth_ + 1) / 2),
       slab_(half_ + kernel - 1) {}
 
 torch::Tensor DepthFold::slabs(const torch::Tensor& x) const {
-  // Rows [0, half + slab) of x padded along depth: `padding` zero rows in front, the rest behind.
-  const int64_t behind = half_ + slab_ - depth_ - padding_;
-  const torch::Tensor padded = torch::constant_pad_nd(x, {0, 0, 0, 0, padding_, behind});
+  // Rows [0, half + slab) of x padded along depth: `depth_padding` zero rows in front, the rest
+  // behind.
+  const int64_t behind = half_ + slab_ - depth_ - depth_padding_;
+  const torch::Tensor padded = torch::constant_pad_nd(x, {0, 0, 0, 0, depth_padding_, behind});
   return torch::cat({padded.narrow(2, 0, slab_), padded.narrow(2, half_, slab_)}, 0);
 }
 
@@ -59,7 +61,7 @@ torch::Tensor DepthFold::add_slabs(const torch::Tensor& grad_slabs) const {
   torch::Tensor padded = torch::zeros(sizes, grad_slabs.options());
   padded.narrow(2, 0, slab_).add_(grad_slabs.narrow(0, 0, 1));
   padded.narrow(2, half_, slab_).add_(grad_slabs.narrow(0, 1, 1));
-  return padded.narrow(2, padding_, depth_).contiguous();
+  return padded.narrow(2, depth_padding_, depth_).contiguous();
 }
 
 }  // namespace tandem::models

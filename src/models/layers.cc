@@ -51,10 +51,14 @@ graph::Layer linear_layer(std::string name, int64_t in, int64_t out, bool relu, 
   graph::Layer l;
   l.name = std::move(name);
   l.module = lin.ptr();
-  l.forward = [lin, relu](const graph::Tensors& x) mutable {
-    torch::Tensor y = split_linear(x[0], lin->weight, lin->bias);
-    return graph::Tensors{relu ? torch::relu(y) : y};
+  l.bind = [relu](const std::shared_ptr<torch::nn::Module>& module) -> graph::ForwardFn {
+    torch::nn::Linear lin(std::dynamic_pointer_cast<torch::nn::LinearImpl>(module));
+    return [lin, relu](const graph::Tensors& x) {
+      torch::Tensor y = split_linear(x[0], lin->weight, lin->bias);
+      return graph::Tensors{relu ? torch::relu(y) : y};
+    };
   };
+  l.forward = l.bind(l.module);
   l.splits_backward = true;
   l.inputs = {std::move(input)};
   l.outputs = {std::move(output)};

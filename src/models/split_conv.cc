@@ -3,31 +3,54 @@
 #include <ATen/ops/convolution_backward.h>
 #include <torch/autograd.h>
 
+#include "tandem/common/check.h"
 #include "tandem/graph/call_context.h"
 #include "tandem/models/depth_fold.h"
+#include "tandem/spatial/group.h"
+#include "tandem/spatial/halo.h"
 
 namespace tandem::models {
 
 namespace {
 
+// Depth is dimension 2 of [B,C,D,H,W]: where a spatial split cuts the volume.
+constexpr int64_t kDepth = 2;
+
+// The convolution's padding: `depth` before and after along depth, `other` on the other sides.
+struct Padding {
+  int64_t depth;
+  int64_t other;
+  std::vector<int64_t> sizes() const { return {depth, other, other}; }
+};
+
+torch::Tensor conv_forward(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                           Padding pad) {
+  if (auto fold = DepthFold::of(x, w, pad.depth, pad.other))
+    return fold->join(torch::conv3d(fold->slabs(x), w, b, 1, fold->slab_padding()));
+  return torch::conv3d(x, w, b, 1, pad.sizes());
+}
+
 // The three gradients of a stride-1 convolution, as selected by `mask` (input, weight, bias).
 // A single sample that DepthFold takes goes through the backward as its two slabs.
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> conv_grads(
     const torch::Tensor& g, const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
-    int64_t padding, std::array<bool, 3> mask) {
+    Padding pad, std::array<bool, 3> mask) {
   std::vector<int64_t> bias_sizes{w.size(0)};
-  auto backward = [&](const torch::Tensor& grad, const torch::Tensor& input, at::IntArrayRef pad) {
+  auto backward = [&](const torch::Tensor& grad, const torch::Tensor& input, at::IntArrayRef p) {
     return at::convolution_backward(
         grad, input, w, b.defined() ? at::OptionalIntArrayRef(bias_sizes) : c10::nullopt, {1, 1, 1},
-        pad, {1, 1, 1}, false, {0, 0, 0}, 1, {mask[0], mask[1], mask[2] && b.defined()});
+        p, {1, 1, 1}, false, {0, 0, 0}, 1, {mask[0], mask[1], mask[2] && b.defined()});
   };
-  if (auto fold = DepthFold::of(x, w, padding)) {
+  if (auto fold = DepthFold::of(x, w, pad.depth, pad.other)) {
     auto [gx, gw, gb] = backward(fold->split(g), fold->slabs(x), fold->slab_padding());
     return {mask[0] ? fold->add_slabs(gx) : gx, gw, gb};
   }
-  return backward(g, x, {padding, padding, padding});
+  return backward(g, x, pad.sizes());
 }
 
+// On a slab of a spatial split, the convolution reads the slab with its halos (x with halos,
+// no padding along depth); the halos are kept apart from x so that the backward holds x and two
+// thin halos, never a second copy of the slab.
 class SplitConv3d : public torch::autograd::Function<SplitConv3d> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
@@ -40,9 +63,13 @@ class SplitConv3d : public torch::autograd::Function<SplitConv3d> {
     ctx->saved_data["padding"] = padding;
     ctx->saved_data["deferred"] =
         static_cast<int64_t>(reinterpret_cast<intptr_t>(graph::current_call().deferred));
-    if (auto fold = DepthFold::of(x, weight, padding))
-      return fold->join(torch::conv3d(fold->slabs(x), weight, bias, 1, fold->slab_padding()));
-    return torch::conv3d(x, weight, bias, 1, padding);
+    if (graph::current_call().group && padding > 0) {
+      c10::intrusive_ptr<spatial::Halo> halo = spatial::exchange_halo(x, kDepth, padding);
+      torch::Tensor y = conv_forward(halo->around(x), weight, bias, {0, padding});
+      ctx->saved_data["halo"] = c10::IValue::make_capsule(std::move(halo));
+      return y;
+    }
+    return conv_forward(x, weight, bias, {padding, padding});
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
@@ -53,20 +80,32 @@ class SplitConv3d : public torch::autograd::Function<SplitConv3d> {
     torch::Tensor g = grads[0].contiguous();
     auto* deferred = reinterpret_cast<graph::DeferredWeightGrads*>(
         static_cast<intptr_t>(ctx->saved_data["deferred"].toInt()));
-    // The model's own input (the first layer's x) needs no gradient: skip computing it.
+    c10::intrusive_ptr<spatial::Halo> halo;
+    if (ctx->saved_data.count("halo"))
+      halo = c10::static_intrusive_pointer_cast<spatial::Halo>(ctx->saved_data["halo"].toCapsule());
+    const Padding pad = halo ? Padding{0, padding} : Padding{padding, padding};
+    // The model's own input (the first layer's x) needs no gradient: skip computing it. Every
+    // slab of a group runs the same graph, so then none of them exchanges halo gradients.
     const bool input_grad = ctx->needs_input_grad(0);
+    auto grad_of_x = [&halo](const torch::Tensor& gx) {
+      return halo ? spatial::return_halo_grad(*halo, gx) : gx;
+    };
+    const torch::Tensor input = halo ? halo->around(x) : x;
     if (deferred && deferred->deferring()) {
       torch::Tensor grad_x =
-          input_grad ? std::get<0>(conv_grads(g, x, weight, bias, padding, {true, false, false}))
+          input_grad ? grad_of_x(std::get<0>(conv_grads(g, input, weight, bias, pad,
+                                                        {true, false, false})))
                      : torch::Tensor();
-      deferred->push([g, x, weight, bias, padding] {
-        auto [gx, gw, gb] = conv_grads(g, x, weight, bias, padding, {false, true, true});
+      deferred->push([g, x, weight, bias, pad, halo] {
+        auto [gx, gw, gb] =
+            conv_grads(g, halo ? halo->around(x) : x, weight, bias, pad, {false, true, true});
         graph::accumulate_grad(weight, gw);
         if (bias.defined()) graph::accumulate_grad(bias, gb);
       });
       return {grad_x, torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
-    auto [gx, gw, gb] = conv_grads(g, x, weight, bias, padding, {input_grad, true, true});
+    auto [gx, gw, gb] = conv_grads(g, input, weight, bias, pad, {input_grad, true, true});
+    if (input_grad) gx = grad_of_x(gx);
     return {gx, gw, gb, torch::Tensor()};
   }
 };
@@ -75,6 +114,12 @@ class SplitConv3d : public torch::autograd::Function<SplitConv3d> {
 
 torch::Tensor split_conv3d(const torch::Tensor& x, const torch::Tensor& weight,
                            const torch::Tensor& bias, int64_t padding) {
+  if (const spatial::Group* g = graph::current_call().group) {
+    TANDEM_CHECK(g->layout().dim == kDepth && x.dim() == 5,
+                 "a Conv3d layer splits [B,C,D,H,W] volumes along depth (dimension {}), but the "
+                 "spatial split cuts dimension {} of a tensor of shape [{}]",
+                 kDepth, g->layout().dim, fmt::join(x.sizes(), ","));
+  }
   return SplitConv3d::apply(
       x, weight, bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt, padding);
 }

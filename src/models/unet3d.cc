@@ -7,6 +7,7 @@
 #include "tandem/models/conv3d_stack.h"
 #include "tandem/models/layers.h"
 #include "tandem/models/split_conv.h"
+#include "tandem/spatial/group_sum.h"
 
 namespace tandem::models {
 
@@ -46,7 +47,11 @@ graph::Layer up_layer(int level, int64_t in, int64_t out, std::string input, int
   graph::Layer l;
   l.name = fmt::format("up{}", level);
   l.module = up.ptr();
-  l.forward = [up](const graph::Tensors& x) mutable { return graph::Tensors{up->forward(x[0])}; };
+  l.bind = [](const std::shared_ptr<torch::nn::Module>& module) -> graph::ForwardFn {
+    torch::nn::ConvTranspose3d up(std::dynamic_pointer_cast<torch::nn::ConvTranspose3dImpl>(module));
+    return [up](const graph::Tensors& x) mutable { return graph::Tensors{up->forward(x[0])}; };
+  };
+  l.forward = l.bind(l.module);
   l.inputs = {std::move(input)};
   l.outputs = {fmt::format("up{}", level)};
   l.forward_flops_per_sample = 2.0 * static_cast<double>(in) * static_cast<double>(out) * 8.0 *
@@ -62,10 +67,14 @@ graph::Layer concat_conv_layer(int level, int64_t filters, int64_t voxels) {
   graph::Layer l;
   l.name = fmt::format("dec{}.conv0", level);
   l.module = conv.ptr();
-  l.forward = [conv](const graph::Tensors& x) mutable {
-    return graph::Tensors{
-        torch::relu(split_conv3d(torch::cat({x[0], x[1]}, 1), conv->weight, conv->bias, 1))};
+  l.bind = [](const std::shared_ptr<torch::nn::Module>& module) -> graph::ForwardFn {
+    torch::nn::Conv3d conv(std::dynamic_pointer_cast<torch::nn::Conv3dImpl>(module));
+    return [conv](const graph::Tensors& x) {
+      return graph::Tensors{
+          torch::relu(split_conv3d(torch::cat({x[0], x[1]}, 1), conv->weight, conv->bias, 1))};
+    };
   };
+  l.forward = l.bind(l.module);
   l.splits_backward = true;
   l.inputs = {fmt::format("up{}", level), fmt::format("skip{}", level)};
   l.outputs = {fmt::format("dec{}.a", level)};
@@ -78,10 +87,12 @@ graph::Layer concat_conv_layer(int level, int64_t filters, int64_t voxels) {
 graph::Layer final_layer(int64_t filters, std::string input, int64_t voxels) {
   graph::Layer l =
       conv3d_layer("final", filters, 1, 1, /*relu=*/false, std::move(input), "output", voxels);
-  graph::ForwardFn conv = l.forward;
-  l.forward = [conv](const graph::Tensors& x) {
-    return graph::Tensors{torch::sigmoid(conv(x)[0])};
+  graph::BindFn conv = l.bind;
+  l.bind = [conv](const std::shared_ptr<torch::nn::Module>& module) -> graph::ForwardFn {
+    graph::ForwardFn f = conv(module);
+    return [f](const graph::Tensors& x) { return graph::Tensors{torch::sigmoid(f(x)[0])}; };
   };
+  l.forward = l.bind(l.module);
   return l;
 }
 
@@ -97,21 +108,40 @@ torch::Tensor soft_dice_loss(const torch::Tensor& output, const torch::Tensor& t
   check_same_shape("Dice loss", output, target);
   const torch::Tensor p = output.flatten(1);  // [B,N]
   const torch::Tensor t = target.flatten(1).to(p.dtype());
-  const torch::Tensor dice = (2 * (p * t).sum(1) + 1) / (p.sum(1) + t.sum(1) + 1);  // [B]
+  torch::Tensor dice;  // [B]
+  if (spatial::split()) {
+    // The sums run over the whole sample: each slab's partial sums, added over the group.
+    const torch::Tensor sums =
+        spatial::group_sum(torch::stack({(p * t).sum(1), p.sum(1), t.sum(1)}));  // [3,B]
+    dice = (2 * sums[0] + 1) / (sums[1] + sums[2] + 1);
+  } else {
+    dice = (2 * (p * t).sum(1) + 1) / (p.sum(1) + t.sum(1) + 1);
+  }
   return (1 - dice).mean();
 }
 
 torch::Tensor bce_loss(const torch::Tensor& output, const torch::Tensor& target) {
   check_same_shape("binary cross-entropy", output, target);
-  return torch::nn::functional::binary_cross_entropy(output, target.to(output.dtype()));
+  namespace F = torch::nn::functional;
+  if (spatial::split()) {
+    const torch::Tensor sum = spatial::group_sum(F::binary_cross_entropy(
+        output, target.to(output.dtype()), F::BinaryCrossEntropyFuncOptions().reduction(torch::kSum)));
+    return sum / static_cast<double>(output.size(0) * spatial::whole_elements_per_sample(output));
+  }
+  return F::binary_cross_entropy(output, target.to(output.dtype()));
 }
 
 double hard_dice_sum(const torch::Tensor& output, const torch::Tensor& target) {
   check_same_shape("Dice score", output, target);
   const torch::Tensor p = output.detach().flatten(1).gt(0.5).to(torch::kFloat64);  // [B,N]
   const torch::Tensor t = target.flatten(1).gt(0.5).to(torch::kFloat64);
-  const torch::Tensor both = (p * t).sum(1);
-  const torch::Tensor total = p.sum(1) + t.sum(1);
+  torch::Tensor both = (p * t).sum(1);
+  torch::Tensor total = p.sum(1) + t.sum(1);
+  if (spatial::split()) {
+    const torch::Tensor sums = spatial::group_sum(torch::stack({both, total}));  // [2,B]
+    both = sums[0];
+    total = sums[1];
+  }
   // Both masks empty: a perfect answer, score 1 (and no division by 0).
   const torch::Tensor dice =
       torch::where(total > 0, 2 * both / total.clamp_min(1), torch::ones_like(total));
@@ -181,6 +211,8 @@ graph::Model unet3d(const Unet3dOptions& o) {
   }
   m.metric = hard_dice_sum;
   m.metric_name = "dice";
+  m.slab_dim = 2;  // depth of [B,C,D,H,W]
+  m.slab_multiple = divisor;
   return m;
 }
 

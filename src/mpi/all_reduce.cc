@@ -26,7 +26,7 @@ c10::ScalarType reduce_dtype(c10::ScalarType dtype) {
 
 void MpiTransport::all_reduce_sum(int device, std::vector<torch::Tensor>& tensors) {
   check_local(device, "all_reduce_sum:");
-  if (layout_.replicas == 1 || tensors.empty()) return;
+  if (layout_.replicas * layout_.slabs == 1 || tensors.empty()) return;
   if (mailbox_.aborted()) throw transport::Aborted("all_reduce_sum after abort");
 
   // One flat buffer per dtype, in dtype order: the same sequence of MPI_Iallreduce calls on

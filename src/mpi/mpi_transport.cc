@@ -51,8 +51,7 @@ MpiTransport::MpiTransport(const Environment& env, Layout layout, MpiTransportOp
                options_.comm_timeout_s);
   tensor_comm_ = Communicator::dup(env.world());
   control_comm_ = Communicator::dup(env.world());
-  data_parallel_comm_ =
-      Communicator::split(env.world(), layout_.stage_device_of(rank_), layout_.replica_of(rank_));
+  data_parallel_comm_ = Communicator::split(env.world(), layout_.slab_group_of(rank_), rank_);
   ProgressEngine::Options engine_options;
   engine_options.comm = tensor_comm_.get();
   if (cuda_direct_ && options_.device.is_cuda()) {

@@ -36,10 +36,11 @@ const char* phase_name(const Action& a) {
 }  // namespace
 
 int Executor::global_device(int stage) const {
-  return plan_->replica * plan_->pipeline_size + (*plan_->stage_device)[stage];
+  return plan_->replica * plan_->pipeline_size + (*plan_->stage_device)[stage] * plan_->slabs +
+         slab_;
 }
 
-bool Executor::is_local(int stage) const { return (*plan_->stage_device)[stage] == device_; }
+bool Executor::is_local(int stage) const { return (*plan_->stage_device)[stage] == group_; }
 
 transport::MessageKey Executor::key(const std::string& tensor, int mb, bool grad, int from,
                                     int to) const {
@@ -53,7 +54,8 @@ DeviceResult Executor::run(const StepPlan& plan) {
   inflight_.clear();
   result_ = DeviceResult{};
   memory::ScopedWhere where_device(device_, context_.spec().name);
-  for (const Action& a : plan.lowered->device_actions[device_]) {
+  if (spatial::Group* g = group()) g->begin_run(plan.step, plan.run, plan.origin);
+  for (const Action& a : plan.lowered->device_actions[group_]) {
     const double start = since_us(plan.origin);
     bool out_of_memory = false;
     std::string what;
@@ -93,6 +95,7 @@ DeviceResult Executor::run(const StepPlan& plan) {
                   state_.size());
   }
   state_.clear();
+  if (const spatial::Group* g = group()) result_.exchanges = g->exchanges();
   return std::move(result_);
 }
 
@@ -139,13 +142,14 @@ void Executor::forward(int stage, int mb) {
   const bool loss_stage = stage == plan_->flow->loss_stage;
   for (const auto& c : plan_->flow->inputs[stage]) {
     if (c.from_stage < 0) {
-      st.inputs[c.tensor] = context_.copy_in(plan_->input.narrow(0, offset, size), nullptr);
+      st.inputs[c.tensor] = context_.copy_in(slab_of(plan_->input.narrow(0, offset, size)), nullptr);
     } else {
       TANDEM_ASSERT(st.inputs.count(c.tensor), "stage {} mb {} misses input '{}' from stage {}",
                     stage, mb, c.tensor, c.from_stage);
     }
   }
-  if (loss_stage) st.target = context_.copy_in(plan_->target.narrow(0, offset, size), nullptr);
+  if (loss_stage)
+    st.target = context_.copy_in(slab_of(plan_->target.narrow(0, offset, size)), nullptr);
 
   if (plan_->training && plan_->split_backward) {
     deferred_[{stage, mb}] = std::make_unique<graph::DeferredWeightGrads>();
@@ -182,8 +186,14 @@ void Executor::forward(int stage, int mb) {
   }
 }
 
+torch::Tensor Executor::slab_of(const torch::Tensor& t) const {
+  if (plan_->slabs == 1) return t;
+  const spatial::Slab& s = plan_->layout->slabs[slab_];
+  return t.narrow(plan_->layout->dim, s.offset, s.size);
+}
+
 void Executor::run_layers(int stage, int mb, MicrobatchState& st, bool first_pass) {
-  const auto& model = *plan_->model;
+  const auto& model = this->model();
   const auto [begin, end] = plan_->partition->layers_of(stage);
   std::map<std::string, torch::Tensor> env = st.inputs;
   for (int i = begin; i < end; ++i) {
@@ -193,7 +203,8 @@ void Executor::run_layers(int stage, int mb, MicrobatchState& st, bool first_pas
     for (const auto& name : layer.inputs) in.push_back(env.at(name));
     auto deferred = deferred_.find({stage, mb});
     graph::ScopedCall call({plan_->seed, plan_->step, mb, i, plan_->training,
-                            deferred == deferred_.end() ? nullptr : deferred->second.get()});
+                            deferred == deferred_.end() ? nullptr : deferred->second.get(), stage,
+                            !first_pass, group()});
     memory::ScopedWhere where_layer(layer.name);
     graph::Tensors out = layer.forward(in);
     TANDEM_CHECK(out.size() == layer.outputs.size(), "layer '{}' returned {} tensors but names {}",
@@ -216,16 +227,25 @@ void Executor::run_layers(int stage, int mb, MicrobatchState& st, bool first_pas
   }
   if (stage == plan_->flow->loss_stage) {
     const torch::Tensor& output = env.at(model.output);
+    // The loss and the metric are one more call: on slabs they sum over the whole sample with
+    // the group (spatial/group_sum.h), and every slab computes the same value.
+    graph::ScopedCall call({plan_->seed, plan_->step, mb, static_cast<int>(model.layers.size()),
+                            plan_->training, nullptr, stage, !first_pass, group()});
+    memory::ScopedWhere where_loss("loss");
     torch::Tensor loss = model.loss(output, st.target);
     TANDEM_CHECK(loss.dim() == 0, "the loss of model '{}' must be a scalar, not of shape {}",
                  model.name, fmt::join(loss.sizes(), "x"));
     const double weight = static_cast<double>(plan_->slices[mb].second) / plan_->global_batch;
     st.loss = loss * weight;
     if (first_pass) {
-      result_.microbatch_losses.emplace_back(mb, loss.detach());
-      result_.loss = result_.loss.defined() ? result_.loss + st.loss.detach() : st.loss.detach();
-      result_.samples += plan_->slices[mb].second;
-      if (!plan_->training && model.metric) result_.metric_sum += model.metric(output, st.target);
+      const double metric =
+          !plan_->training && model.metric ? model.metric(output, st.target) : 0.0;
+      if (slab_ == 0) {  // the other slabs of a spatial split hold the same numbers
+        result_.microbatch_losses.emplace_back(mb, loss.detach());
+        result_.loss = result_.loss.defined() ? result_.loss + st.loss.detach() : st.loss.detach();
+        result_.samples += plan_->slices[mb].second;
+        result_.metric_sum += metric;
+      }
     }
   }
 }

@@ -21,20 +21,29 @@
 #include "tandem/runtime/placement_log.h"
 #include "tandem/runtime/timing.h"
 #include "tandem/schedule/schedule.h"
+#include "tandem/spatial/group.h"
 #include "tandem/transport/transport.h"
 
 namespace tandem::runtime {
 
 // Everything an executor needs for one step; shared read-only by all executors.
 struct StepPlan {
-  const graph::Model* model = nullptr;
+  // The model each device of the pipeline runs (its own copy on the devices of a spatial
+  // group in one process; null for devices of other processes).
+  std::vector<const graph::Model*> models;
+  // Spatial split: each local device's slab group (null entries without a split).
+  std::vector<spatial::Group*> groups;
+  int slabs = 1;
+  const spatial::SlabLayout* layout = nullptr;  // set when slabs > 1
   const graph::Flow* flow = nullptr;
   const graph::Partition* partition = nullptr;
   const schedule::Schedule* lowered = nullptr;
-  const std::vector<int>* stage_device = nullptr;  // stage -> device of the pipeline
+  const std::vector<int>* stage_device = nullptr;  // stage -> device (group) of the schedule
   transport::Transport* transport = nullptr;
   int replica = 0;
-  int pipeline_size = 1;  // devices per replica; global device = replica * size + device
+  // Devices per replica (groups x slabs); global device = replica * size + device, and the
+  // device of slab j of group g is g * slabs + j.
+  int pipeline_size = 1;
   int64_t step = 0;
   int64_t run = 0;  // the pipeline's run counter (transport::MessageKey::run)
   uint64_t seed = 0;
@@ -57,11 +66,14 @@ struct DeviceResult {
   int64_t samples = 0;
   std::map<int, int> peak_inflight;  // by stage
   std::vector<ActionTiming> timings;
+  std::vector<spatial::Exchange> exchanges;  // spatial split: this device's slab exchanges
 };
 
 class Executor {
  public:
-  Executor(int device, const DeviceContext& context) : device_(device), context_(context) {}
+  // `device` of the pipeline: slab `device % slabs` of schedule device `device / slabs`.
+  Executor(int device, int slabs, const DeviceContext& context)
+      : device_(device), group_(device / slabs), slab_(device % slabs), context_(context) {}
 
   // Runs this device's action list. Throws StepError for a failure here, transport::Aborted
   // when another device failed first.
@@ -94,10 +106,17 @@ class Executor {
   void send_backward(int stage, int mb, int to);
   void recv_backward(int stage, int mb, int from);
   int global_device(int stage) const;
+  // `t` [B,...] cut to this device's slab (t itself without a spatial split).
+  torch::Tensor slab_of(const torch::Tensor& t) const;
   bool is_local(int stage) const;
   transport::MessageKey key(const std::string& tensor, int mb, bool grad, int from, int to) const;
 
-  int device_;
+  const graph::Model& model() const { return *plan_->models[device_]; }
+  spatial::Group* group() const { return plan_->groups.empty() ? nullptr : plan_->groups[device_]; }
+
+  int device_;  // of the pipeline
+  int group_;   // the schedule's device: this device's row of the lowered schedule
+  int slab_;    // index in the group (0 without a spatial split)
   const DeviceContext& context_;
   const StepPlan* plan_ = nullptr;
   std::map<std::pair<int, int>, MicrobatchState> state_;  // (stage, micro-batch)

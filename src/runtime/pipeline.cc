@@ -33,18 +33,18 @@ schedule::Schedule Pipeline::Impl::build_schedule(const std::string& name, int m
   o.virtual_stages = options.virtual_stages;
   if (name == "interleaved" || name == "zb-v") {
     // These generators take the device count and place the stages themselves.
-    o.stages = pipeline_size;
+    o.stages = groups;
   }
   schedule::Schedule s = schedule::make(name, o);
   TANDEM_CHECK(s.num_stages == partition.num_stages,
                "schedule '{}' on {} devices has {} stages but the partition has {}: give {} stages "
                "(--balance with that many entries)",
-               name, pipeline_size, s.num_stages, partition.num_stages, s.num_stages);
+               name, groups, s.num_stages, partition.num_stages, s.num_stages);
   if (!options.stage_device.empty()) {
-    s = place_stages(s, stage_graph, stage_device, pipeline_size);
-  } else if (s.num_devices != pipeline_size) {
+    s = place_stages(s, stage_graph, stage_device, groups);
+  } else if (s.num_devices != groups) {
     TANDEM_CHECK(false, "schedule '{}' needs {} devices but {} are given", name, s.num_devices,
-                 pipeline_size);
+                 groups);
   }
   schedule::Schedule lowered = schedule::lower(s, stage_graph);
   schedule::validate(lowered, stage_graph);
@@ -76,6 +76,60 @@ std::vector<torch::Tensor> Pipeline::Impl::stage_parameters(int stage) const {
   return params;
 }
 
+std::vector<torch::Tensor> Pipeline::Impl::device_parameters(int d, int stage) const {
+  std::vector<torch::Tensor> params;
+  auto [b, e] = partition.layers_of(stage);
+  for (int i = b; i < e; ++i) {
+    for (auto& p : graph::named_parameters(device_model[d]->layers[i])) params.push_back(p.second);
+  }
+  return params;
+}
+
+namespace {
+// Parameters and buffers of layers [b, e) of `m`, in a fixed order.
+std::vector<torch::Tensor> state_of(const graph::Model& m, int b, int e) {
+  std::vector<torch::Tensor> out;
+  for (int i = b; i < e; ++i) {
+    if (!m.layers[i].module) continue;
+    for (auto& p : m.layers[i].module->parameters()) out.push_back(p);
+    for (auto& buf : m.layers[i].module->buffers()) out.push_back(buf);
+  }
+  return out;
+}
+}  // namespace
+
+void Pipeline::Impl::mirror_from_lead(int w) {
+  const int d = local[w];
+  torch::NoGradGuard no_grad;
+  for (int s = 0; s < partition.num_stages; ++s) {
+    const int l = lead(s);
+    if (d / slabs != stage_device[s] || l == d) continue;
+    auto [b, e] = partition.layers_of(s);
+    auto mine = state_of(*device_model[d], b, e);
+    auto theirs = state_of(*device_model[l], b, e);
+    for (size_t k = 0; k < mine.size(); ++k) mine[k].copy_(theirs[k]);
+  }
+}
+
+void Pipeline::Impl::sum_into_lead(int w) {
+  const int d = local[w];
+  torch::NoGradGuard no_grad;
+  for (int s = 0; s < partition.num_stages; ++s) {
+    if (lead(s) != d) continue;
+    std::vector<torch::Tensor> mine = device_parameters(d, s);
+    for (int other : local) {  // ascending: slab order
+      if (other == d || other / slabs != stage_device[s]) continue;
+      std::vector<torch::Tensor> theirs = device_parameters(other, s);
+      for (size_t k = 0; k < mine.size(); ++k) {
+        const torch::Tensor& g = theirs[k].grad();
+        if (!g.defined()) continue;
+        if (!mine[k].grad().defined()) mine[k].mutable_grad() = torch::zeros_like(mine[k]);
+        mine[k].mutable_grad().add_(g.to(mine[k].device()));
+      }
+    }
+  }
+}
+
 Pipeline::Pipeline(graph::Model model, graph::Partition partition, PipelineOptions options)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
@@ -87,6 +141,26 @@ Pipeline::Pipeline(graph::Model model, graph::Partition partition, PipelineOptio
   m.stage_graph.consumers = m.flow.consumers();
   m.pipeline_size = static_cast<int>(m.options.devices.size());
   TANDEM_CHECK(m.pipeline_size >= 1, "a pipeline needs at least one device");
+  m.slabs = m.options.slabs;
+  TANDEM_CHECK(m.slabs >= 1, "PipelineOptions::slabs must be at least 1, not {}", m.slabs);
+  TANDEM_CHECK(m.pipeline_size % m.slabs == 0,
+               "{} devices cannot form groups of {} (PipelineOptions::slabs): give a multiple of "
+               "{} devices",
+               m.pipeline_size, m.slabs, m.slabs);
+  m.groups = m.pipeline_size / m.slabs;
+  if (m.slabs > 1) {
+    TANDEM_CHECK(m.model.slab_dim >= 0,
+                 "model '{}' has no volume to cut into slabs (graph::Model::slab_dim is unset): "
+                 "a spatial split needs a volumetric model such as conv3d-stack or unet3d",
+                 m.model.name);
+    TANDEM_CHECK(m.options.slab_extent > 0,
+                 "a spatial split needs the samples' planes along dimension {} "
+                 "(PipelineOptions::slab_extent)",
+                 m.model.slab_dim);
+    m.layout.dim = m.model.slab_dim;
+    m.layout.extent = m.options.slab_extent;
+    m.layout.slabs = spatial::split_extent(m.options.slab_extent, m.slabs, m.model.slab_multiple);
+  }
   TANDEM_CHECK(m.options.microbatches >= 1, "--microbatches must be at least 1, not {}",
                m.options.microbatches);
   TANDEM_CHECK(m.options.replicas >= 1, "--replicas must be at least 1, not {}",
@@ -98,8 +172,8 @@ Pipeline::Pipeline(graph::Model model, graph::Partition partition, PipelineOptio
     TANDEM_CHECK(static_cast<int>(m.options.stage_device.size()) == stages,
                  "{} stage placements given for {} stages", m.options.stage_device.size(), stages);
     for (int d : m.options.stage_device) {
-      TANDEM_CHECK(d >= 0 && d < m.pipeline_size,
-                   "a stage is placed on device {} but there are {} devices", d, m.pipeline_size);
+      TANDEM_CHECK(d >= 0 && d < m.groups, "a stage is placed on device {} but there are {}{}",
+                   d, m.groups, m.slabs > 1 ? " device groups" : " devices");
     }
     m.stage_device = m.options.stage_device;
   }
@@ -107,7 +181,7 @@ Pipeline::Pipeline(graph::Model model, graph::Partition partition, PipelineOptio
   m.stage_device = m.train_schedule.stage_device;
   m.eval_schedule =
       schedule::lower(place_stages(schedule::forward_only(stages, m.options.microbatches),
-                                   m.stage_graph, m.stage_device, m.pipeline_size),
+                                   m.stage_graph, m.stage_device, m.groups),
                       m.stage_graph);
   schedule::validate(m.eval_schedule, m.stage_graph);
 
@@ -132,13 +206,37 @@ Pipeline::Pipeline(graph::Model model, graph::Partition partition, PipelineOptio
   std::vector<const DeviceContext*> all(m.pipeline_size, nullptr);
   for (int d : m.local) {
     m.contexts[d] = std::make_unique<DeviceContext>(m.options.devices[d]);
-    m.executors[d] = std::make_unique<Executor>(d, *m.contexts[d]);
+    m.executors[d] = std::make_unique<Executor>(d, m.slabs, *m.contexts[d]);
     all[d] = m.contexts[d].get();
   }
   if (!m.transport) {
     auto t = std::make_shared<transport::InProcessTransport>(all, m.options.comm_timeout);
     m.inprocess = t.get();
     m.transport = t;
+  }
+  // Models: the original on each group's lead, copies on the other local devices of a group.
+  m.device_model.assign(m.pipeline_size, nullptr);
+  std::vector<int> leads_seen;
+  m.copies.reserve(m.local.size());  // no reallocation: device_model points into it
+  for (int d : m.local) {
+    const bool lead = std::find(leads_seen.begin(), leads_seen.end(), d / m.slabs) == leads_seen.end();
+    if (lead) {
+      leads_seen.push_back(d / m.slabs);
+      m.device_model[d] = &m.model;
+    } else {
+      m.copies.push_back(graph::copy_model(m.model));
+      m.device_model[d] = &m.copies.back();
+    }
+  }
+  if (m.slabs > 1) {
+    m.slab_groups.resize(m.pipeline_size);
+    for (int d : m.local) {
+      std::vector<int> members;
+      for (int j = 0; j < m.slabs; ++j)
+        members.push_back(m.replica * m.pipeline_size + (d / m.slabs) * m.slabs + j);
+      m.slab_groups[d] = std::make_unique<spatial::Group>(
+          m.transport.get(), members, d % m.slabs, m.options.devices[d].device, m.layout);
+    }
   }
   // BLAS threads are process-wide: give it the smallest per-device budget so that devices
   // working at once do not each start a pool over all cores (nested pools fight; measured in
@@ -185,14 +283,15 @@ Pipeline::Pipeline(graph::Model model, graph::Partition partition, PipelineOptio
     const DeviceSpec& spec = m.options.devices[d];
     memory::ScopedWhere where(d, spec.name);
     torch::NoGradGuard no_grad;
+    const graph::Model& model = *m.device_model[d];
     for (int s = 0; s < m.partition.num_stages; ++s) {
-      if (m.stage_device[s] != d) continue;
+      if (m.stage_device[s] != d / m.slabs) continue;
       memory::ScopedWhere phase(s, "parameters", -1);
       auto [b, e] = m.partition.layers_of(s);
       for (int i = b; i < e; ++i) {
-        auto& module = m.model.layers[i].module;
+        const auto& module = model.layers[i].module;
         if (!module) continue;
-        memory::ScopedWhere layer(m.model.layers[i].name);
+        memory::ScopedWhere layer(model.layers[i].name);
         module->to(spec.device);
         if (spec.device.is_cpu()) {
           for (auto& p : module->parameters()) p.set_data(p.data().clone());
@@ -244,8 +343,21 @@ StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& t
                model.input);
   TANDEM_CHECK(target.defined() || !reads_target(),
                "this process runs the stage that computes the loss: pass the target");
+  if (slabs > 1) {
+    for (const torch::Tensor* t : {&input, &target}) {
+      if (!t->defined()) continue;
+      TANDEM_CHECK(t->dim() > layout.dim && t->size(layout.dim) == layout.extent,
+                   "the spatial split cuts {} planes along dimension {} into {} slabs, but the "
+                   "step's {} has shape [{}]",
+                   layout.extent, layout.dim, slabs, t == &input ? "input" : "target",
+                   fmt::join(t->sizes(), ","));
+    }
+  }
   StepPlan plan;
-  plan.model = &model;
+  plan.models = device_model;
+  for (const auto& g : slab_groups) plan.groups.push_back(g.get());
+  plan.slabs = slabs;
+  plan.layout = &layout;
   plan.flow = &flow;
   plan.partition = &partition;
   plan.lowered = training ? &train_schedule : &eval_schedule;
@@ -269,9 +381,11 @@ StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& t
 
   if (training) {
     for (int s = 0; s < partition.num_stages; ++s) {
-      if (!runs_locally(s)) continue;
-      for (auto& p : stage_parameters(s)) {
-        if (p.grad().defined()) p.grad().zero_();
+      for (int d : local) {
+        if (d / slabs != stage_device[s]) continue;
+        for (auto& p : device_parameters(d, s)) {
+          if (p.grad().defined()) p.grad().zero_();
+        }
       }
     }
   }
@@ -286,6 +400,7 @@ StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& t
   torch::AutoGradMode grad_mode(training);
   auto errors = run_on_workers([&](int w) {
     const int d = local[w];
+    if (slabs > 1) mirror_from_lead(w);
     torch::AutoGradMode worker_grad_mode(training);
     results[d] = executors[d]->run(plan);
   });
@@ -312,10 +427,12 @@ StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& t
   stats.current_bytes.assign(pipeline_size, 0);
   stats.peak_bytes.assign(pipeline_size, 0);
   timings.clear();
+  if (slabs > 1) stats.exchanges.resize(pipeline_size);
   for (int d : local) {
     stats.current_bytes[d] = device_bytes(d);
     stats.peak_bytes[d] = device_peak_bytes(d);
     DeviceResult& r = results[d];
+    if (slabs > 1) stats.exchanges[d] = std::move(r.exchanges);
     for (auto [s, peak] : r.peak_inflight) stats.peak_inflight[s] = peak;
     timings.insert(timings.end(), r.timings.begin(), r.timings.end());
     if (!r.loss.defined()) continue;
@@ -338,11 +455,17 @@ StepStats Pipeline::forward_backward(const torch::Tensor& input, const torch::Te
                                      int64_t samples) {
   StepStats s = impl_->run(input, target, samples, /*training=*/true);
   Impl& m = *impl_;
-  if (m.options.replicas > 1) {
+  if (m.slabs > 1) {
+    auto errors = m.run_on_workers([&m](int w) { m.sum_into_lead(w); });
+    if (!errors.empty()) std::rethrow_exception(errors.front());
+  }
+  // Across processes: the replicas, and the slabs of a spatial split that run elsewhere.
+  const bool remote_slabs = m.slabs > 1 && static_cast<int>(m.local.size()) < m.pipeline_size;
+  if (m.options.replicas > 1 || remote_slabs) {
     auto errors = m.run_on_workers([&m](int w) {
       const int d = m.local[w];
       for (int s = 0; s < m.partition.num_stages; ++s) {
-        if (m.stage_device[s] != d) continue;
+        if (m.lead(s) != d) continue;
         std::vector<torch::Tensor> grads;
         for (auto& p : m.stage_parameters(s)) {
           if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
@@ -373,7 +496,7 @@ void Pipeline::optimizer_step() {
     const int d = m.local[w];
     memory::ScopedWhere where(d, m.options.devices[d].name);
     for (int s = 0; s < m.partition.num_stages; ++s) {
-      if (m.stage_device[s] != d || !m.optimizers[s]) continue;
+      if (m.lead(s) != d || !m.optimizers[s]) continue;
       memory::ScopedWhere phase(s, "optimizer", -1);
       CoreShare::Busy busy(m.options.devices[d].device.is_cpu() ? m.cores.get() : nullptr, d);
       m.optimizers[s]->step();
@@ -414,7 +537,13 @@ std::vector<int> Pipeline::local_stages() const {
   return v;
 }
 
-bool Pipeline::owns_loss() const { return impl_->reads_target(); }
+bool Pipeline::owns_loss() const {
+  const int l = impl_->lead(impl_->flow.loss_stage);
+  return l >= 0 && l % impl_->slabs == 0;
+}
+int Pipeline::slabs() const { return impl_->slabs; }
+int Pipeline::lead_device(int stage) const { return impl_->lead(stage); }
+const spatial::SlabLayout& Pipeline::slab_layout() const { return impl_->layout; }
 bool Pipeline::needs_input() const { return impl_->reads_input(); }
 bool Pipeline::needs_target() const { return impl_->reads_target(); }
 

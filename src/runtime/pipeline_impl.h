@@ -15,6 +15,7 @@
 #include "tandem/runtime/placement_log.h"
 #include "tandem/runtime/worker_pool.h"
 #include "tandem/schedule/all.h"
+#include "tandem/spatial/group.h"
 #include "tandem/transport/inprocess.h"
 
 namespace tandem::runtime {
@@ -27,8 +28,16 @@ struct Pipeline::Impl {
   schedule::StageGraph stage_graph;
   schedule::Schedule train_schedule;  // lowered
   schedule::Schedule eval_schedule;   // lowered, forward only
-  std::vector<int> stage_device;
-  int pipeline_size = 0;
+  std::vector<int> stage_device;  // stage -> device of the schedule (group of `slabs` devices)
+  int pipeline_size = 0;          // devices of one replica: groups x slabs
+  int groups = 0;                 // the schedule's devices
+  int slabs = 1;
+  spatial::SlabLayout layout;  // slabs > 1
+  // The model each local device runs: `model` on the first local device of each group (the
+  // lead, whose parameters the optimizer steps), copies on the others of one process.
+  std::vector<graph::Model> copies;
+  std::vector<const graph::Model*> device_model;    // by device of the pipeline
+  std::vector<std::unique_ptr<spatial::Group>> slab_groups;  // by device (local, slabs > 1)
   int replica = 0;
   std::vector<int> local;  // devices of the pipeline this process runs
   std::vector<std::unique_ptr<DeviceContext>> contexts;  // by pipeline device (local only)
@@ -56,9 +65,20 @@ struct Pipeline::Impl {
   std::vector<torch::Tensor> stage_parameters(int stage) const;
   uint64_t device_bytes(int device) const;
   uint64_t device_peak_bytes(int device) const;
-  bool runs_locally(int stage) const {
-    return std::count(local.begin(), local.end(), stage_device[stage]) > 0;
+  bool runs_locally(int stage) const { return lead(stage) >= 0; }
+  // The first local device of `stage`'s group, or -1 when none is local.
+  int lead(int stage) const {
+    for (int d : local)
+      if (d / slabs == stage_device[stage]) return d;
+    return -1;
   }
+  // The parameters of `stage` in device d's copy of the model.
+  std::vector<torch::Tensor> device_parameters(int d, int stage) const;
+  // Spatial split in one process: copies the leads' parameters and buffers into the other
+  // local devices of their groups (worker w's job), and sums those devices' weight gradients
+  // into the leads' in slab order (after a backward).
+  void mirror_from_lead(int w);
+  void sum_into_lead(int w);
   bool reads_input() const;
   bool reads_target() const { return runs_locally(flow.loss_stage); }
 };

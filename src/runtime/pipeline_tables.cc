@@ -30,9 +30,11 @@ std::string Pipeline::placement_table(const std::vector<std::string>& hosts) con
   const Impl& m = *impl_;
   const bool split = schedule::splits_backward(m.train_schedule);
   const bool ranks = !hosts.empty();
-  std::string out = fmt::format("{:<6} {:<10} {}{:<28} {:>12}{}\n", "stage", "device",
+  const bool slabs = m.slabs > 1;
+  std::string out = fmt::format("{:<6} {:<10} {}{:<28} {:>12}{}{}\n", "stage", "device",
                                 ranks ? fmt::format("{:<6} {:<16} ", "rank", "host") : "", "layers",
-                                "parameters", split ? "  split backward (I/W)" : "");
+                                "parameters", slabs ? fmt::format("  {:<22}", "slab") : "",
+                                split ? "  split backward (I/W)" : "");
   for (int s = 0; s < m.partition.num_stages; ++s) {
     auto [b, e] = m.partition.layers_of(s);
     int64_t params = 0;
@@ -47,15 +49,19 @@ std::string Pipeline::placement_table(const std::vector<std::string>& hosts) con
       split_note =
           whole.empty() ? "  yes" : fmt::format("  all in I for: {}", fmt::join(whole, ", "));
     }
-    const int device = m.stage_device[s];
-    std::string rank_host;
-    if (ranks) {
-      rank_host = fmt::format("{:<6} {:<16} ", device,
-                              device < static_cast<int>(hosts.size()) ? hosts[device] : "?");
+    // One row per device of the stage's group (one device without a spatial split).
+    for (int j = 0; j < m.slabs; ++j) {
+      const int device = m.stage_device[s] * m.slabs + j;
+      std::string rank_host;
+      if (ranks) {
+        rank_host = fmt::format("{:<6} {:<16} ", device,
+                                device < static_cast<int>(hosts.size()) ? hosts[device] : "?");
+      }
+      out += fmt::format(
+          "{:<6} {:<10} {}{:<28} {:>12}{}{}\n", s, m.options.devices[device].name, rank_host,
+          fmt::format("{} ({})", m.partition.layer_range(m.model, s), e - b), params,
+          slabs ? fmt::format("  {:<22}", m.layout.describe(j)) : "", split_note);
     }
-    out += fmt::format(
-        "{:<6} {:<10} {}{:<28} {:>12}{}\n", s, m.options.devices[device].name, rank_host,
-        fmt::format("{} ({})", m.partition.layer_range(m.model, s), e - b), params, split_note);
   }
   return out;
 }

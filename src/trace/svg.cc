@@ -19,7 +19,7 @@
 namespace tandem::trace {
 namespace {
 
-constexpr const char* kKindOrder = "FBIWSRO";  // legend order; other kinds come last
+constexpr const char* kKindOrder = "FBIWSRXO";  // legend order; other kinds come last
 constexpr const char* kIdleColor = "#efefef";
 
 std::string escape(std::string_view text) {
@@ -53,7 +53,8 @@ bool dark_fill(char kind) {
   return k != '?' && std::strchr("FBWSO", k) != nullptr;
 }
 
-bool in_comm_band(const Span& span) { return span.track == "comm"; }
+// Messages, and a spatial split's slab exchanges (which happen inside compute actions).
+bool in_comm_band(const Span& span) { return span.track == "comm" || span.track == "slabs"; }
 
 struct Geometry {
   double begin_us, end_us, x0, x1;

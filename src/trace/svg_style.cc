@@ -17,6 +17,8 @@ const char* kind_color(char kind) {
       return "#9d755d";  // brown
     case 'R':
       return "#d8b5a5";  // light brown
+    case 'X':
+      return "#e45756";  // red
     case 'O':
       return "#7f7f7f";  // grey
     default:
@@ -38,6 +40,8 @@ const char* kind_label(char kind) {
       return "send";
     case 'R':
       return "receive";
+    case 'X':
+      return "slab exchange";
     case 'O':
       return "optimizer";
     default:

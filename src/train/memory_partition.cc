@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 
 #include "tandem/common/check.h"
 #include "tandem/memory/bytes.h"
 #include "tandem/runtime/memory_plan.h"
 #include "tandem/schedule/generators.h"
 #include "tandem/schedule/lower.h"
+#include "tandem/spatial/group.h"
 
 namespace tandem::train {
 namespace {
@@ -53,10 +55,21 @@ MemoryPartition memory_partition(const graph::Model& model, const Config& c, int
   // cores and memory) and every process plans from its numbers: the same partition everywhere.
   auto measure = [&] {
     const int64_t micro = c.batch / c.microbatches + (c.batch % c.microbatches ? 1 : 0);
-    const torch::Tensor sample =
+    torch::Tensor sample =
         source.train_batch(0, 0, std::min<int64_t>(micro, source.train_size())).input;
     const int slots = c.optimizer == "adam" ? 2 : (c.momentum != 0 ? 1 : 0);
-    return runtime::to_json(runtime::measure_layer_bytes(model, sample, slots));
+    if (c.spatial == 1) return runtime::to_json(runtime::measure_layer_bytes(model, sample, slots));
+    // A spatial split: the first slab, the largest, with its halos (zeros from a dry group:
+    // the same bytes as its neighbours' planes) and its share of every tensor.
+    spatial::SlabLayout layout;
+    layout.dim = model.slab_dim;
+    layout.extent = sample.size(model.slab_dim);
+    layout.slabs = spatial::split_extent(layout.extent, c.spatial, model.slab_multiple);
+    std::vector<int> members(c.spatial);
+    std::iota(members.begin(), members.end(), 0);
+    spatial::Group dry(nullptr, members, 0, c10::kCPU, layout);
+    sample = sample.narrow(layout.dim, 0, layout.slabs[0].size).contiguous();
+    return runtime::to_json(runtime::measure_layer_bytes(model, sample, slots, &dry));
   };
   const runtime::LayerBytes bytes =
       runtime::layer_bytes_from_json(once ? once(measure) : measure());
@@ -97,7 +110,9 @@ BudgetVerdict budget_verdict(const std::vector<double>& planned, const runtime::
   std::map<std::string, double> bytes;  // by memory
   std::map<std::string, std::vector<int>> stages;
   for (size_t s = 0; s < planned.size(); ++s) {
-    const std::string memory = memory_of(p.devices(), p.stage_device().at(s), per_rank);
+    // A spatial group's first device: the largest slab.
+    const std::string memory =
+        memory_of(p.devices(), p.stage_device().at(s) * p.slabs(), per_rank);
     bytes[memory] += planned[s];
     stages[memory].push_back(static_cast<int>(s));
   }

@@ -9,9 +9,11 @@ namespace tandem::train {
 
 namespace {
 
-// One id per message: direction, endpoints, micro-batch and step.
-long long flow_id(int64_t step, bool gradient, int from, int to, int mb, int stages, int mbs) {
-  return ((((step * 2 + gradient) * stages + from) * stages + to) * mbs) + mb;
+// One id per message: direction, endpoints, micro-batch, step and, with a spatial split, the
+// slab (slab j of one stage sends to slab j of the next).
+long long flow_id(int64_t step, bool gradient, int from, int to, int mb, int stages, int mbs,
+                  int slab, int slabs) {
+  return (((((step * 2 + gradient) * stages + from) * stages + to) * mbs) + mb) * slabs + slab;
 }
 
 }  // namespace
@@ -21,7 +23,9 @@ void add_step_spans(trace::Trace& out, const runtime::Pipeline& p,
                     double offset_us, int rank) {
   const int stages = p.partition().num_stages;
   const int mbs = p.schedule().num_microbatches;
+  const int slabs = p.slabs();
   for (const auto& t : timings) {
+    const int slab = t.device % slabs;
     trace::Span s;
     s.device = rank >= 0 ? rank : t.device;
     s.device_name = rank >= 0 ? fmt::format("r{} {}", rank, p.devices()[t.device].name)
@@ -42,16 +46,37 @@ void add_step_spans(trace::Trace& out, const runtime::Pipeline& p,
         s.track = "comm";
         s.kind = 'S';
         s.flow_out = flow_id(step, gradient, t.action.stage, t.action.peer, t.action.microbatch,
-                             stages, mbs);
+                             stages, mbs, slab, slabs);
         break;
       case schedule::Kind::kRecv:
         s.track = "comm";
         s.kind = 'R';
         s.flow_in = flow_id(step, gradient, t.action.peer, t.action.stage, t.action.microbatch,
-                            stages, mbs);
+                            stages, mbs, slab, slabs);
         break;
     }
     out.spans.push_back(std::move(s));
+  }
+}
+
+void add_exchange_spans(trace::Trace& out, const runtime::Pipeline& p,
+                        const std::vector<std::vector<spatial::Exchange>>& exchanges,
+                        double offset_us, int rank) {
+  for (size_t d = 0; d < exchanges.size(); ++d) {
+    for (const spatial::Exchange& e : exchanges[d]) {
+      trace::Span s;
+      s.device = rank >= 0 ? rank : static_cast<int>(d);
+      s.device_name = rank >= 0 ? fmt::format("r{} {}", rank, p.devices()[d].name)
+                                : p.devices()[d].name;
+      s.track = "slabs";
+      s.kind = 'X';
+      s.name = fmt::format("{} {}", e.kind, e.microbatch);
+      s.stage = e.stage;
+      s.microbatch = e.microbatch;
+      s.start_us = offset_us + e.start_us;
+      s.dur_us = e.end_us - e.start_us;
+      out.spans.push_back(std::move(s));
+    }
   }
 }
 
@@ -78,7 +103,8 @@ trace::Trace simulated_trace(const schedule::Schedule& sched, const schedule::Ti
 }
 
 StepReport analyze_step(const runtime::Pipeline& p,
-                        const std::vector<runtime::ActionTiming>& timings, int64_t batch) {
+                        const std::vector<runtime::ActionTiming>& timings, int64_t batch,
+                        const std::vector<std::vector<spatial::Exchange>>& exchanges) {
   StepReport r;
   const int devices = static_cast<int>(p.devices().size());
   const int stages = p.partition().num_stages;
@@ -137,6 +163,16 @@ StepReport analyze_step(const runtime::Pipeline& p,
   }
   for (const auto& l : p.model().layers)
     r.flops += 3.0 * l.forward_flops_per_sample * batch;  // F + 2x in B
+  if (p.slabs() > 1) {
+    r.exchange.assign(devices, 0);
+    r.exchange_bytes.assign(devices, 0);
+    for (size_t d = 0; d < exchanges.size() && d < static_cast<size_t>(devices); ++d) {
+      for (const spatial::Exchange& e : exchanges[d]) {
+        r.exchange[d] += (e.end_us - e.start_us) / wall;
+        r.exchange_bytes[d] += e.bytes_sent;
+      }
+    }
+  }
   return r;
 }
 

@@ -12,6 +12,7 @@
 #include "tandem/models/conv3d_stack.h"
 #include "tandem/models/mlp.h"
 #include "tandem/models/unet3d.h"
+#include "tandem/spatial/slabs.h"
 #include "tandem/train/volume_source.h"
 
 namespace tandem::train {
@@ -44,6 +45,34 @@ graph::Model make_model(const Config& c) {
 }
 
 namespace {
+
+// The devices' groups of a spatial split (--spatial N: N devices each), or the devices without
+// one. Refuses, with the options' words, what cannot be cut.
+int spatial_groups(const graph::Model& model, const Config& c, int devices) {
+  TANDEM_CHECK(c.spatial >= 1, "--spatial must be at least 1, not {}", c.spatial);
+  if (c.spatial == 1) return devices;
+  TANDEM_CHECK(model.slab_dim >= 0,
+               "--spatial {} cuts every sample's volume into slabs, but model {} has no volume: "
+               "use --model conv3d-stack or unet3d",
+               c.spatial, c.model);
+  TANDEM_CHECK(devices % c.spatial == 0,
+               "--spatial {} runs every stage on a group of {} devices, but {} devices make no "
+               "whole groups: give a multiple of {} devices",
+               c.spatial, c.spatial, devices, c.spatial);
+  const int64_t multiple = model.slab_multiple;
+  const int most = spatial::most_slabs(c.volume, multiple);
+  if (most < c.spatial) {
+    const std::string why =
+        multiple > 1 ? fmt::format(" with {} levels", c.levels) : std::string();
+    TANDEM_CHECK(false,
+                 "--volume {}{} and --spatial {}: {} slabs of at least {} plane{} need a depth "
+                 "of at least {}; use --volume {} or more{}",
+                 c.volume, why, c.spatial, c.spatial, multiple, multiple == 1 ? "" : "s",
+                 c.spatial * multiple, c.spatial * multiple,
+                 most >= 1 ? fmt::format(", or --spatial {} or fewer", most) : std::string());
+  }
+  return devices / c.spatial;
+}
 
 std::unique_ptr<Source> make_source(const Config& c) {
   const bool volumetric = c.model == "conv3d-stack" || c.model == "unet3d";
@@ -116,16 +145,19 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
   po.log_placement = c.log_placement;
   po.comm_timeout = std::chrono::milliseconds(static_cast<int64_t>(c.comm_timeout_s * 1000));
   po.transport = transport;
-  int stages = c.stages > 0 ? c.stages : static_cast<int>(po.devices.size());
+  const int groups = spatial_groups(model, c, static_cast<int>(po.devices.size()));
+  po.slabs = c.spatial;
+  if (c.spatial > 1) po.slab_extent = c.volume;
+  int stages = c.stages > 0 ? c.stages : groups;
   if (!c.balance.empty()) stages = static_cast<int>(c.balance.size());
   // interleaved and zb-v place several stages on each device themselves: V per device, or 2.
   const bool chunked = c.schedule == "interleaved" || c.schedule == "zb-v";
   if (chunked) {
     const int per_device = c.schedule == "zb-v" ? 2 : c.virtual_stages;
-    const int want = static_cast<int>(po.devices.size()) * per_device;
+    const int want = groups * per_device;
     TANDEM_CHECK(c.stages == 0 || c.stages == want,
                  "{} on {} devices with {} stages per device has {} stages, not {}", c.schedule,
-                 po.devices.size(), per_device, want, c.stages);
+                 groups, per_device, want, c.stages);
     if (c.balance.empty()) stages = want;
   }
   TANDEM_CHECK(c.partition == "parameters" || c.partition == "memory" || c.partition == "fit",
@@ -149,19 +181,21 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
   if (c.balance.empty() && c.partition == "parameters")
     partition = graph::partition_by_parameters(model, stages);
   if (!given || c.plan_only) {
-    MemoryPartition m = memory_partition(model, c, stages, po.devices, transport != nullptr,
-                                         *source_, once, given ? &partition : nullptr);
+    // A spatial group plans its first device: the largest slab.
+    std::vector<DeviceSpec> leads;
+    for (int g = 0; g < groups; ++g) leads.push_back(po.devices[g * c.spatial]);
+    MemoryPartition m = memory_partition(model, c, stages, leads, transport != nullptr, *source_,
+                                         once, given ? &partition : nullptr);
     partition = std::move(m.partition);
     memory_plan_ = std::move(m.plan);
     planned = std::move(m.planned);
   }
-  if (!chunked && stages != static_cast<int>(po.devices.size())) {
+  if (!chunked && stages != groups) {
     // More stages than devices: stage s on device s mod devices.
-    TANDEM_CHECK(stages > static_cast<int>(po.devices.size()),
-                 "{} stages on {} devices leaves devices idle; give as many stages as devices",
-                 stages, po.devices.size());
-    for (int s = 0; s < stages; ++s)
-      po.stage_device.push_back(s % static_cast<int>(po.devices.size()));
+    TANDEM_CHECK(stages > groups,
+                 "{} stages on {} devices{} leaves devices idle; give as many stages as devices",
+                 stages, groups, c.spatial > 1 ? fmt::format(" (groups of {})", c.spatial) : "");
+    for (int s = 0; s < stages; ++s) po.stage_device.push_back(s % groups);
   }
   pipeline_ = std::make_unique<runtime::Pipeline>(std::move(model), std::move(partition), po);
   pipeline_->set_optimizer(make_optimizer(c));
@@ -292,10 +326,13 @@ double Trainer::evaluate() {
     metric += s.metric_sum;
     count += s.samples;
   }
-  if (replicas > 1 && pipeline_->owns_loss()) {
-    // The loss owners of all replicas form one data-parallel group.
-    std::vector<torch::Tensor> sums{
-        torch::tensor({metric, static_cast<double>(count)}, torch::kFloat64)};
+  if (replicas > 1 && pipeline_->needs_target()) {
+    // The devices of the loss stage in all replicas form one data-parallel group (with a
+    // spatial split, every slab's device in every replica; the first slab's holds the numbers,
+    // the others add nothing).
+    const bool mine = pipeline_->owns_loss();
+    std::vector<torch::Tensor> sums{torch::tensor(
+        {mine ? metric : 0.0, mine ? static_cast<double>(count) : 0.0}, torch::kFloat64)};
     transport_->all_reduce_sum(transport_->local_devices().front(), sums);
     metric = sums[0][0].item<double>();
     count = static_cast<int64_t>(sums[0][1].item<double>());

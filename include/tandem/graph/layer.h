@@ -17,6 +17,9 @@ namespace tandem::graph {
 using Tensors = std::vector<torch::Tensor>;
 // Computes the layer's outputs from its inputs, in the order of Layer::inputs/outputs.
 using ForwardFn = std::function<Tensors(const Tensors& inputs)>;
+// Makes the forward of a layer over `module`: given a deep copy of the layer's module, the
+// forward that computes with the copy instead of the original.
+using BindFn = std::function<ForwardFn(const std::shared_ptr<torch::nn::Module>& module)>;
 
 struct Layer {
   std::string name;
@@ -31,20 +34,35 @@ struct Layer {
   // True when the layer's backward can defer its weight gradient (see deferred.h); layers
   // without a split do all their backward work in the I action.
   bool splits_backward = false;
+  // For a layer with a module: how to make the forward of a copy (see copy_layer). Set by
+  // make_layer and by tandem's own layers; a hand-filled layer may leave it empty, and then
+  // cannot be copied (a spatial split in one process runs one copy per device).
+  BindFn bind;
 };
 
 // Wraps a module holder (torch::nn::Linear, torch::nn::Conv3d, ...) whose forward takes one
 // tensor and returns one tensor.
 template <typename Holder>
 Layer make_layer(std::string name, Holder holder, std::string input, std::string output) {
+  using Impl = typename Holder::ContainedType;
   Layer l;
   l.name = std::move(name);
   l.module = holder.ptr();
-  l.forward = [holder](const Tensors& in) mutable { return Tensors{holder->forward(in[0])}; };
+  l.bind = [](const std::shared_ptr<torch::nn::Module>& module) -> ForwardFn {
+    Holder h(std::dynamic_pointer_cast<Impl>(module));
+    return [h](const Tensors& in) mutable { return Tensors{h->forward(in[0])}; };
+  };
+  l.forward = l.bind(l.module);
   l.inputs = {std::move(input)};
   l.outputs = {std::move(output)};
   return l;
 }
+
+// A layer whose module is a deep copy of `layer.module` (parameters and buffers copied, not
+// shared), computing with it; a layer without a module is returned as it is. Throws
+// tandem::Error for a layer with a module but no bind, or a module that cannot be cloned
+// (torch::nn::Cloneable).
+Layer copy_layer(const Layer& layer);
 
 // A layer with no parameters computed by `fn`.
 Layer make_function_layer(std::string name, ForwardFn fn, std::vector<std::string> inputs,

@@ -30,6 +30,16 @@ struct Model {
   LossFn loss;
   MetricFn metric;
   std::string metric_name = "accuracy";
+  // Where a spatial split (--spatial) may cut every sample into slabs: the dimension of the
+  // graph input, the target and every tensor between them that holds the volume (2 for
+  // [B,C,D,H,W]: depth), or -1 when the model has no volume to cut (an MLP). The layers must
+  // be written for slabs: convolutions exchange halos, whole-sample sums go through
+  // spatial::group_sum (tandem's own layers and losses do).
+  int slab_dim = -1;
+  // Every slab's extent along slab_dim is a multiple of this: the product of the model's
+  // down-sampling factors (2^(L-1) for a U-Net of L levels), so that pooling and up-sampling
+  // never reach across a slab's edge.
+  int64_t slab_multiple = 1;
 
   // Index of the layer called `name`, or -1.
   int find_layer(const std::string& name) const;
@@ -39,5 +49,8 @@ struct Model {
   // and that loss is set. Throws tandem::Error naming the layer and the tensor.
   void validate() const;
 };
+
+// A model whose layers are copies (graph::copy_layer): the same values, its own parameters.
+Model copy_model(const Model& model);
 
 }  // namespace tandem::graph

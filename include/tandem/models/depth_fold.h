@@ -12,8 +12,10 @@
 // with no padding along depth. Joining the two output halves gives the convolution of the whole
 // sample; the fp32 sums of the weight gradient run in another order.
 //
-// Shapes: x [1,C,D,H,W], weight [Cout,C,k,k,k], stride 1, `padding` on every side;
-// output [1,Cout,Do,H',W'] with Do = D + 2*padding - k + 1.
+// Shapes: x [1,C,D,H,W], weight [Cout,C,k,k,k], stride 1, `depth_padding` before and after
+// along depth and `padding` on the other sides (the same for a whole sample; 0 along depth for
+// a slab that already holds its halos); output [1,Cout,Do,H',W'] with
+// Do = D + 2*depth_padding - k + 1.
 #pragma once
 
 #include <torch/types.h>
@@ -28,7 +30,11 @@ class DepthFold {
   // is: a batch other than 1, a device other than the CPU, another dtype, an input above the
   // oneDNN threshold, a build without oneDNN, a 1x1x1 kernel, or fewer than 2 output rows.
   static std::optional<DepthFold> of(const torch::Tensor& x, const torch::Tensor& weight,
-                                     int64_t padding);
+                                     int64_t depth_padding, int64_t padding);
+  static std::optional<DepthFold> of(const torch::Tensor& x, const torch::Tensor& weight,
+                                     int64_t padding) {
+    return of(x, weight, padding, padding);
+  }
 
   // x [1,C,D,H,W] -> the two slabs [2,C,half+k-1,H,W].
   torch::Tensor slabs(const torch::Tensor& x) const;
@@ -44,10 +50,11 @@ class DepthFold {
   std::vector<int64_t> slab_padding() const { return {0, padding_, padding_}; }
 
  private:
-  DepthFold(int64_t depth, int64_t padding, int64_t kernel);
+  DepthFold(int64_t depth, int64_t depth_padding, int64_t padding, int64_t kernel);
 
-  int64_t depth_;      // D
-  int64_t padding_;    // on every side of the whole sample
+  int64_t depth_;          // D
+  int64_t depth_padding_;  // before and after along depth
+  int64_t padding_;        // on the other sides
   int64_t out_depth_;  // Do
   int64_t half_;       // output rows per half: ceil(Do / 2)
   int64_t slab_;       // input rows per slab: half + k - 1

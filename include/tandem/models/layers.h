@@ -1,6 +1,7 @@
 // Building blocks for models: layers that need tandem's call context.
 #pragma once
 
+#include <torch/nn/cloneable.h>
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
@@ -12,9 +13,10 @@ namespace tandem::models {
 // (graph::current_call), so the same run draws the same masks under any schedule, partition
 // and device count, and a recomputed forward draws the mask of the original one. The mask is
 // drawn on the CPU and moved to the tensor's device, so every device type gives the same mask.
-class KeyedDropoutImpl : public torch::nn::Module {
+class KeyedDropoutImpl : public torch::nn::Cloneable<KeyedDropoutImpl> {
  public:
   explicit KeyedDropoutImpl(double p);
+  void reset() override {}
   torch::Tensor forward(const torch::Tensor& x);
   double p() const { return p_; }
 

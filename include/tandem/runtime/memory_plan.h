@@ -31,6 +31,7 @@
 #include "tandem/graph/model.h"
 #include "tandem/graph/partition.h"
 #include "tandem/schedule/schedule.h"
+#include "tandem/spatial/group.h"
 
 namespace tandem::runtime {
 
@@ -51,8 +52,10 @@ struct LayerBytes {
 // Runs `micro_input` (one micro-batch, on the CPU) forward through `model` with gradients
 // recorded and counts the bytes. Installs the CPU accounting if needed. `optimizer_slots`:
 // tensors the optimizer keeps per parameter (Adam 2, SGD with momentum 1, plain SGD 0).
+// `group` (null: whole samples): a dry slab group (spatial/group.h) when `micro_input` is one
+// slab of a spatial split; its layers then count the slab's tensors with their halos.
 LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& micro_input,
-                               int optimizer_slots);
+                               int optimizer_slots, spatial::Group* group = nullptr);
 
 // A measurement as JSON text and back, for one process to measure and the others of an MPI job
 // to read. Throws Error for text that is not such a measurement.

@@ -25,16 +25,29 @@
 #include "tandem/runtime/placement_log.h"
 #include "tandem/runtime/timing.h"
 #include "tandem/schedule/schedule.h"
+#include "tandem/spatial/group.h"
+#include "tandem/spatial/slabs.h"
 #include "tandem/transport/transport.h"
 
 namespace tandem::runtime {
 
 struct PipelineOptions {
-  // One entry per device of one replica's pipeline (stage s runs on devices[stage_device[s]]).
+  // One entry per device of one replica's pipeline. Without a spatial split stage s runs on
+  // devices[stage_device[s]]; with `slabs` > 1 on the group of devices
+  // [stage_device[s] * slabs, (stage_device[s] + 1) * slabs), one slab on each.
   std::vector<DeviceSpec> devices;
-  // Device of each stage; empty means stage s on device s (then stages == devices.size()),
-  // or as the schedule places them (interleaved: stage s on device s % devices).
+  // Device (group, with slabs > 1) of each stage; empty means stage s on device s (then
+  // stages == devices.size() / slabs), or as the schedule places them (interleaved: stage s on
+  // device s % devices).
   std::vector<int> stage_device;
+  // Spatial split: every sample cut into `slabs` slabs along the model's slab_dim
+  // (graph::Model::slab_dim, spatial/slabs.h), slab j on device j of each stage's group. The
+  // group's devices run the same schedule on their slabs, exchange halos and whole-sample sums
+  // inside the layers, and sum their weight gradients before the optimizer step, so a step
+  // equals one device's. 1: whole samples.
+  int slabs = 1;
+  // With slabs > 1: the samples' planes along slab_dim (every step's input must have them).
+  int64_t slab_extent = 0;
   std::string schedule = "1f1b";
   int microbatches = 1;
   int virtual_stages = 1;
@@ -71,6 +84,9 @@ struct StepStats {
   double started_us = 0;
   // Largest number of micro-batches whose activations a stage held at once, per stage.
   std::vector<int> peak_inflight;
+  // Spatial split: the halo exchanges and whole-sample sums of the local devices, by device of
+  // the pipeline (empty without a split).
+  std::vector<std::vector<spatial::Exchange>> exchanges;
   // Per device of the pipeline (local devices only; 0 elsewhere): bytes in use at the end of
   // the step and the most in use at once during it.
   std::vector<uint64_t> current_bytes, peak_bytes;
@@ -117,7 +133,16 @@ class Pipeline {
   int64_t step() const;
   // Stages this process owns (all of them in process; one device's stages under MPI).
   std::vector<int> local_stages() const;
+  // Whether this process reports the loss and metric: it runs the stage that computes the
+  // loss (on the first slab of a spatial split).
   bool owns_loss() const;
+  // The spatial split (slabs 1: whole samples).
+  int slabs() const;
+  // The local device of the pipeline whose copy of `stage` the optimizer steps (the group's
+  // first local device; its slab is lead_device % slabs), or -1 when the stage is elsewhere.
+  int lead_device(int stage) const;
+  // The cut of every sample; empty slabs without a split.
+  const spatial::SlabLayout& slab_layout() const;
   // Whether a local stage reads the graph input, or computes the loss (reads the target).
   bool needs_input() const;
   bool needs_target() const;

@@ -18,9 +18,9 @@ namespace tandem::trace {
 struct Span {
   int device = 0;           // row in the SVG, Chrome "pid"
   std::string device_name;  // "cpu:0", "r1 cuda:0"
-  std::string track;        // "compute", "comm", "optimizer"; Chrome "tid" (one id per name)
+  std::string track;        // "compute", "comm", "slabs", "optimizer"; Chrome "tid" (one per name)
   std::string name;         // action text: "1F3", "0B2", "2I0", "3W1", "1F3>2", "opt"
-  char kind = 'F';          // 'F','B','I','W', 'S' send, 'R' receive, 'O' optimizer, other
+  char kind = 'F';          // F, B, I, W; S send, R receive, X slab exchange, O optimizer
   int stage = -1;           // -1: not tied to a stage
   int microbatch = -1;      // -1: not tied to a micro-batch
   std::string layers;       // e.g. "fc1..fc3"

@@ -35,7 +35,7 @@ struct SvgOptions {
   std::optional<double> begin_us, end_us;
 };
 
-// Fill colour of a box of this Span::kind (F blue, B green, I orange, W purple, S/R browns,
+// Fill colour of a box of this Span::kind (F blue, B green, I orange, W purple, S/R browns, X red,
 // O grey; anything else light grey).
 const char* kind_color(char kind);
 

@@ -32,7 +32,8 @@ struct Config {
   bool lend_idle_cores = true;           // waiting CPU devices lend their cores to those computing
   std::vector<int> balance;              // layers per stage; empty: split by `partition`
   std::string partition = "parameters";  // parameters | memory (measured per layer)
-  int stages = 0;                        // 0: one stage per device
+  int stages = 0;                        // 0: one stage per device (per group of `spatial`)
+  int spatial = 1;                       // slabs per sample: devices in each stage's group
   int replicas = 1;
   std::string transport = "auto";  // auto | inprocess | mpi
   std::string mpi_cuda = "auto";   // auto | staged | direct: how CUDA tensors go between ranks

@@ -20,6 +20,13 @@ void add_step_spans(trace::Trace& out, const runtime::Pipeline& pipeline,
                     const std::vector<runtime::ActionTiming>& timings, int64_t step,
                     double offset_us, int rank = -1);
 
+// Appends the halo exchanges and whole-sample sums of a spatial split, by device of the
+// pipeline, on each device's "slabs" track (kind 'X', named "halo 3", "halo grad 3", "sum 3"
+// with the micro-batch).
+void add_exchange_spans(trace::Trace& out, const runtime::Pipeline& pipeline,
+                        const std::vector<std::vector<spatial::Exchange>>& exchanges,
+                        double offset_us, int rank = -1);
+
 // The spans of a simulated timeline, `unit_us` microseconds per cost unit.
 trace::Trace simulated_trace(const schedule::Schedule& schedule, const schedule::Timeline& timeline,
                              double unit_us = 1000);
@@ -31,11 +38,16 @@ struct StepReport {
   double measured_bubble = 0;   // 1 - sum(compute) / (devices x seconds)
   double predicted_bubble = 0;  // the simulator's, fed with the measured mean per-action times
   double flops = 0;             // multiply-adds x 2 of the layers with known FLOPs, per step
+  // Spatial split, per device: the fraction of the step inside halo exchanges and
+  // whole-sample sums (waits included), and the bytes it sent in them.
+  std::vector<double> exchange;
+  std::vector<int64_t> exchange_bytes;
 };
 
 // Measured against predicted for one step's timings (all devices of the pipeline).
 StepReport analyze_step(const runtime::Pipeline& pipeline,
-                        const std::vector<runtime::ActionTiming>& timings, int64_t batch);
+                        const std::vector<runtime::ActionTiming>& timings, int64_t batch,
+                        const std::vector<std::vector<spatial::Exchange>>& exchanges = {});
 
 // The peak of each memory that tandem counts, in device order: a GPU that several devices share
 // (cuda:0,cuda:0) once, with the devices that share it; each CPU device on its own.

@@ -1,0 +1,78 @@
+#include "tandem/spatial/group_sum.h"
+
+#include <torch/autograd.h>
+
+#include "tandem/common/check.h"
+#include "tandem/graph/call_context.h"
+#include "tandem/spatial/group.h"
+
+namespace tandem::spatial {
+
+namespace {
+
+class GroupSum : public torch::autograd::Function<GroupSum> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext*, const torch::Tensor& partial) {
+    const graph::CallContext& call = graph::current_call();
+    Group& g = *call.group;
+    const std::string name = fmt::format("sum L{} #{}{}", call.layer,
+                                         graph::next_collective_index(),
+                                         call.recomputing ? " r" : "");
+    if (g.dry()) return partial.clone();
+    Exchange ex{"sum", call.stage, call.microbatch, g.now_us()};
+    const transport::MessageKey key = g.key(name, call.stage, call.microbatch, false);
+    const torch::Tensor mine = partial.detach().contiguous();
+    for (int k = 0; k < g.size(); ++k) {
+      if (k == g.index()) continue;
+      g.send(k, key, mine);
+      ex.bytes_sent += mine.numel() * static_cast<int64_t>(mine.element_size());
+    }
+    // Slab order on every slab: the same additions of the same values, the same bits.
+    torch::Tensor total;
+    for (int k = 0; k < g.size(); ++k) {
+      torch::Tensor part = k == g.index() ? mine : g.recv(k, key);
+      total = total.defined() ? total + part : part.clone();
+    }
+    ex.end_us = g.now_us();
+    g.record(std::move(ex));
+    return total;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext*,
+                                               torch::autograd::tensor_list grads) {
+    return {grads[0]};
+  }
+};
+
+}  // namespace
+
+bool split() { return graph::current_call().group != nullptr; }
+
+torch::Tensor group_sum(const torch::Tensor& partial) {
+  if (!split()) return partial;
+  return GroupSum::apply(partial);
+}
+
+int64_t whole_extent(const torch::Tensor& t) {
+  const Group* g = graph::current_call().group;
+  TANDEM_ASSERT(g, "whole_extent outside a spatial split");
+  const int dim = g->layout().dim;
+  TANDEM_CHECK(dim < t.dim(), "a slab of dimension {} of a tensor of shape [{}]", dim,
+               fmt::join(t.sizes(), ","));
+  const int64_t local = t.size(dim), slab = g->slab().size;
+  TANDEM_CHECK(local > 0 && slab % local == 0 && g->layout().extent % (slab / local) == 0,
+               "a tensor of shape [{}] holds {} planes along dimension {}, not the slab's {} "
+               "planes scaled by a whole factor",
+               fmt::join(t.sizes(), ","), local, dim, slab);
+  return g->layout().extent / (slab / local);
+}
+
+int64_t whole_elements_per_sample(const torch::Tensor& t) {
+  const int64_t per_sample = t.size(0) ? t.numel() / t.size(0) : 0;
+  const Group* g = graph::current_call().group;
+  if (!g) return per_sample;
+  const int64_t local = t.size(g->layout().dim);
+  return per_sample / local * whole_extent(t);
+}
+
+}  // namespace tandem::spatial
