@@ -117,3 +117,19 @@ tandem_cli_test(sgd_momentum_out_of_range 2 "--momentum must be in \\[0, 1\\), n
 tandem_cli_test(idle_cores_bad_value 2 "--idle-cores: share not in" train --idle-cores share --steps 1)
 tandem_cli_test(mpi_cuda_without_mpi 2 "--mpi-cuda staged chooses how CUDA tensors go between MPI ranks, but this run has no ranks" train --mpi-cuda staged --steps 1)
 tandem_cli_test(mpi_cuda_bad_value 2 "--mpi-cuda: gpu not in \\{auto,staged,direct\\}" train --mpi-cuda gpu --steps 1)
+
+# --spatial N: refused for a model without a volume and for more slabs than the depth allows;
+# trains with its placement table showing each device's planes; its checkpoints resume under
+# another split, under stages and on one device (spatial_resume.cmake).
+set(spatial_common --model unet3d --data spheres --levels 2 --filters 4 --volume 16 --batch 2
+                   --microbatches 2 --steps 1 --test-samples 4 --progress none)
+tandem_cli_test(spatial_needs_a_volume 2 "--spatial 2 cuts every sample's volume into slabs, but model mlp has no volume: use --model conv3d-stack or unet3d" train --model mlp --spatial 2 --devices 2 --steps 1)
+tandem_cli_test(spatial_too_many_slabs 2 "--volume 16 with 3 levels and --spatial 8: 8 slabs of at least 4 planes need a depth of at least 32" train --model unet3d --data spheres --levels 3 --volume 16 --spatial 8 --devices 8 --steps 1)
+tandem_cli_test(spatial_trains 0 "planes 0:8 of 16.*planes 8:16 of 16.*result: steps=1 loss=[0-9.]+ test_dice=[0-9.]+" train ${spatial_common} --devices 4 --stages 2 --spatial 2)
+find_program(TANDEM_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
+add_test(NAME cli_spatial_resume
+  COMMAND ${CMAKE_COMMAND} -DTANDEM=$<TARGET_FILE:tandem_cli> -DPYTHON=${TANDEM_PYTHON3}
+          -DDIR=${CMAKE_CURRENT_BINARY_DIR}/spatial_resume
+          -P ${CMAKE_CURRENT_LIST_DIR}/spatial_resume.cmake
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_spatial_resume PROPERTIES TIMEOUT 300)
