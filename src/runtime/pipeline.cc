@@ -262,6 +262,7 @@ StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& t
   plan.input = input;
   plan.target = target;
   plan.global_batch = batch * options.replicas;
+  plan.first_sample = replica * batch;
   plan.origin = Clock::now();
   plan.placement_log = training ? placement_log.get() : nullptr;
   plan.cores = cores.get();
