@@ -27,34 +27,6 @@ schedule_table() {
   done
 }
 
-# idle_cores_table REPEATS: the mlp under 1f1b on 2 and 4 devices, each device keeping its own
-# threads (--idle-cores keep, the behaviour before lending) against devices lending their cores
-# while they wait (lend, the default); separate processes taken in turn, medians and min-max.
-idle_cores_table() {
-  echo "| devices | micro-batches | keep: samples/s median | min-max | lend: samples/s median | min-max | lend / keep |"
-  echo "|---|---|---|---|---|---|---|"
-  local dev mb ic r keep lend
-  for dev in 2 4; do
-    for mb in 1 4 8 16; do
-      keep=""; lend=""
-      for r in $(seq "$1"); do
-        for ic in keep lend; do
-          v=$(OMP_WAIT_POLICY=passive $build/tandem train --model mlp --width 1024 --blocks 8 --data mnist --devices $dev --microbatches $mb --batch 256 --steps 8 --optimizer adam --progress none --idle-cores $ic | sed -n 's/^result:.*samples_per_s=\([0-9.]*\).*/\1/p')
-          if [ $ic = keep ]; then keep="$keep $v"; else lend="$lend $v"; fi
-        done
-      done
-      echo "$keep|$lend" | awk -F'|' -v dev=$dev -v mb=$mb '
-        function stats(s, out,   n, a, i, j, t) {
-          n = split(s, a, " ")
-          for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-          out["med"] = a[int((n + 1) / 2)]; out["min"] = a[1]; out["max"] = a[n]
-        }
-        { stats($1, k); stats($2, l)
-          printf "| %d | %d | %.0f | %.0f-%.0f | %.0f | %.0f-%.0f | %.2f |\n", dev, mb, k["med"], k["min"], k["max"], l["med"], l["min"], l["max"], l["med"] / k["med"] }'
-    done
-  done
-}
-
 blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | awk '/^Value:/ {print $2}')
 {
   echo "# Benchmark results"
@@ -71,8 +43,8 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo
   echo "The mlp (width 1024, 8 blocks, batch 256, Adam, synthetic MNIST-shaped data). Thread budget:"
   echo "the machine's cores. The plain loops and tandem's 1 stage use all of them; tandem's N stages"
-  echo "divide them among N devices (at least 1 each), and a device computing while others wait uses"
-  echo "their cores too (next section); PyTorch's Pipe, which runs every CPU partition"
+  echo "divide them among N devices (at least 1 each), each keeping its share (\`--idle-cores keep\`,"
+  echo "the default; the section \"Idle cores\" measures lending them); PyTorch's Pipe, which runs every CPU partition"
   echo "on one worker thread, gets all of them. Pipe is \`torch.distributed.pipeline.sync.Pipe\` from"
   echo "Debian's python3-torch $(dpkg-query -W -f='${Version}' python3-torch 2>/dev/null || echo '(version unknown)') (bench/pipe_baseline.py: chunks = micro-batches,"
   echo "checkpoint='never', CPU devices, the stages split by the same rule as tandem's). The Python"
@@ -86,19 +58,46 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo
   OMP_WAIT_POLICY=passive $core_cmd
   echo
-  echo "## Before and after: waiting devices lend their cores (mlp, 1f1b, batch 256)"
+  echo "## Idle cores: what bitwise reproducibility costs (mlp, 1f1b, batch 256)"
   echo
-  echo "Each device of a process has its share of the cores (cores / devices). Before, a device kept"
-  echo "its share while it waited for a message, so at 1 micro-batch, where the stages compute one"
-  echo "after another, each ran on one core of two. Now a device that computes while others wait"
-  echo "takes their cores: OpenBLAS's pool is sized to the cores divided among the devices computing"
-  echo "when a device begins an action (src/common/core_share.cc; ATen's own threads stay at each"
-  echo "device's share, so results are bitwise the same either way), and OpenBLAS's pool threads spin"
-  echo "2^20 cycles instead of 2^28 after a product before they sleep, so that a thread lent for one"
-  echo "product does not keep spinning on a core another device needs (\`OPENBLAS_THREAD_TIMEOUT\`,"
-  echo "when set, decides instead). 5 runs each, keep and lend in turn. Each run: \`$build/tandem train --model mlp --width 1024 --blocks 8 --data mnist --devices D --microbatches M --batch 256 --steps 8 --optimizer adam --progress none --idle-cores keep|lend\` with \`OMP_WAIT_POLICY=passive\`."
+  echo "Each device of a process has its share of the cores (cores / devices) and keeps it by"
+  echo "default (\`--idle-cores keep\`), also while it waits for a message, so at 1 micro-batch,"
+  echo "where the stages compute one after another, each runs on one core of two. With"
+  echo "\`--idle-cores lend\` a device that computes while others wait takes their cores: OpenBLAS's"
+  echo "pool is sized to the cores divided among the devices computing when a device begins an"
+  echo "action (src/common/core_share.cc), and OpenBLAS's pool threads spin 2^20 cycles instead of"
+  echo "2^28 after a product before they sleep (\`OPENBLAS_THREAD_TIMEOUT\`, when set, decides"
+  echo "instead). Lending is opt-in because the thread count of each product then follows the"
+  echo "timing, and on some kernels so do its last bits (next section): the repeated runs of one"
+  echo "command print different losses. The lend / keep column is the speed it trades for that."
   echo
-  idle_cores_table 5
+  bash bench/idle-cores.sh "$build" 5
+  echo
+  echo "## BLAS: which ways of computing a product keep its bits (bench_blas_split)"
+  echo
+  echo "Every product of a linear layer over a grid of shapes, computed with 2 BLAS threads and as"
+  echo "single-threaded products over chunks of rows or columns, compared bit for bit with the"
+  echo "same product on 1 thread in one call, under each OpenBLAS kernel family. A lending scheme"
+  echo "could keep results bitwise only through a split that keeps every element's bits on every"
+  echo "family; none does."
+  echo
+  for kernel in Haswell Zen SkylakeX Cooperlake; do
+    echo "Command: \`OPENBLAS_CORETYPE=$kernel $build/bench/bench_blas_split\`"
+    echo
+    OPENBLAS_CORETYPE=$kernel "$build/bench/bench_blas_split"
+    echo
+  done
+  echo "## Dropout masks keyed by sample (bench_dropout)"
+  echo
+  echo "A mask drawn per sample and element from Philox 4x32-10 (include/tandem/models/keyed_dropout.h)"
+  echo "against LibTorch's CPU generator (\`bernoulli_\`, how masks were drawn per micro-batch before),"
+  echo "for the tensors the built-in models drop, with the convolution that produces the U-Net's"
+  echo "bottom tensor for scale."
+  echo
+  drop_cmd="$build/bench/bench_dropout --threads 1,2 --repeats 5 --iters 5"
+  echo "Command: \`OMP_WAIT_POLICY=passive $drop_cmd\`"
+  echo
+  OMP_WAIT_POLICY=passive $drop_cmd
   echo
   echo "## Before: the plain loop with OpenMP's default wait policy"
   echo
@@ -205,9 +204,10 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo "- Target, >= 2x PyTorch's Pipe at equal stages and micro-batches: not met on this machine;"
   echo "  tandem leads in most configurations (Core table). On CPU, Pipe puts every partition on one"
   echo "  worker thread, so its micro-batches run one after another, each GEMM with both cores;"
-  echo "  tandem runs the stages at once, and a stage computing while the others wait multiplies on"
-  echo "  their cores too (the section \"Before and after\": at 1 micro-batch, where the stages compute"
-  echo "  one after another, that is 1.5-1.7x the throughput of one core per stage). Both are bound by"
+  echo "  tandem runs the stages at once; with \`--idle-cores lend\` a stage computing while the others"
+  echo "  wait multiplies on their cores too (the section \"Idle cores\": at 1 micro-batch, where the"
+  echo "  stages compute one after another, about 1.7x the throughput of one core per stage, at the"
+  echo "  price of bitwise reproducibility). Both are bound by"
   echo "  the same two cores' GEMM rate, and Pipe at 1 micro-batch is a plain loop, so tandem can only"
   echo "  be 2x where Pipe falls below half of that rate: with many micro-batches Pipe pays Python's"
   echo "  per-micro-batch cost on top of the smaller GEMMs, and the ratio comes closest there. On the"
@@ -215,15 +215,15 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo "  work over ATen's own threads, which tandem does not lend (results would then depend on"
   echo "  timing in their last bits), so a stage computing alone still convolves mostly on one core."
   echo "- Target, the mlp at >= 50% of the matrix-multiply ceiling: met by the plain loops, tandem's"
-  echo "  1 stage and, now that waiting devices lend their cores, the pipelines at 1 micro-batch. With"
+  echo "  1 stage and, with waiting devices lending their cores, the pipelines at 1 micro-batch. With"
   echo "  more micro-batches the pipeline fills but every GEMM shrinks (the GEMM table's 1/8"
   echo "  micro-batch row runs at a third to a half of the full batch's rate), and while the stages"
   echo "  all compute each has one core. Adam's and the activations' elementwise work counts no FLOPs."
   echo "- Lending cores is a win where stages compute alone (few micro-batches: warm-up, cool-down,"
   echo "  1 micro-batch) and about even with many micro-batches, where the stages mostly compute at"
   echo "  once and a product started on two threads may overlap a device that begins meanwhile."
-  echo "  \`--idle-cores keep\` restores fixed shares. Under MPI each rank is its own process with its"
-  echo "  own cores: nothing to lend across ranks."
+  echo "  It is opt-in (\`--idle-cores lend\`): fixed shares keep results bitwise repeatable. Under MPI"
+  echo "  each rank is its own process with its own cores: nothing to lend across ranks."
   echo "- Target, measured bubble within 5 points of the simulator: met for every schedule with one"
   echo "  device per core (2 devices); on 4 devices met for GPipe, 1F1B and ZB-H1 and not for"
   echo "  interleaved. The simulator assumes each device has a core of its own; 4 device threads on"

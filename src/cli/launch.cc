@@ -72,7 +72,6 @@ Launch::Launch(train::Config& c) : mpi_(std::make_unique<Mpi>()) {
                    c.devices, asked, world_, c.replicas, stage_devices, asked * c.replicas);
     }
     c.devices = std::to_string(stage_devices);
-    if (c.threads_per_device == 0) c.threads_per_device = std::max(1, available_cores() / world_);
   } else {
     const auto specs = parse_devices(c.devices, 1);
     TANDEM_CHECK(static_cast<int>(specs.size()) == stage_devices,
@@ -80,6 +79,11 @@ Launch::Launch(train::Config& c) : mpi_(std::make_unique<Mpi>()) {
                  c.devices, specs.size(), stage_devices);
     options.device = specs[rank_ % stage_devices].device;
   }
+  // The ranks of a node share its cores: each rank's device gets cores / ranks threads (a count
+  // or a list of devices alike), which is what one process gives each of that many devices.
+  // The thread count decides how some BLAS kernels round, so the same devices in process and
+  // under MPI then compute the same bits.
+  if (c.threads_per_device == 0) c.threads_per_device = std::max(1, available_cores() / world_);
   mpi::Layout layout{stage_devices, c.replicas, c.spatial};
   auto t = std::make_shared<mpi::MpiTransport>(*mpi_->env, layout, options);
   mpi_->transport = t.get();

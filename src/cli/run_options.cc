@@ -52,9 +52,12 @@ void add_placement_options(CLI::App& cmd, RunArgs& args) {
       ->check(CLI::Range(0, 1024));
   cmd.add_option_function<std::string>(
          "--idle-cores", [&c](const std::string& v) { c.lend_idle_cores = v == "lend"; },
-         "lend: CPU devices of a process that wait lend their cores to those computing | keep: "
-         "each device keeps its own threads")
-      ->default_str("lend")
+         "keep: each device keeps its own threads, and the same command gives the same bits "
+         "every time | lend: CPU devices of a process that wait lend their cores to those "
+         "computing: faster when stages often wait, but it trades bitwise reproducibility for "
+         "speed (how many BLAS threads compute a product then depends on timing, and on some "
+         "BLAS kernels so do its last bits)")
+      ->default_str("keep")
       ->check(CLI::IsMember({"lend", "keep"}));
   cmd.add_option("--balance", args.balance,
                  "layers per stage, e.g. 3,4,3 (default: split by --partition)");

@@ -15,10 +15,9 @@ uint64_t mix(uint64_t x) {
 }
 }  // namespace
 
-uint64_t CallContext::stream_seed() const {
+uint64_t CallContext::random_key() const {
   uint64_t h = mix(seed);
   h = mix(h ^ static_cast<uint64_t>(step));
-  h = mix(h ^ static_cast<uint64_t>(microbatch));
   h = mix(h ^ static_cast<uint64_t>(layer));
   return h;
 }

@@ -1,11 +1,12 @@
 #include "tandem/models/layers.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/modules/linear.h>
 
 #include "tandem/common/check.h"
 #include "tandem/graph/call_context.h"
+#include "tandem/models/keyed_dropout.h"
 #include "tandem/models/split_linear.h"
+#include "tandem/spatial/group_sum.h"
 
 namespace tandem::models {
 
@@ -16,11 +17,10 @@ KeyedDropoutImpl::KeyedDropoutImpl(double p) : p_(p) {
 torch::Tensor KeyedDropoutImpl::forward(const torch::Tensor& x) {
   const auto& call = graph::current_call();
   if (!call.training || p_ == 0) return x;
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(call.stream_seed());
-  torch::Tensor keep = torch::empty(x.sizes(), torch::TensorOptions().dtype(x.dtype()))
-                           .bernoulli_(1.0 - p_, gen)
-                           .div_(1.0 - p_);
-  return x * keep.to(x.device());
+  torch::Tensor keep =
+      keyed_dropout_mask(call.random_key(), call.sample_offset, x.sizes(), 1.0 - p_,
+                         spatial::sample_window(x));
+  return x * keep.to(x.options());
 }
 
 graph::Layer flatten_layer(std::string name, std::string input, std::string output) {

@@ -202,9 +202,18 @@ void Executor::run_layers(int stage, int mb, MicrobatchState& st, bool first_pas
     in.reserve(layer.inputs.size());
     for (const auto& name : layer.inputs) in.push_back(env.at(name));
     auto deferred = deferred_.find({stage, mb});
-    graph::ScopedCall call({plan_->seed, plan_->step, mb, i, plan_->training,
-                            deferred == deferred_.end() ? nullptr : deferred->second.get(), stage,
-                            !first_pass, group()});
+    graph::CallContext ctx;
+    ctx.seed = plan_->seed;
+    ctx.step = plan_->step;
+    ctx.microbatch = mb;
+    ctx.layer = i;
+    ctx.training = plan_->training;
+    ctx.deferred = deferred == deferred_.end() ? nullptr : deferred->second.get();
+    ctx.sample_offset = plan_->first_sample + plan_->slices[mb].first;
+    ctx.stage = stage;
+    ctx.recomputing = !first_pass;
+    ctx.group = group();
+    graph::ScopedCall call(ctx);
     memory::ScopedWhere where_layer(layer.name);
     graph::Tensors out = layer.forward(in);
     TANDEM_CHECK(out.size() == layer.outputs.size(), "layer '{}' returned {} tensors but names {}",

@@ -54,6 +54,9 @@ struct StepPlan {
   std::vector<std::pair<int64_t, int64_t>> slices;
   torch::Tensor input, target;
   int64_t global_batch = 0;  // samples over all replicas: the loss weight's denominator
+  // Global index of this replica's first sample in the step's batch over all replicas (replica
+  // r of batch B starts at r * B): micro-batch m starts at first_sample + slices[m].first.
+  int64_t first_sample = 0;
   TimePoint origin;          // timings are measured from here
   PlacementLog* placement_log = nullptr;  // set: record where each layer ran
   CoreShare* cores = nullptr;             // set: CPU devices lend their cores while they wait

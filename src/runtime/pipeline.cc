@@ -240,8 +240,10 @@ Pipeline::Pipeline(graph::Model model, graph::Partition partition, PipelineOptio
   }
   // BLAS threads are process-wide: give it the smallest per-device budget so that devices
   // working at once do not each start a pool over all cores (nested pools fight; measured in
-  // DESIGN.md). Several CPU devices here lend each other their cores while they wait; their
-  // pool is their threads together, no more than the cores this process may use.
+  // DESIGN.md). The count is fixed by the devices, never by timing: on some OpenBLAS kernels a
+  // product's last bits depend on it. Only with lend_idle_cores (opt-in, not bitwise) do
+  // several CPU devices here lend each other their cores while they wait; their pool is then
+  // their threads together, no more than the cores this process may use.
   std::vector<int> own(m.pipeline_size, 0);  // threads of each local CPU device
   int cpu_local = 0, own_sum = 0, narrowest = 0, widest = 0;
   for (int d : m.local) {
@@ -375,6 +377,7 @@ StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& t
   plan.input = input;
   plan.target = target;
   plan.global_batch = batch * options.replicas;
+  plan.first_sample = replica * batch;
   plan.origin = Clock::now();
   plan.placement_log = training ? placement_log.get() : nullptr;
   plan.cores = cores.get();

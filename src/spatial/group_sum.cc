@@ -75,4 +75,19 @@ int64_t whole_elements_per_sample(const torch::Tensor& t) {
   return per_sample / local * whole_extent(t);
 }
 
+graph::SampleWindow sample_window(const torch::Tensor& t) {
+  const graph::CallContext& call = graph::current_call();
+  const Group* g = call.group;
+  if (!g) return call.window;
+  const int dim = g->layout().dim;
+  const int64_t whole = whole_extent(t);
+  const int64_t scale = g->layout().extent / whole;
+  graph::SampleWindow w;
+  w.offsets.assign(static_cast<size_t>(t.dim() - 1), 0);
+  w.full_sizes.assign(t.sizes().begin() + 1, t.sizes().end());
+  w.offsets[static_cast<size_t>(dim - 1)] = g->slab().offset / scale;
+  w.full_sizes[static_cast<size_t>(dim - 1)] = whole;
+  return w;
+}
+
 }  // namespace tandem::spatial

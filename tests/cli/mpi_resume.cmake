@@ -6,11 +6,14 @@
 # The consolidated parameters of `interrupted` and `moved` must be byte for byte those of
 # `full`. Bitwise, not within a tolerance: the learning rate is constant (the schedule does not
 # depend on --steps), every layer sees the same micro-batches with the same dropout masks in
-# the same order whatever the partition and transport, and consolidate writes the tensors in
-# model order, so equal values give equal files. As a control, the step-2 parameters differ.
+# the same order whatever the partition and transport, every device computes with one thread
+# (--threads-per-device 1: by default 2 ranks and 3 devices would divide the cores differently,
+# and with some BLAS kernels a product's last bits depend on its thread count), and
+# consolidate writes the tensors in model order, so equal values give equal files. As a
+# control, the step-2 parameters differ.
 file(REMOVE_RECURSE ${DIR})
 set(common --batch 32 --microbatches 4 --eval-batch 5000 --progress none --seed 3
-           --lr-schedule constant --comm-timeout 60)
+           --lr-schedule constant --comm-timeout 60 --threads-per-device 1)
 
 function(run)
   string(REPLACE ";" " " shown "${ARGN}")

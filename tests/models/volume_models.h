@@ -74,27 +74,33 @@ inline std::vector<std::pair<std::string, torch::Tensor>> all_parameters(const g
 }
 
 // The whole model on one device, no pipeline, with the call context the runtime would set
-// for micro-batch `microbatch` of step `step` (dropout masks depend on it); `training` false:
-// dropout off, as in evaluation.
+// for the micro-batch of step `step` whose first sample is `first_sample` of the step's batch
+// (dropout masks are drawn per sample); `training` false: dropout off, as in evaluation.
 inline torch::Tensor reference_forward(const graph::Model& m, const torch::Tensor& input,
-                                       uint64_t seed = 0, int64_t step = 0, int microbatch = 0,
-                                       bool training = true) {
+                                       uint64_t seed = 0, int64_t step = 0,
+                                       int64_t first_sample = 0, bool training = true) {
   std::map<std::string, torch::Tensor> env{{m.input, input}};
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const auto& l = m.layers[i];
     graph::Tensors in;
     for (const auto& n : l.inputs) in.push_back(env.at(n));
-    graph::ScopedCall call({seed, step, microbatch, static_cast<int>(i), training});
+    graph::CallContext ctx;
+    ctx.seed = seed;
+    ctx.step = step;
+    ctx.layer = static_cast<int>(i);
+    ctx.training = training;
+    ctx.sample_offset = first_sample;
+    graph::ScopedCall call(ctx);
     auto out = l.forward(in);
     for (size_t k = 0; k < out.size(); ++k) env[l.outputs[k]] = out[k];
   }
   return env.at(m.output);
 }
 
-// d(loss)/d(parameter) on one device. `slices` empty: the full batch in one call (the
-// reference for models without dropout). Otherwise each slice [offset, size) runs as
-// micro-batch k with the loss weighted by size / B, as the runtime does, which draws the
-// same dropout masks as a pipeline with those micro-batches.
+// d(loss)/d(parameter) on one device with the masks of step 0 seeded `seed`. `slices` empty:
+// the full batch in one call. Otherwise each slice [offset, size) runs on its own with the
+// loss weighted by size / B, as the runtime's micro-batches do; every sample draws the same
+// dropout mask either way.
 inline std::map<std::string, torch::Tensor> reference_grads(
     graph::Model m, const VolumeData& d,
     const std::vector<std::pair<int64_t, int64_t>>& slices = {}, uint64_t seed = 0) {
@@ -102,10 +108,8 @@ inline std::map<std::string, torch::Tensor> reference_grads(
     m.loss(reference_forward(m, d.input, seed), d.target).backward();
   } else {
     const double batch = static_cast<double>(d.input.size(0));
-    for (size_t k = 0; k < slices.size(); ++k) {
-      auto [offset, size] = slices[k];
-      torch::Tensor out =
-          reference_forward(m, d.input.narrow(0, offset, size), seed, 0, static_cast<int>(k));
+    for (auto [offset, size] : slices) {
+      torch::Tensor out = reference_forward(m, d.input.narrow(0, offset, size), seed, 0, offset);
       (m.loss(out, d.target.narrow(0, offset, size)) * (size / batch)).backward();
     }
   }

@@ -3,12 +3,33 @@
 # another partition; and `tandem eval` of a 2-rank checkpoint on 3 ranks, in process, and on 2
 # replicas that score one of the two evaluation steps each gives
 # the training run's own held-out accuracy.
-add_test(NAME test_mpi_checkpoint_resume
-  COMMAND ${CMAKE_COMMAND} "-DMPIRUN=${TANDEM_MPIRUN}" -DTANDEM=$<TARGET_FILE:tandem_cli>
-          -DDIR=${PROJECT_BINARY_DIR}/mpi_ckpt_resume
-          -P ${PROJECT_SOURCE_DIR}/tests/cli/mpi_resume.cmake
-  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-set_tests_properties(test_mpi_checkpoint_resume PROPERTIES TIMEOUT 600 LABELS mpi)
+# Bitwise claims: run under each OpenBLAS kernel family (tests/CMakeLists.txt).
+foreach(kernel ${TANDEM_BLAS_KERNELS})
+  add_test(NAME test_mpi_checkpoint_resume_${kernel}
+    COMMAND ${CMAKE_COMMAND} "-DMPIRUN=${TANDEM_MPIRUN}" -DTANDEM=$<TARGET_FILE:tandem_cli>
+            -DDIR=${PROJECT_BINARY_DIR}/mpi_ckpt_resume_${kernel}
+            -P ${PROJECT_SOURCE_DIR}/tests/cli/mpi_resume.cmake
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(test_mpi_checkpoint_resume_${kernel} PROPERTIES TIMEOUT 600
+                       LABELS "mpi;blas" ENVIRONMENT OPENBLAS_CORETYPE=${kernel})
+endforeach()
+
+# An in-process run and an MPI run of the same devices with the default threads (the cores
+# divided among the devices, or among the ranks: the same count) train the same weights, byte
+# for byte.
+set(mpi_same_common train --batch 32 --microbatches 4 --eval-batch 5000 --progress none --seed 3
+                    --steps 3 --comm-timeout 60)
+foreach(kernel ${TANDEM_BLAS_KERNELS})
+  set(name test_mpi_same_weights_as_in_process_${kernel})
+  add_test(NAME ${name}
+    COMMAND ${CMAKE_COMMAND} -DTANDEM=$<TARGET_FILE:tandem_cli> -DDIR=${PROJECT_BINARY_DIR}/${name}
+      "-DCMD0=${TANDEM_MPIRUN};-n;2;$<TARGET_FILE:tandem_cli>;${mpi_same_common}"
+      "-DCMD1=$<TARGET_FILE:tandem_cli>;${mpi_same_common};--devices;2"
+      -P ${PROJECT_SOURCE_DIR}/tests/cli/same_state.cmake
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 300 LABELS "mpi;blas"
+                       ENVIRONMENT OPENBLAS_CORETYPE=${kernel})
+endforeach()
 
 set(mpi_eval_dir ${PROJECT_BINARY_DIR}/mpi_ckpt_eval)
 set(mpi_eval_common --batch 32 --microbatches 4 --eval-batch 5000 --seed 3 --comm-timeout 60)

@@ -1,5 +1,7 @@
-# Pipelines across ranks: equivalence with the in-process run and with one device.
-add_executable(test_mpi_pipeline ${CMAKE_CURRENT_LIST_DIR}/mpi_test_main.cc ${CMAKE_CURRENT_LIST_DIR}/pipeline_test.cc)
+# Pipelines across ranks: equivalence with the in-process run and with one device, dropout
+# masks included.
+add_executable(test_mpi_pipeline ${CMAKE_CURRENT_LIST_DIR}/mpi_test_main.cc ${CMAKE_CURRENT_LIST_DIR}/pipeline_test.cc
+               ${CMAKE_CURRENT_LIST_DIR}/dropout_test.cc)
 target_link_libraries(test_mpi_pipeline PRIVATE tandem GTest::gtest Threads::Threads)
 tandem_torch_pch(test_mpi_pipeline)
 tandem_warnings(test_mpi_pipeline)

@@ -1,5 +1,5 @@
-// CoreShare: the BLAS pool's size as devices begin and end, and that a pipeline's results do
-// not depend on it, bit for bit.
+// CoreShare: the BLAS pool's size as devices begin and end, and what lending does to a
+// pipeline's results: within fp32 rounding of fixed shares, bitwise where no BLAS product runs.
 #include "tandem/common/core_share.h"
 
 #include <gtest/gtest.h>
@@ -96,8 +96,16 @@ void expect_bitwise_equal(const std::map<std::string, torch::Tensor>& a,
   for (auto& [name, g] : a) EXPECT_TRUE(torch::equal(g, b.at(name))) << name;
 }
 
-// Lending changes how many BLAS threads multiply, not the result: bitwise equal.
-TEST(CoreShare, MlpGradientsAreBitwiseEqualWithAndWithoutLending) {
+// Lending changes how many BLAS threads compute a product, and with OpenBLAS's Haswell and Zen
+// kernels that changes the last bits of most products (SkylakeX and Cooperlake kernels: of
+// some shapes; bench/RESULTS.md, "BLAS"). That is why lending is opt-in: its results are not
+// bitwise those of fixed shares, nor of another run. They differ only by fp32 rounding, though:
+// a product over K = 512 summed in other blocks moves by about sqrt(K) * 2^-24 ~ 1.4e-6 of the
+// sum of its terms' magnitudes, and 3 layers forward and back each add such a step. 1e-5 of
+// each gradient's largest value bounds that (measured here: 3-5e-7 with Haswell kernels, 0
+// with SkylakeX ones), while a gradient computed wrongly under lending (a lost micro-batch:
+// half of it) would be far outside.
+TEST(CoreShare, MlpGradientsWithLendingAgreeWithinFloatRounding) {
   if (available_cores() < 2) GTEST_SKIP() << "one core: nothing to lend";
   auto make = [] {
     torch::manual_seed(3);
@@ -111,9 +119,21 @@ TEST(CoreShare, MlpGradientsAreBitwiseEqualWithAndWithoutLending) {
   torch::manual_seed(4);
   torch::Tensor x = torch::randn({256, 512});
   torch::Tensor y = torch::randint(0, 10, {256});
-  expect_bitwise_equal(pipeline_grads(make(), x, y, false), pipeline_grads(make(), x, y, true));
+  auto keep = pipeline_grads(make(), x, y, false);
+  auto lend = pipeline_grads(make(), x, y, true);
+  ASSERT_EQ(keep.size(), lend.size());
+  for (auto& [name, g] : keep) {
+    const double scale = g.abs().max().item<double>();
+    const double diff = (lend.at(name) - g).abs().max().item<double>();
+    EXPECT_LE(diff, 1e-5 * scale) << name << " (scale " << scale << ")";
+  }
+  // Keeping the shares, the default, is bitwise the same from one run to the next.
+  expect_bitwise_equal(keep, pipeline_grads(make(), x, y, false));
 }
 
+// The conv3d-stack's layers multiply with no BLAS product: LibTorch convolves through oneDNN
+// on the device's own ATen threads, which lending never changes (only the BLAS pool is lent).
+// So its gradients are bitwise equal with and without lending on every BLAS kernel.
 TEST(CoreShare, Conv3dGradientsAreBitwiseEqualWithAndWithoutLending) {
   if (available_cores() < 2) GTEST_SKIP() << "one core: nothing to lend";
   auto make = [] {

@@ -171,6 +171,33 @@ TEST(SpatialEquivalence, MseMetricMatchesOneDevice) {
 
 // Three Adam steps: the slabs' copies of the weights stay one model (the group's first device
 // steps the optimizer, the others take its weights before each step).
+// Dropout on slabs: each slab draws its slice of the whole sample's mask (keyed per element in
+// the whole sample's coordinates), so the split trains what one device trains on the full batch,
+// with uneven slabs, micro-batches and recomputation (which redraws the same masks).
+TEST(SpatialEquivalence, DropoutMasksAreSlicesOfTheWholeSamplesMasks) {
+  for (int slabs : {2, 3}) {
+    for (bool recompute : {false, true}) {
+      VolumeData d = segmentation_data(kBatch, 16);
+      auto want = reference_grads(small_unet(3, 0.3), d, {}, /*seed=*/7);
+      runtime::PipelineOptions o;
+      o.devices = cpu_devices(2 * slabs);
+      o.slabs = slabs;
+      o.slab_extent = 16;
+      o.schedule = "1f1b";
+      o.microbatches = 3;
+      o.recompute = recompute;
+      o.seed = 7;
+      graph::Model m = small_unet(3, 0.3);
+      auto part = graph::partition_by_balance(m, {8, 8});  // the dropout layer adds one
+      runtime::Pipeline p(std::move(m), part, o);
+      p.forward_backward(d.input, d.target);
+      for (auto& [name, t] : p.named_parameters())
+        expect_close(t.grad(), want.at(name),
+                     fmt::format("{} ({} slabs{})", name, slabs, recompute ? ", recompute" : ""));
+    }
+  }
+}
+
 TEST(SpatialEquivalence, ThreeAdamStepsMatchOneDevice) {
   VolumeData d = make_data(Net::kUnet2, kBatch);
   graph::Model ref = make_net(Net::kUnet2);

@@ -9,11 +9,14 @@
 // devices often wait a moment between actions, and a pool that grew meanwhile would put two
 // products on one core.
 //
-// Only BLAS threads are lent, and the results do not depend on them: OpenBLAS divides a
-// product among its threads by rows and columns, so every element is summed in the same order
-// with any number of threads. ATen's own (OpenMP) threads stay at each device's share: its
-// reductions split the summed dimension among threads, and lending those would make the
-// last bits of a result depend on which devices happened to be computing.
+// Only BLAS threads are lent; ATen's own (OpenMP) threads stay at each device's share. Lending
+// is opt-in (PipelineOptions::lend_idle_cores, --idle-cores lend) because it does not keep
+// bits: how many threads compute a product then depends on which devices happen to be
+// computing, and with OpenBLAS's Haswell and Zen kernels (with SkylakeX and Cooperlake ones
+// for some shapes) the last bits of a product depend on its thread count. No split of a
+// product into single-threaded products by rows or columns keeps its bits on every kernel
+// family either (measured by bench/bench_blas_split.cc), so no such split could lend cores.
+// Results under lending agree with fixed shares to float rounding.
 //
 // Thread-safe: every device worker calls begin()/end() (through Busy) on its own thread.
 #pragma once

@@ -1,10 +1,12 @@
-// What a layer may ask about the call it is part of: which step, micro-batch and layer, and
-// whether it is training. Set by the runtime around every layer call on the calling thread.
-// Layers that draw random numbers (dropout) key their stream on it, so a run draws the same
-// masks under any schedule, partition, device count and with recomputation.
+// What a layer may ask about the call it is part of: which step, micro-batch, samples and
+// layer, and whether it is training. Set by the runtime around every layer call on the calling
+// thread. Layers that draw random numbers (dropout) key them on the step and layer and index
+// them by sample (models/keyed_dropout.h), so a run draws the same masks under any schedule,
+// partition, device count, micro-batch count and replica count, and with recomputation.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "tandem/graph/deferred.h"
 
@@ -13,6 +15,19 @@ class Group;
 }
 
 namespace tandem::graph {
+
+// Which part of each whole sample a tensor holds. Empty: whole samples. Otherwise, for a
+// tensor [B, d1, ..., dn] that a layer sees, `full_sizes` are the whole sample's sizes
+// [d1', ..., dn'] and `offsets` where this tensor's window starts in each of those n
+// dimensions (offsets[k] + d(k+1) <= full_sizes[k]). A runtime that splits samples across
+// devices (a depth slab of a volume on each) sets it, so per-element random numbers are drawn
+// in the whole sample's coordinates.
+struct SampleWindow {
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> full_sizes;
+
+  bool whole() const { return full_sizes.empty(); }
+};
 
 struct CallContext {
   uint64_t seed = 0;
@@ -28,9 +43,16 @@ struct CallContext {
   // The slab group of a spatial split (the other slabs of these samples, and how to reach
   // them); null when samples are whole.
   spatial::Group* group = nullptr;
+  // Global index of the micro-batch's first sample in the step's batch over all replicas
+  // (replica r of batch B holds samples r*B .. r*B+B-1). The runtime's executor sets it.
+  int64_t sample_offset = 0;
+  // The part of each sample the layer's tensors hold; empty: whole samples.
+  SampleWindow window;
 
-  // A seed for a random stream that depends on every field above but `training`.
-  uint64_t stream_seed() const;
+  // A key for random numbers that depends on `seed`, `step` and `layer` only: never on the
+  // micro-batch, so that per-sample streams (indexed by sample_offset) agree however the batch
+  // is split.
+  uint64_t random_key() const;
 };
 
 const CallContext& current_call();

@@ -9,9 +9,10 @@
 
 namespace tandem::models {
 
-// Dropout whose mask comes from a random stream keyed by (seed, step, micro-batch, layer)
-// (graph::current_call), so the same run draws the same masks under any schedule, partition
-// and device count, and a recomputed forward draws the mask of the original one. The mask is
+// Dropout whose mask is keyed by (seed, step, layer) and drawn per sample and element
+// (keyed_dropout_mask with graph::current_call's key, sample_offset and window), so a sample
+// gets the same mask under any schedule, partition, device count, micro-batch count and
+// replica count, and a recomputed forward draws the mask of the original one. The mask is
 // drawn on the CPU and moved to the tensor's device, so every device type gives the same mask.
 class KeyedDropoutImpl : public torch::nn::Cloneable<KeyedDropoutImpl> {
  public:

@@ -29,8 +29,9 @@ struct Unet3dOptions {
   int levels = 4;  // resolution levels, the bottom included (L - 1 poolings)
   int64_t filters = 32;
   int64_t in_channels = 1;
-  // Keyed dropout (models::KeyedDropout: same masks under any schedule and on recomputation)
-  // on the bottom level's output, the end of the contracting path. 0: no dropout layer.
+  // Keyed dropout (models::KeyedDropout: each sample's mask keyed by its place in the batch,
+  // the same under any split of the batch and on recomputation) on the bottom level's output,
+  // the end of the contracting path. 0: no dropout layer.
   double dropout = 0.0;
   bool bce = false;  // add the mean binary cross-entropy to the Dice loss
   // Side S of the S^3 volumes it will see, for the FLOPs in reports and to check

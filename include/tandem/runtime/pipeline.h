@@ -60,10 +60,13 @@ struct PipelineOptions {
   // Bytes each device may hold (0: no limit). On CPU devices every tensor allocation is
   // charged to the device whose worker made it; on CUDA the caching allocator is capped.
   uint64_t device_memory = 0;
-  // true: CPU devices of this process lend their cores while they wait: a device computing
-  // alone uses the cores of the devices waiting (CoreShare). false: each device keeps its own
-  // threads (DeviceSpec::threads) whatever the others do.
-  bool lend_idle_cores = true;
+  // false: each device keeps its own threads (DeviceSpec::threads) whatever the others do, and
+  // a run gives the same bits every time. true: CPU devices of this process lend their cores
+  // while they wait: a device computing alone multiplies with the cores of the devices waiting
+  // (CoreShare). Faster when stages often wait, but how many BLAS threads compute a product
+  // then depends on timing, and on some BLAS kernels (OpenBLAS's Haswell and Zen ones) so do
+  // the last bits of the product: results are no longer bitwise reproducible.
+  bool lend_idle_cores = false;
   // Record, from what executes, the device of every layer's forward and backward.
   bool log_placement = false;
   // Set to run across processes (MPI); null: an in-process transport is built.

@@ -4,6 +4,8 @@
 
 #include <torch/types.h>
 
+#include "tandem/graph/call_context.h"
+
 namespace tandem::spatial {
 
 // True while the current call (graph::current_call) runs on a slab of a spatial split.
@@ -27,5 +29,12 @@ int64_t whole_extent(const torch::Tensor& t);
 
 // The number of elements per sample of the whole-sample tensor that `t` [B,...] is a slab of.
 int64_t whole_elements_per_sample(const torch::Tensor& t);
+
+// Where `t` [B,...] sits in its whole samples (graph::SampleWindow): within a split, the slab's
+// first plane at t's resolution along the split dimension and the whole sample's sizes;
+// otherwise the current call's window (whole samples unless a runtime set one). What per-element
+// random numbers (dropout masks) are drawn in, so a slab's mask is its slice of the whole
+// sample's mask.
+graph::SampleWindow sample_window(const torch::Tensor& t);
 
 }  // namespace tandem::spatial

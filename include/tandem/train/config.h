@@ -29,7 +29,7 @@ struct Config {
   std::string devices = "4";
   bool devices_given = false;            // --devices on the command line (MPI: a count must match)
   int threads_per_device = 0;            // 0: cores / cpu devices
-  bool lend_idle_cores = true;           // waiting CPU devices lend their cores to those computing
+  bool lend_idle_cores = false;          // waiting CPU devices lend cores: not bitwise repeatable
   std::vector<int> balance;              // layers per stage; empty: split by `partition`
   std::string partition = "parameters";  // parameters | memory (measured per layer)
   int stages = 0;                        // 0: one stage per device (per group of `spatial`)
