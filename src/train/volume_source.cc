@@ -122,12 +122,14 @@ std::unique_ptr<Source> make_volume_source(const std::string& name, int volume, 
   // never draws (an MPI rank whose stages read neither the input nor the target) never reads
   // them.
   const std::string image = dir + "/ch2.nii.gz", mask = dir + "/ch2bet.nii.gz";
-  const std::array<int64_t, 3> shape = data::read_nifti_shape(image);
-  const std::array<int64_t, 3> mask_shape = data::read_nifti_shape(mask);
-  TANDEM_CHECK(shape == mask_shape,
-               "the MRI image '{}' has shape [{}] but its mask '{}' has [{}]; they must match",
-               image, fmt::join(shape, ", "), mask, fmt::join(mask_shape, ", "));
-  data::MriDataset::check_fits(shape, volume, data::MriOptions{}, image);
+  const std::array<int64_t, 4> image_shape = data::read_nifti_shape(image);
+  const std::array<int64_t, 4> mask_shape = data::read_nifti_shape(mask);
+  TANDEM_CHECK(image_shape == mask_shape && image_shape[0] == 1,
+               "the MRI image '{}' has shape [{}] [C,Z,Y,X] and its mask '{}' [{}]; they must "
+               "match and hold one 3D volume each (C = 1)",
+               image, fmt::join(image_shape, ", "), mask, fmt::join(mask_shape, ", "));
+  data::MriDataset::check_fits({image_shape[1], image_shape[2], image_shape[3]}, volume,
+                               data::MriOptions{}, image);
   struct Lazy {
     std::once_flag once;
     std::unique_ptr<data::MriDataset> set;
