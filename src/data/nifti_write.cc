@@ -83,7 +83,8 @@ void write_nifti(const std::string& path, const Volume& volume, NiftiWriteOption
   image->sform_code = NIFTI_XFORM_ALIGNED_ANAT;
   for (int r = 0; r < 4; ++r)
     for (int c = 0; c < 4; ++c) image->sto_xyz.m[r][c] = r == c ? (r < 3 ? size[r] : 1.0) : 0.0;
-  image->nifti_type = options.nifti2 ? NIFTI_FTYPE_NIFTI2_1 : NIFTI_FTYPE_NIFTI1_1;
+  // NIfTI-1: this nifticlib (3.0.1) writes no header at all when nifti_type says NIfTI-2.
+  image->nifti_type = NIFTI_FTYPE_NIFTI1_1;
   TANDEM_CHECK(nifti_set_filenames(image.get(), path.c_str(), /*check=*/0, /*byte_order=*/1) == 0,
                "write_nifti '{}': nifticlib does not accept the name.", path);
   std::remove(path.c_str());  // so that an old file cannot pass for the new one below

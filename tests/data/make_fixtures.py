@@ -3,6 +3,10 @@
 python3-nibabel), so the readers are checked against files other libraries wrote.
 
   make_fixtures.py npy OUT      OUT/<dtype>.npy for each dtype tandem reads, OUT/bad_*.npy
+  make_fixtures.py nifti2 OUT   OUT/ramp_v2.nii (float32) and OUT/ramp_v2_int16.nii.gz (int16,
+                                scl_slope 0.5, scl_inter 10): NIfTI-2 volumes [Z,Y,X] = [2,3,4]
+                                whose voxel (i,j,k) holds 12k + 4j + i (stored: the int16 one
+                                reads as that * 0.5 + 10), spacing 0.5, 2, 3
   make_fixtures.py folders OUT  folders for training runs through the command line:
       OUT/ch2/          the mricron T1 MRI as a one-pair NIfTI folder (mask = ch2bet > 0)
       OUT/multi/        4D two-channel int16 images with a scaling slope, 3 pairs
@@ -172,10 +176,22 @@ def write_folders(out):
     open(f"{p}/train_y.npy", "wb").write(data.replace(b"'descr'", b"'dexcr'"))
 
 
+def write_nifti2(out):
+    os.makedirs(out, exist_ok=True)
+    ramp = np.arange(24, dtype=np.float32).reshape(2, 3, 4).transpose()  # [X,Y,Z]
+    affine = np.diag([0.5, 2.0, 3.0, 1.0])
+    nib.save(nib.Nifti2Image(ramp, affine), f"{out}/ramp_v2.nii")
+    img = nib.Nifti2Image(ramp, affine)
+    img.set_data_dtype(np.int16)
+    img.header.set_slope_inter(0.5, 10.0)
+    nib.save(img, f"{out}/ramp_v2_int16.nii.gz")
+
+
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("npy", "folders"):
+    writers = {"npy": write_npy, "nifti2": write_nifti2, "folders": write_folders}
+    if len(sys.argv) != 3 or sys.argv[1] not in writers:
         sys.exit(__doc__)
-    (write_npy if sys.argv[1] == "npy" else write_folders)(sys.argv[2])
+    writers[sys.argv[1]](sys.argv[2])
 
 
 if __name__ == "__main__":

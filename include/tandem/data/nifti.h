@@ -58,11 +58,10 @@ struct NiftiWriteOptions {
   NiftiType type = NiftiType::kFloat32;
   float scl_slope = 0.0f;  // 0: no scaling; else the file stores (value - scl_inter) / scl_slope
   float scl_inter = 0.0f;
-  bool nifti2 = false;  // a NIfTI-2 header (540 bytes, 64-bit dims) instead of NIfTI-1
 };
 
 // Writes `volume` (data [Z,Y,X] or [C,Z,Y,X], any real dtype; C > 1 becomes dim[4]) as one
-// .nii file, or gzip when `path` ends in ".nii.gz". Integer types round to nearest; a value
+// NIfTI-1 .nii file, or gzip when `path` ends in ".nii.gz". Integer types round to nearest; a value
 // that does not fit the type throws. Meant for tests and small tools: it writes a diagonal
 // sform from the spacing and nothing else of a full header.
 void write_nifti(const std::string& path, const Volume& volume, NiftiWriteOptions options = {});
