@@ -1,5 +1,5 @@
-# Third-party libraries other than LibTorch, MPI and zlib: fmt, nlohmann_json, CLI11 and (with
-# tests) GoogleTest. They come from the system's packages (find_package), or, when
+# Third-party libraries other than LibTorch, MPI, zlib and nifticlib: fmt, nlohmann_json, CLI11
+# and (with tests) GoogleTest. They come from the system's packages (find_package), or, when
 # TANDEM_VENDORED_DEPS names a folder filled by scripts/gpu-deps.sh, from copies carried to a
 # machine that lacks the development packages (the GPU machine):
 #   fmt::fmt                         headers only, FMT_HEADER_ONLY
@@ -47,6 +47,11 @@ tandem_vendored_headers(fmt::fmt "${_tandem_deps}/fmt/include")
 set_target_properties(fmt::fmt PROPERTIES INTERFACE_COMPILE_DEFINITIONS FMT_HEADER_ONLY=1)
 tandem_vendored_headers(nlohmann_json::nlohmann_json "${_tandem_deps}/nlohmann_json/include")
 tandem_vendored_headers(CLI11::CLI11 "${_tandem_deps}/cli11/include")
+
+# nifticlib: the headers and static libraries scripts/gpu-deps.sh carried (cmake/TandemNifti.cmake).
+if(EXISTS "${_tandem_deps}/nifti/include/nifti/nifti2_io.h")
+  set(TANDEM_NIFTI_ROOT "${_tandem_deps}/nifti" CACHE PATH "" FORCE)
+endif()
 
 # zlib: the top level still calls find_package(ZLIB). Where the machine has the shared library
 # but no development files, point FindZLIB at the carried headers and the runtime library.

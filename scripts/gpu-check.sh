@@ -262,6 +262,7 @@ fallback_build() {
     -DTANDEM_HAVE_CUDA="$have_cuda" -Wall -Wextra -Wno-unused-parameter
     -I"$root/include" -I"$deps/fmt/include" -I"$deps/nlohmann_json/include"
     -I"$deps/cli11/include" -I"$deps/googletest/googletest/include" -I"$deps/googletest/googletest"
+    -I"$deps/nifti/include/nifti"
     "${zlib_inc[@]}" -isystem "$TORCH_DIR/include"
     -isystem "$TORCH_DIR/include/torch/csrc/api/include" "${cuda_inc[@]}")
   echo "fallback: TANDEM_HAVE_CUDA=$have_cuda, flags: ${flags[*]}"
@@ -298,7 +299,8 @@ fallback_build() {
   else
     libs+=("$(ldconfig -p | awk '/libz\.so\.1 /{print $NF; exit}')")
   fi
-  libs+=(-lpthread -ldl)
+  libs=("$deps/nifti/lib/libnifti2.a" "$deps/nifti/lib/libznz.a" "${libs[@]}")
+  libs+=(-lm -lpthread -ldl)
   local rc=0
   g++ -o "$bin_tandem" "$fb"/obj/src_cli_*.o "${lib_objs[@]}" "${libs[@]}" || rc=1
   g++ -o "$bin_cuda" "$fb"/obj/tests_cuda_*.o "${lib_objs[@]}" "$fb/obj/gtest-all.o" \

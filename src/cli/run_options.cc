@@ -24,18 +24,30 @@ void add_model_options(CLI::App& cmd, train::Config& c) {
       ->capture_default_str()
       ->check(CLI::Range(1, 10));
   cmd.add_option("--volume", c.volume,
-                 "side S of the S^3 input volumes (crops of the MRI, or synthetic)")
+                 "side S of the S^3 input volumes (crops of the MRI or of nifti:DIR, or synthetic)")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   cmd.add_flag("--bce", c.bce, "unet3d: add binary cross-entropy to the Dice loss");
-  cmd.add_option("--train-samples", c.train_samples, "volumetric data: samples per epoch")
+  cmd.add_option("--classes", c.classes, "mlp: classes (outputs); labels are 0 .. classes-1")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 24));
+  cmd.add_option("--train-samples", c.train_samples,
+                 "volumetric data (not npy:DIR): samples (crops) per epoch")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-  cmd.add_option("--test-samples", c.test_samples, "volumetric data: held-out samples")
+  cmd.add_option("--test-samples", c.test_samples,
+                 "volumetric data (not npy:DIR): held-out samples (crops)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
-  cmd.add_option("--data", c.data, "data set: mnist | fashion-mnist | mri | spheres | regression")
+  cmd.add_option("--data", c.data,
+                 "data set: mnist | fashion-mnist | mri | spheres | regression, or a folder of "
+                 "one's own: nifti:DIR (DIR/images/*.nii[.gz] with DIR/labels/ of the same "
+                 "names) | npy:DIR (DIR/train_x.npy, train_y.npy[, test_x.npy, test_y.npy])")
       ->capture_default_str();
+  cmd.add_option("--test-files", c.test_files,
+                 "nifti:DIR: the last files by name held out for --test-samples crops")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   cmd.add_option("--data-dir", c.data_dir,
                  "folder of the data set (default: data/mnist, or the Debian package's folder)");
 }

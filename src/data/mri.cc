@@ -65,6 +65,12 @@ MriDataset::MriDataset(const std::string& image_path, const std::string& mask_pa
     : crop_(crop), seed_(seed), options_(options) {
   Volume image = read_nifti(image_path);
   Volume mask = read_nifti(mask_path);
+  TANDEM_CHECK(image.data.size(0) == 1 && mask.data.size(0) == 1,
+               "MriDataset: image '{}' [C,Z,Y,X] {} and mask '{}' {} must each hold one 3D "
+               "volume (C = 1).",
+               image_path, image.data.sizes(), mask_path, mask.data.sizes());
+  image.data = image.data[0];
+  mask.data = mask.data[0];
   TANDEM_CHECK(image.data.sizes() == mask.data.sizes(),
                "MriDataset: image '{}' has shape {} but mask '{}' has shape {}; they must match.",
                image_path, image.data.sizes(), mask_path, mask.data.sizes());

@@ -1,148 +1,185 @@
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <vector>
 
+#include "nifti_lib.h"
 #include "tandem/common/check.h"
 #include "tandem/data/file_bytes.h"
 #include "tandem/data/nifti.h"
-#include "tandem/data/nifti_format.h"
 
 namespace tandem::data {
 namespace {
-namespace nf = nifti_format;
 
-// Decides the byte order from sizeof_hdr, and rejects what is not a NIfTI-1 header.
-bool check_header(const std::string& path, const std::vector<uint8_t>& bytes) {
-  TANDEM_CHECK(bytes.size() >= static_cast<size_t>(nf::kHeaderSize),
-               "'{}' is not a NIfTI-1 file: it holds {} bytes, fewer than the {}-byte header.",
-               path, bytes.size(), nf::kHeaderSize);
-  const auto le = nf::load<int32_t>(bytes.data(), nf::kSizeofHdr, false);
-  const auto be = nf::load<int32_t>(bytes.data(), nf::kSizeofHdr, true);
-  TANDEM_CHECK(le != nf::kNifti2HeaderSize && be != nf::kNifti2HeaderSize,
-               "'{}' is a NIfTI-2 file (sizeof_hdr 540); tandem reads NIfTI-1 only. Convert it, "
-               "e.g. with `nibabel` or `fslchfiletype NIFTI_GZ`.",
-               path);
-  TANDEM_CHECK(le == nf::kHeaderSize || be == nf::kHeaderSize,
-               "'{}' is not a NIfTI-1 file: sizeof_hdr is {} (expected 348 in either byte order).",
-               path, le);
-  const bool swap = le != nf::kHeaderSize;
-  const char* magic = reinterpret_cast<const char*>(bytes.data() + nf::kMagic);
-  TANDEM_CHECK(std::memcmp(magic, "ni1", 4) != 0,
-               "'{}' is the header of a NIfTI-1 .hdr/.img pair (magic \"ni1\"); tandem reads "
-               "single-file volumes only. Convert it to .nii.gz, e.g. with `fslchfiletype "
-               "NIFTI_GZ`.",
-               path);
-  TANDEM_CHECK(std::memcmp(magic, "n+1", 4) == 0,
-               "'{}' has magic {:02x} {:02x} {:02x} {:02x}, not \"n+1\\0\": it is not a "
-               "single-file NIfTI-1 volume (an ANALYZE 7.5 header, perhaps). Convert it to "
-               ".nii.gz.",
-               path, uint8_t(magic[0]), uint8_t(magic[1]), uint8_t(magic[2]), uint8_t(magic[3]));
-  return swap;
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Converts `n` stored elements of type T to float, scaling when slope != 0.
+// What nifticlib cannot say for itself (it returns NULL or -1, no reason): the file exists, and
+// a gzip file is named .gz (nifticlib decides by the name, and would parse compressed bytes).
+void check_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  TANDEM_CHECK(f != nullptr, "cannot open '{}': {}.", path, std::strerror(errno));
+  std::fclose(f);
+  TANDEM_CHECK(!is_gzip_file(path) || ends_with(path, ".gz"),
+               "'{}' is gzip-compressed but its name does not end in .gz, and nifticlib reads a "
+               "file by its name: rename it to '{}.gz'.",
+               path, path);
+}
+
+// Why nifticlib rejected the header of `path`, from its raw fields.
+std::string header_problem(const std::string& path) {
+  const std::vector<uint8_t> head = read_file_prefix(path, sizeof(nifti_2_header));
+  int version = -1;
+  void* raw = nifti_read_header(path.c_str(), &version, /*check=*/0);
+  if (raw == nullptr) {
+    int32_t sizeof_hdr = 0;
+    if (head.size() >= 4) std::memcpy(&sizeof_hdr, head.data(), 4);
+    return fmt::format(
+        "it is not a NIfTI file: it holds {} (decompressed) bytes and its first field, "
+        "sizeof_hdr, reads {} where a NIfTI-1 header has 348 and a NIfTI-2 header 540",
+        head.size(), sizeof_hdr);
+  }
+  std::vector<int64_t> dim;
+  int datatype = 0;
+  std::string magic;
+  if (version == 2) {
+    const auto* h = static_cast<nifti_2_header*>(raw);
+    dim.assign(h->dim, h->dim + 8);
+    datatype = h->datatype;
+    magic.assign(h->magic, strnlen(h->magic, 4));
+  } else {
+    const auto* h = static_cast<nifti_1_header*>(raw);
+    dim.assign(h->dim, h->dim + 8);
+    datatype = h->datatype;
+    magic.assign(h->magic, strnlen(h->magic, 4));
+  }
+  std::free(raw);
+  return fmt::format(
+      "its NIfTI-{} header has dim [{}], datatype {} ({}) and magic \"{}\"; nifticlib needs "
+      "dim[0] in 1..7, dim[1..dim[0]] >= 1 and a known datatype",
+      version == 2 ? 2 : 1, fmt::join(dim, ", "), datatype, nifti_datatype_string(datatype),
+      magic);
+}
+
+// The header of `path`, checked; its voxels are not read. Call with the lock held.
+nifti_lib::Image read_header(const std::string& path) {
+  check_file(path);
+  nifti_lib::Image image(nifti_image_read(path.c_str(), /*read_data=*/0));
+  TANDEM_CHECK(image != nullptr, "'{}' has a header that nifticlib cannot read: {}.", path,
+               header_problem(path));
+  const int dt = image->datatype;
+  const bool complex = dt == DT_COMPLEX64 || dt == DT_COMPLEX128 || dt == DT_COMPLEX256;
+  TANDEM_CHECK(!complex,
+               "'{}' holds complex voxels ({}); tandem reads real values. Save the magnitude "
+               "(or the real and imaginary parts as two volumes of a 4D file) instead.",
+               path, nifti_datatype_string(dt));
+  TANDEM_CHECK(dt != DT_BINARY && image->nbyper > 0,
+               "'{}' has datatype {} ({}), which tandem does not read; real integer and float "
+               "types (DT_UINT8 to DT_FLOAT128), DT_RGB24 and DT_RGBA32 are read.",
+               path, dt, nifti_datatype_string(dt));
+  return image;
+}
+
+// Colour channels per voxel: 3 for RGB24, 4 for RGBA32, else 1.
+int64_t colours(int datatype) {
+  return datatype == DT_RGB24 ? 3 : datatype == DT_RGBA32 ? 4 : 1;
+}
+
+// [C,Z,Y,X]: dims beyond the third (and the colours of RGB) are channels.
+std::array<int64_t, 4> shape_of(const nifti_image& image) {
+  const int64_t rank = image.dim[0];
+  auto dim = [&](int d) { return d <= rank ? image.dim[d] : int64_t{1}; };
+  int64_t channels = colours(image.datatype);
+  for (int d = 4; d <= 7; ++d) channels *= dim(d);
+  return {channels, dim(3), dim(2), dim(1)};
+}
+
+// Converts `n` stored values of type T to float, scaling when slope != 0. Double arithmetic
+// keeps integer values up to 2^53 exact before the one rounding to float.
 template <typename T>
-void convert(const uint8_t* src, int64_t n, bool swap, double slope, double inter, float* dst) {
-  const bool scale = slope != 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    auto v = static_cast<double>(nf::load<T>(src, static_cast<int>(i * sizeof(T)), swap));
-    dst[i] = static_cast<float>(scale ? v * slope + inter : v);
+void convert(const void* src, int64_t n, double slope, double inter, float* dst) {
+  const T* in = static_cast<const T*>(src);
+  if (slope == 0.0) {
+    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(static_cast<double>(in[i]));
+    return;
   }
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = static_cast<float>(static_cast<double>(in[i]) * slope + inter);
 }
 
-void convert_any(NiftiType type, const uint8_t* src, int64_t n, bool swap, double slope,
-                 double inter, float* dst) {
-  switch (type) {
-    case NiftiType::kUInt8:
-      return convert<uint8_t>(src, n, swap, slope, inter, dst);
-    case NiftiType::kInt8:
-      return convert<int8_t>(src, n, swap, slope, inter, dst);
-    case NiftiType::kInt16:
-      return convert<int16_t>(src, n, swap, slope, inter, dst);
-    case NiftiType::kUInt16:
-      return convert<uint16_t>(src, n, swap, slope, inter, dst);
-    case NiftiType::kInt32:
-      return convert<int32_t>(src, n, swap, slope, inter, dst);
-    case NiftiType::kUInt32:
-      return convert<uint32_t>(src, n, swap, slope, inter, dst);
-    case NiftiType::kFloat32:
-      return convert<float>(src, n, swap, slope, inter, dst);
-    case NiftiType::kFloat64:
-      return convert<double>(src, n, swap, slope, inter, dst);
+// The voxels of a loaded image as float32 [C,Z,Y,X].
+torch::Tensor voxels(const nifti_image& image) {
+  const std::array<int64_t, 4> shape = shape_of(image);
+  torch::Tensor out = torch::empty({shape[0], shape[1], shape[2], shape[3]}, torch::kFloat32);
+  float* dst = out.data_ptr<float>();
+  const int64_t n = out.numel();
+  // nifticlib has replaced a non-finite slope or intercept by 0 (no scaling).
+  const double slope = image.scl_slope, inter = image.scl_inter;
+  const void* in = image.data;
+  switch (image.datatype) {
+    case DT_UINT8: convert<uint8_t>(in, n, slope, inter, dst); break;
+    case DT_INT8: convert<int8_t>(in, n, slope, inter, dst); break;
+    case DT_INT16: convert<int16_t>(in, n, slope, inter, dst); break;
+    case DT_UINT16: convert<uint16_t>(in, n, slope, inter, dst); break;
+    case DT_INT32: convert<int32_t>(in, n, slope, inter, dst); break;
+    case DT_UINT32: convert<uint32_t>(in, n, slope, inter, dst); break;
+    case DT_INT64: convert<int64_t>(in, n, slope, inter, dst); break;
+    case DT_UINT64: convert<uint64_t>(in, n, slope, inter, dst); break;
+    case DT_FLOAT32: convert<float>(in, n, slope, inter, dst); break;
+    case DT_FLOAT64: convert<double>(in, n, slope, inter, dst); break;
+    case DT_FLOAT128: convert<long double>(in, n, slope, inter, dst); break;
+    case DT_RGB24:
+    case DT_RGBA32: {
+      // Stored [volume][voxel][colour] bytes; nifti1.h: no scaling for colours.
+      const int64_t k = colours(image.datatype);
+      torch::Tensor bytes = torch::from_blob(
+          image.data, {shape[0] / k, shape[1] * shape[2] * shape[3], k}, torch::kUInt8);
+      out.view({shape[0] / k, k, -1}).copy_(bytes.permute({0, 2, 1}));
+      break;
+    }
+    default:
+      TANDEM_ASSERT(false, "datatype {} passed read_header's checks", image.datatype);
   }
-}
-
-// The volume's size (x, y, z) and voxel bytes from a checked header.
-struct Dims {
-  int64_t size[3] = {1, 1, 1};  // x, y, z
-  int16_t code = 0;
-  int width = 0;
-};
-
-Dims read_dims(const std::string& path, const uint8_t* h, bool swap) {
-  Dims out;
-  int16_t dim[8];
-  for (int d = 0; d < 8; ++d) dim[d] = nf::load<int16_t>(h, nf::kDim + 2 * d, swap);
-  TANDEM_CHECK(dim[0] >= 1 && dim[0] <= 7, "'{}' has dim[0] = {}; it must be 1..7.", path, dim[0]);
-  for (int d = 1; d <= dim[0]; ++d) {
-    TANDEM_CHECK(dim[d] >= 1, "'{}' has dim[{}] = {}; sizes must be positive.", path, d, dim[d]);
-    if (d <= 3) out.size[d - 1] = dim[d];
-    TANDEM_CHECK(d <= 3 || dim[d] == 1,
-                 "'{}' holds more than one 3D volume (dim[{}] = {}); tandem reads 3D volumes. "
-                 "Extract one first, e.g. with `fslroi`.",
-                 path, d, dim[d]);
-  }
-  out.code = nf::load<int16_t>(h, nf::kDatatype, swap);
-  out.width = nf::element_bytes(out.code);
-  TANDEM_CHECK(out.width > 0,
-               "'{}' has NIfTI datatype code {}, which tandem does not read; supported codes: 2 "
-               "(uint8), 4 (int16), 8 (int32), 16 (float32), 64 (float64), 256 (int8), 512 "
-               "(uint16), 768 (uint32).",
-               path, out.code);
   return out;
+}
+
+int64_t file_size(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
 }
 
 }  // namespace
 
-std::array<int64_t, 3> read_nifti_shape(const std::string& path) {
-  const std::vector<uint8_t> bytes = read_file_prefix(path, nf::kHeaderSize);
-  const bool swap = check_header(path, bytes);
-  const Dims dims = read_dims(path, bytes.data(), swap);
-  return {dims.size[2], dims.size[1], dims.size[0]};
+std::array<int64_t, 4> read_nifti_shape(const std::string& path) {
+  auto held = nifti_lib::lock();
+  return shape_of(*read_header(path));
 }
 
 Volume read_nifti(const std::string& path) {
-  const std::vector<uint8_t> bytes = read_file_bytes(path);
-  const bool swap = check_header(path, bytes);
-  const uint8_t* h = bytes.data();
-  const Dims dims = read_dims(path, h, swap);
-  const int64_t* size = dims.size;
-  const int16_t code = dims.code;
-  const int width = dims.width;
-
-  const float vox_offset = nf::load<float>(h, nf::kVoxOffset, swap);
-  TANDEM_CHECK(std::isfinite(vox_offset) && vox_offset >= nf::kHeaderSize &&
-                   vox_offset == std::floor(vox_offset),
-               "'{}' has vox_offset {}; it must be a whole number of bytes >= {} (the header).",
-               path, vox_offset, nf::kHeaderSize);
-  const int64_t count = size[0] * size[1] * size[2];
-  const auto offset = static_cast<int64_t>(vox_offset);
-  const int64_t expected = offset + count * width;
-  TANDEM_CHECK(static_cast<int64_t>(bytes.size()) >= expected,
-               "'{}' is truncated: dims {}x{}x{} of {}-byte voxels at offset {} need {} bytes but "
-               "the (decompressed) file holds {}. Copy or download it again.",
-               path, size[0], size[1], size[2], width, offset, expected, bytes.size());
-
-  double slope = nf::load<float>(h, nf::kSclSlope, swap);
-  double inter = nf::load<float>(h, nf::kSclInter, swap);
-  if (!std::isfinite(slope) || !std::isfinite(inter)) slope = 0.0;  // nifti1.h: ignore scaling
-
+  auto held = nifti_lib::lock();
+  nifti_lib::Image image = read_header(path);
+  if (nifti_image_load(image.get()) != 0) {
+    const std::string data_file = image->iname ? image->iname : path;
+    const bool gz = ends_with(data_file, ".gz");
+    const int64_t held_bytes = gz ? static_cast<int64_t>(read_file_bytes(data_file).size())
+                                  : file_size(data_file);
+    TANDEM_CHECK(false,
+                 "'{}' is truncated: its header asks for {} voxels of {} bytes from byte {} "
+                 "({} bytes in all), but '{}' holds {}{} bytes. Copy it again.",
+                 path, image->nvox, image->nbyper, image->iname_offset,
+                 image->iname_offset + image->nvox * image->nbyper, data_file, held_bytes,
+                 gz ? " decompressed" : "");
+  }
   Volume out;
-  out.data = torch::empty({size[2], size[1], size[0]}, torch::kFloat32);
-  convert_any(static_cast<NiftiType>(code), h + offset, count, swap, slope, inter,
-              out.data.data_ptr<float>());
+  out.data = voxels(*image);
   for (int d = 0; d < 3; ++d) {
-    float p = std::fabs(nf::load<float>(h, nf::kPixdim + 4 * (3 - d), swap));
-    out.spacing[d] = std::isfinite(p) && p > 0.0f ? p : 1.0f;  // unset pixdim: assume 1
+    const double p = std::fabs(image->pixdim[3 - d]);
+    out.spacing[d] = std::isfinite(p) && p > 0.0 ? static_cast<float>(p) : 1.0f;  // unset: 1
   }
   return out;
 }

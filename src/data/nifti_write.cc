@@ -1,24 +1,18 @@
 #include <cmath>
+#include <cstdio>
 #include <limits>
-#include <vector>
 
+#include "nifti_lib.h"
 #include "tandem/common/check.h"
-#include "tandem/data/file_bytes.h"
 #include "tandem/data/nifti.h"
-#include "tandem/data/nifti_format.h"
 
 namespace tandem::data {
 namespace {
-namespace nf = nifti_format;
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // Stores `n` values as T: integers round to nearest and must fit the type.
 template <typename T>
-void store_all(const std::string& path, const double* values, int64_t n, bool swap, uint8_t* dst) {
+void store_all(const std::string& path, const double* values, int64_t n, void* dst) {
+  T* out = static_cast<T*>(dst);
   for (int64_t i = 0; i < n; ++i) {
     double v = values[i];
     if (std::numeric_limits<T>::is_integer) {
@@ -29,80 +23,76 @@ void store_all(const std::string& path, const double* values, int64_t n, bool sw
                    "wider type or a scl_slope.",
                    path, values[i], i);
     }
-    nf::store<T>(dst, static_cast<int>(i * sizeof(T)), static_cast<T>(v), swap);
+    out[i] = static_cast<T>(v);
   }
 }
 
-void store_any(const std::string& path, NiftiType type, const double* v, int64_t n, bool swap,
-               uint8_t* dst) {
+void store_any(const std::string& path, NiftiType type, const double* v, int64_t n, void* dst) {
   switch (type) {
-    case NiftiType::kUInt8:
-      return store_all<uint8_t>(path, v, n, swap, dst);
-    case NiftiType::kInt8:
-      return store_all<int8_t>(path, v, n, swap, dst);
-    case NiftiType::kInt16:
-      return store_all<int16_t>(path, v, n, swap, dst);
-    case NiftiType::kUInt16:
-      return store_all<uint16_t>(path, v, n, swap, dst);
-    case NiftiType::kInt32:
-      return store_all<int32_t>(path, v, n, swap, dst);
-    case NiftiType::kUInt32:
-      return store_all<uint32_t>(path, v, n, swap, dst);
-    case NiftiType::kFloat32:
-      return store_all<float>(path, v, n, swap, dst);
-    case NiftiType::kFloat64:
-      return store_all<double>(path, v, n, swap, dst);
+    case NiftiType::kUInt8: return store_all<uint8_t>(path, v, n, dst);
+    case NiftiType::kInt8: return store_all<int8_t>(path, v, n, dst);
+    case NiftiType::kInt16: return store_all<int16_t>(path, v, n, dst);
+    case NiftiType::kUInt16: return store_all<uint16_t>(path, v, n, dst);
+    case NiftiType::kInt32: return store_all<int32_t>(path, v, n, dst);
+    case NiftiType::kUInt32: return store_all<uint32_t>(path, v, n, dst);
+    case NiftiType::kInt64: return store_all<int64_t>(path, v, n, dst);
+    case NiftiType::kUInt64: return store_all<uint64_t>(path, v, n, dst);
+    case NiftiType::kFloat32: return store_all<float>(path, v, n, dst);
+    case NiftiType::kFloat64: return store_all<double>(path, v, n, dst);
   }
+  TANDEM_CHECK(false, "write_nifti '{}': datatype code {} is not one of NiftiType's.", path,
+               static_cast<int>(type));
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 }  // namespace
 
 void write_nifti(const std::string& path, const Volume& volume, NiftiWriteOptions options) {
   const torch::Tensor& data = volume.data;
-  TANDEM_CHECK(data.defined() && data.dim() == 3,
-               "write_nifti '{}': data must be a 3D tensor [Z,Y,X], got {} dims.", path,
+  TANDEM_CHECK(data.defined() && (data.dim() == 3 || data.dim() == 4),
+               "write_nifti '{}': data must be [Z,Y,X] or [C,Z,Y,X], got {} dims.", path,
                data.defined() ? data.dim() : 0);
-  for (int d = 0; d < 3; ++d)
-    TANDEM_CHECK(data.size(d) >= 1 && data.size(d) <= std::numeric_limits<int16_t>::max(),
-                 "write_nifti '{}': size {} of dim {} is outside 1..32767.", path, data.size(d), d);
-  const auto code = static_cast<int16_t>(options.type);
-  const int width = nf::element_bytes(code);
-  TANDEM_CHECK(width > 0, "write_nifti '{}': datatype code {} is not supported.", path, code);
-  const bool swap = options.big_endian;
-
-  torch::Tensor values = data.to(torch::kFloat64).contiguous().cpu();
+  TANDEM_CHECK(ends_with(path, ".nii") || ends_with(path, ".nii.gz"),
+               "write_nifti '{}': the name must end in .nii or .nii.gz.", path);
+  const torch::Tensor cdata = data.dim() == 3 ? data.unsqueeze(0) : data;
+  const int64_t channels = cdata.size(0);
+  const int64_t dims[8] = {channels > 1 ? 4 : 3, cdata.size(3), cdata.size(2), cdata.size(1),
+                           channels,             1,             1,             1};
+  torch::Tensor values = cdata.to(torch::kFloat64).contiguous().cpu();
   if (options.scl_slope != 0.0f)
     values = (values - double{options.scl_inter}) / double{options.scl_slope};
-  const int64_t count = values.numel();
 
-  std::vector<uint8_t> bytes(nf::kMinVoxOffset + count * width, 0);
-  uint8_t* h = bytes.data();
-  nf::store<int32_t>(h, nf::kSizeofHdr, nf::kHeaderSize, swap);
-  const int16_t dim[8] = {3,
-                          static_cast<int16_t>(data.size(2)),
-                          static_cast<int16_t>(data.size(1)),
-                          static_cast<int16_t>(data.size(0)),
-                          1,
-                          1,
-                          1,
-                          1};
-  for (int d = 0; d < 8; ++d) nf::store<int16_t>(h, nf::kDim + 2 * d, dim[d], swap);
-  nf::store<int16_t>(h, nf::kDatatype, code, swap);
-  nf::store<int16_t>(h, nf::kBitpix, static_cast<int16_t>(8 * width), swap);
-  // pixdim[0] is qfac (1); pixdim[1..3] = dx, dy, dz = spacing[2], spacing[1], spacing[0].
-  const float pixdim[4] = {1.0f, volume.spacing[2], volume.spacing[1], volume.spacing[0]};
-  for (int d = 0; d < 4; ++d) nf::store<float>(h, nf::kPixdim + 4 * d, pixdim[d], swap);
-  nf::store<float>(h, nf::kVoxOffset, static_cast<float>(nf::kMinVoxOffset), swap);
-  nf::store<float>(h, nf::kSclSlope, options.scl_slope, swap);
-  nf::store<float>(h, nf::kSclInter, options.scl_inter, swap);
-  h[nf::kXyztUnits] = 2;  // NIFTI_UNITS_MM
-  // A diagonal sform (code 2, aligned) so viewers show the voxel sizes.
-  nf::store<int16_t>(h, nf::kSformCode, 2, swap);
-  for (int r = 0; r < 3; ++r) nf::store<float>(h, nf::kSrowX + 16 * r + 4 * r, pixdim[r + 1], swap);
-  std::memcpy(h + nf::kMagic, "n+1", 4);
-
-  store_any(path, options.type, values.data_ptr<double>(), count, swap, h + nf::kMinVoxOffset);
-  write_file_bytes(path, bytes, ends_with(path, ".gz"));
+  auto held = nifti_lib::lock();
+  nifti_lib::Image image(nifti_make_new_nim(dims, static_cast<int>(options.type), /*fill=*/1));
+  TANDEM_CHECK(image != nullptr, "write_nifti '{}': nifticlib refused dims [{}] or datatype {}.",
+               path, fmt::join(dims, ", "), static_cast<int>(options.type));
+  store_any(path, options.type, values.data_ptr<double>(), values.numel(), image->data);
+  image->scl_slope = options.scl_slope;
+  image->scl_inter = options.scl_inter;
+  // pixdim[1..3] = dx, dy, dz = spacing[2], spacing[1], spacing[0], and a diagonal sform
+  // (code 2, aligned) from them so that viewers show the voxel sizes.
+  const double size[3] = {volume.spacing[2], volume.spacing[1], volume.spacing[0]};
+  image->dx = image->pixdim[1] = size[0];
+  image->dy = image->pixdim[2] = size[1];
+  image->dz = image->pixdim[3] = size[2];
+  image->xyz_units = NIFTI_UNITS_MM;
+  image->sform_code = NIFTI_XFORM_ALIGNED_ANAT;
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 4; ++c) image->sto_xyz.m[r][c] = r == c ? (r < 3 ? size[r] : 1.0) : 0.0;
+  // NIfTI-1: this nifticlib (3.0.1) writes no header at all when nifti_type says NIfTI-2.
+  image->nifti_type = NIFTI_FTYPE_NIFTI1_1;
+  TANDEM_CHECK(nifti_set_filenames(image.get(), path.c_str(), /*check=*/0, /*byte_order=*/1) == 0,
+               "write_nifti '{}': nifticlib does not accept the name.", path);
+  std::remove(path.c_str());  // so that an old file cannot pass for the new one below
+  nifti_image_write(image.get());
+  // nifti_image_write reports nothing: read the header back to know the file is there.
+  nifti_lib::Image back(nifti_image_read(path.c_str(), /*read_data=*/0));
+  TANDEM_CHECK(back != nullptr, "write_nifti '{}': nifticlib could not write the file (is the "
+               "folder there and writable?).", path);
 }
 
 }  // namespace tandem::data

@@ -47,6 +47,11 @@ class ImageSource : public Source {
     return fmt::format("{} ({} training, {} test images)", name_, train_size_, test_size_);
   }
 
+  // Both data sets are 28 x 28 grey images (mnist.h).
+  std::vector<int64_t> input_shape() const override { return {1, 28, 28}; }
+
+  void load() const override { loaded(); }
+
  private:
   struct Loaded {
     data::ImageDataset train, test;

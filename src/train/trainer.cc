@@ -13,32 +13,44 @@
 #include "tandem/models/mlp.h"
 #include "tandem/models/unet3d.h"
 #include "tandem/spatial/slabs.h"
+#include "tandem/train/npy_source.h"
 #include "tandem/train/volume_source.h"
 
 namespace tandem::train {
 
-graph::Model make_model(const Config& c) {
+graph::Model make_model(const Config& c, const std::vector<int64_t>& input_shape) {
+  TANDEM_ASSERT(!input_shape.empty(), "a source gives the shape of its samples");
   if (c.model == "mlp") {
     models::MlpOptions o;
+    o.inputs = 1;
+    for (int64_t d : input_shape) o.inputs *= d;
     o.width = c.width;
     o.blocks = c.blocks;
     o.dropout = c.dropout;
+    o.classes = c.classes;
     return models::mlp(o);
   }
+  // [C,D,H,W]; the side for the FLOPs when the volume is a cube, else unknown (0).
+  TANDEM_ASSERT(input_shape.size() == 4, "volume sources give [C,D,H,W]");
+  const int64_t channels = input_shape[0];
+  const bool cube = input_shape[1] == input_shape[2] && input_shape[2] == input_shape[3];
+  const int64_t side = cube ? input_shape[1] : 0;
   if (c.model == "conv3d-stack") {
     models::Conv3dStackOptions o;
     o.convs = c.convs;
     if (c.filters > 0) o.filters = c.filters;
-    o.volume = c.volume;
+    o.in_channels = channels;
+    o.volume = side;
     return models::conv3d_stack(o);
   }
   if (c.model == "unet3d") {
     models::Unet3dOptions o;
     o.levels = c.levels;
     if (c.filters > 0) o.filters = c.filters;
+    o.in_channels = channels;
     o.dropout = c.dropout;
     o.bce = c.bce;
-    o.volume = c.volume;
+    o.volume = side;
     return models::unet3d(o);
   }
   TANDEM_CHECK(false, "unknown model '{}'; use mlp, conv3d-stack or unet3d", c.model);
@@ -47,8 +59,9 @@ graph::Model make_model(const Config& c) {
 namespace {
 
 // The devices' groups of a spatial split (--spatial N: N devices each), or the devices without
-// one. Refuses, with the options' words, what cannot be cut.
-int spatial_groups(const graph::Model& model, const Config& c, int devices) {
+// one. `depth`: the planes of a sample along the model's slab dimension. Refuses, with the
+// options' words, what cannot be cut.
+int spatial_groups(const graph::Model& model, const Config& c, int devices, int64_t depth) {
   TANDEM_CHECK(c.spatial >= 1, "--spatial must be at least 1, not {}", c.spatial);
   if (c.spatial == 1) return devices;
   TANDEM_CHECK(model.slab_dim >= 0,
@@ -60,22 +73,46 @@ int spatial_groups(const graph::Model& model, const Config& c, int devices) {
                "whole groups: give a multiple of {} devices",
                c.spatial, c.spatial, devices, c.spatial);
   const int64_t multiple = model.slab_multiple;
-  const int most = spatial::most_slabs(c.volume, multiple);
+  const int most = spatial::most_slabs(depth, multiple);
   if (most < c.spatial) {
     const std::string why =
         multiple > 1 ? fmt::format(" with {} levels", c.levels) : std::string();
     TANDEM_CHECK(false,
                  "--volume {}{} and --spatial {}: {} slabs of at least {} plane{} need a depth "
                  "of at least {}; use --volume {} or more{}",
-                 c.volume, why, c.spatial, c.spatial, multiple, multiple == 1 ? "" : "s",
+                 depth, why, c.spatial, c.spatial, multiple, multiple == 1 ? "" : "s",
                  c.spatial * multiple, c.spatial * multiple,
                  most >= 1 ? fmt::format(", or --spatial {} or fewer", most) : std::string());
   }
   return devices / c.spatial;
 }
 
+// What the built-in model of `c` reads from a batch.
+ModelNeeds model_needs(const Config& c) {
+  ModelNeeds n;
+  n.volumes = c.model == "conv3d-stack" || c.model == "unet3d";
+  n.target = c.model == "unet3d"         ? ModelNeeds::Target::kMask
+             : c.model == "conv3d-stack" ? ModelNeeds::Target::kReal
+                                         : ModelNeeds::Target::kClasses;
+  n.classes = c.classes;
+  if (c.model == "unet3d" && c.levels >= 1 && c.levels < 32) n.divisor = int64_t{1} << (c.levels - 1);
+  return n;
+}
+
+// The data set of --data: a built-in name, or KIND:DIR for a folder of one's own files.
 std::unique_ptr<Source> make_source(const Config& c) {
   const bool volumetric = c.model == "conv3d-stack" || c.model == "unet3d";
+  const size_t colon = c.data.find(':');
+  if (colon != std::string::npos) {
+    const std::string kind = c.data.substr(0, colon), dir = c.data.substr(colon + 1);
+    TANDEM_CHECK(!dir.empty(), "--data {} names no folder; give {}DIR", c.data, c.data);
+    if (kind == "nifti")
+      return make_nifti_source(dir, model_needs(c), c.volume, c.test_files, c.seed,
+                               c.train_samples, c.test_samples);
+    if (kind == "npy") return make_npy_source(dir, model_needs(c), c.seed);
+    TANDEM_CHECK(false, "--data {}: unknown kind of folder '{}'; use nifti:DIR or npy:DIR",
+                 c.data, kind);
+  }
   if (c.data == "mnist" || c.data == "fashion-mnist") {
     TANDEM_CHECK(
         !volumetric,
@@ -92,7 +129,9 @@ std::unique_ptr<Source> make_source(const Config& c) {
     return make_volume_source(c.data, c.volume, 1, c.seed, c.train_samples, c.test_samples,
                               c.data_dir);
   }
-  TANDEM_CHECK(false, "unknown data set '{}'; use mnist, fashion-mnist, spheres, mri or regression",
+  TANDEM_CHECK(false,
+               "unknown data set '{}'; use mnist, fashion-mnist, spheres, mri, regression, "
+               "nifti:DIR or npy:DIR",
                c.data);
 }
 
@@ -129,8 +168,10 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
   TANDEM_CHECK(c.lr_schedule == "cosine" || c.lr_schedule == "constant",
                "--lr-schedule {} is unknown; use cosine or constant", c.lr_schedule);
   TANDEM_CHECK(c.epochs >= 1 || c.steps > 0, "give --epochs >= 1 or --steps > 0");
+  // The data first: the built-in models take their input size from its samples.
+  source_ = make_source(c);
   torch::manual_seed(c.seed);  // parameter initialization
-  graph::Model model = make_model(c);
+  graph::Model model = make_model(c, source_->input_shape());
   runtime::PipelineOptions po;
   po.devices = parse_devices(c.devices, c.threads_per_device);
   po.schedule = c.schedule;
@@ -145,9 +186,14 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
   po.log_placement = c.log_placement;
   po.comm_timeout = std::chrono::milliseconds(static_cast<int64_t>(c.comm_timeout_s * 1000));
   po.transport = transport;
-  const int groups = spatial_groups(model, c, static_cast<int>(po.devices.size()));
+  // A sample's planes along the slab dimension (the batch dimension aside): the depth.
+  const std::vector<int64_t> sample = source_->input_shape();
+  const int64_t depth = model.slab_dim >= 1 && model.slab_dim <= static_cast<int>(sample.size())
+                            ? sample[static_cast<size_t>(model.slab_dim - 1)]
+                            : 0;
+  const int groups = spatial_groups(model, c, static_cast<int>(po.devices.size()), depth);
   po.slabs = c.spatial;
-  if (c.spatial > 1) po.slab_extent = c.volume;
+  if (c.spatial > 1) po.slab_extent = depth;
   int stages = c.stages > 0 ? c.stages : groups;
   if (!c.balance.empty()) stages = static_cast<int>(c.balance.size());
   // interleaved and zb-v place several stages on each device themselves: V per device, or 2.
@@ -169,7 +215,6 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
                "--balance gives the layers per stage and --partition {} computes them: give one "
                "of the two",
                c.partition);
-  source_ = make_source(c);
   TANDEM_CHECK(source_->test_size() == 0 || source_->test_size() >= c.microbatches,
                "the held-out set has {} samples, too few for {} micro-batches: use "
                "--microbatches {} or fewer",
@@ -198,6 +243,8 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
     for (int s = 0; s < stages; ++s) po.stage_device.push_back(s % groups);
   }
   pipeline_ = std::make_unique<runtime::Pipeline>(std::move(model), std::move(partition), po);
+  // A bad data file ends the run here, before the first step, on the processes that read it.
+  if (pipeline_->needs_input() || pipeline_->needs_target()) source_->load();
   pipeline_->set_optimizer(make_optimizer(c));
   if (!planned.empty() && c.device_memory > 0) {
     const BudgetVerdict v =

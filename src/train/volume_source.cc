@@ -11,6 +11,7 @@
 #include "tandem/data/batching.h"
 #include "tandem/data/mri.h"
 #include "tandem/data/nifti.h"
+#include "tandem/data/nifti_folder.h"
 #include "tandem/data/regression.h"
 #include "tandem/data/spheres.h"
 
@@ -25,12 +26,20 @@ using DrawFn = std::function<data::VolumeBatch(int64_t first, int count, bool he
 class VolumeSource : public Source {
  public:
   VolumeSource(std::string description, DrawFn draw, uint64_t seed, int64_t train_size,
-               int64_t test_size)
+               int64_t test_size, std::vector<int64_t> input_shape,
+               std::function<void()> load = nullptr)
       : description_(std::move(description)),
         draw_(std::move(draw)),
         seed_(seed),
         train_size_(train_size),
-        test_size_(test_size) {}
+        test_size_(test_size),
+        input_shape_(std::move(input_shape)),
+        load_(std::move(load)) {}
+
+  std::vector<int64_t> input_shape() const override { return input_shape_; }
+  void load() const override {
+    if (load_) load_();
+  }
 
   int64_t train_size() const override { return train_size_; }
   int64_t test_size() const override { return test_size_; }
@@ -76,6 +85,8 @@ class VolumeSource : public Source {
   DrawFn draw_;
   uint64_t seed_;
   int64_t train_size_, test_size_;
+  std::vector<int64_t> input_shape_;
+  std::function<void()> load_;  // null: nothing to read ahead
   mutable std::mutex mutex_;  // guards the epoch order cache below
   mutable int64_t order_epoch_ = -1;
   mutable std::vector<int64_t> order_;
@@ -98,6 +109,7 @@ std::unique_ptr<Source> make_volume_source(const std::string& name, int volume, 
                name, channels);
   const std::string sizes =
       fmt::format("{}^3, {} training, {} held-out samples", volume, train_size, test_size);
+  const std::vector<int64_t> shape{channels, volume, volume, volume};
 
   if (name == "spheres") {
     auto set = std::make_shared<data::SpheresDataset>(volume, seed);
@@ -105,7 +117,7 @@ std::unique_ptr<Source> make_volume_source(const std::string& name, int volume, 
       return set->sample(held_out ? train_size + first : first, count);
     };
     return std::make_unique<VolumeSource>(fmt::format("spheres ({})", sizes), std::move(draw), seed,
-                                          train_size, test_size);
+                                          train_size, test_size, shape);
   }
   if (name == "regression") {
     const int c = static_cast<int>(channels);
@@ -115,33 +127,66 @@ std::unique_ptr<Source> make_volume_source(const std::string& name, int volume, 
     };
     return std::make_unique<VolumeSource>(
         fmt::format("regression ({} channels, {})", channels, sizes), std::move(draw), seed,
-        train_size, test_size);
+        train_size, test_size, shape);
   }
   const std::string dir = mri_dir.empty() ? kDefaultMriDir : mri_dir;
   // The headers are checked now; the voxels are read on the first draw, so a process that
   // never draws (an MPI rank whose stages read neither the input nor the target) never reads
   // them.
   const std::string image = dir + "/ch2.nii.gz", mask = dir + "/ch2bet.nii.gz";
-  const std::array<int64_t, 3> shape = data::read_nifti_shape(image);
-  const std::array<int64_t, 3> mask_shape = data::read_nifti_shape(mask);
-  TANDEM_CHECK(shape == mask_shape,
-               "the MRI image '{}' has shape [{}] but its mask '{}' has [{}]; they must match",
-               image, fmt::join(shape, ", "), mask, fmt::join(mask_shape, ", "));
-  data::MriDataset::check_fits(shape, volume, data::MriOptions{}, image);
+  const std::array<int64_t, 4> image_shape = data::read_nifti_shape(image);
+  const std::array<int64_t, 4> mask_shape = data::read_nifti_shape(mask);
+  TANDEM_CHECK(image_shape == mask_shape && image_shape[0] == 1,
+               "the MRI image '{}' has shape [{}] [C,Z,Y,X] and its mask '{}' [{}]; they must "
+               "match and hold one 3D volume each (C = 1)",
+               image, fmt::join(image_shape, ", "), mask, fmt::join(mask_shape, ", "));
+  data::MriDataset::check_fits({image_shape[1], image_shape[2], image_shape[3]}, volume,
+                               data::MriOptions{}, image);
   struct Lazy {
     std::once_flag once;
     std::unique_ptr<data::MriDataset> set;
   };
   auto lazy = std::make_shared<Lazy>();
-  DrawFn draw = [lazy, image, mask, volume, seed](int64_t first, int count, bool held_out) {
+  auto load = [lazy, image, mask, volume, seed] {
     std::call_once(lazy->once, [&] {
       lazy->set = std::make_unique<data::MriDataset>(image, mask, volume, seed);
     });
+  };
+  DrawFn draw = [lazy, load](int64_t first, int count, bool held_out) {
+    load();
     return lazy->set->sample(first, count,
                              held_out ? data::Subset::kHeldOut : data::Subset::kTrain);
   };
   return std::make_unique<VolumeSource>(fmt::format("mri crops of {} ({})", dir, sizes),
-                                        std::move(draw), seed, train_size, test_size);
+                                        std::move(draw), seed, train_size, test_size, shape,
+                                        std::move(load));
+}
+
+std::unique_ptr<Source> make_nifti_source(const std::string& dir, const ModelNeeds& needs,
+                                          int volume, int test_files, uint64_t seed,
+                                          int64_t train_size, int64_t test_size) {
+  TANDEM_CHECK(needs.volumes && needs.target != ModelNeeds::Target::kClasses,
+               "--data nifti:{} gives volumes with voxel-wise labels; use --model unet3d (0/1 "
+               "masks) or conv3d-stack (real-valued labels)",
+               dir);
+  TANDEM_CHECK(train_size >= 1, "the training set needs at least 1 sample, not {}", train_size);
+  data::NiftiFolderOptions o;
+  o.crop = volume;
+  o.test_files = test_files;
+  o.labels = needs.target == ModelNeeds::Target::kMask ? data::LabelKind::kMask
+                                                        : data::LabelKind::kReal;
+  o.seed = seed;
+  auto set = std::make_shared<data::NiftiFolder>(dir, o);  // headers only
+  const int64_t held_out = test_files > 0 ? test_size : 0;
+  DrawFn draw = [set](int64_t first, int count, bool held_out) {
+    return set->sample(first, count, held_out ? data::Subset::kHeldOut : data::Subset::kTrain);
+  };
+  const std::string description = fmt::format(
+      "{}^3 crops of {} ({} files, {} channels; {} held out; {} training, {} held-out crops)",
+      volume, dir, set->pairs().size(), set->channels(), test_files, train_size, held_out);
+  return std::make_unique<VolumeSource>(description, std::move(draw), seed, train_size, held_out,
+                                        std::vector<int64_t>{set->channels(), volume, volume, volume},
+                                        [set] { set->load(); });
 }
 
 }  // namespace tandem::train

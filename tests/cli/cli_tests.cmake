@@ -139,3 +139,32 @@ add_test(NAME cli_spatial_resume
           -P ${CMAKE_CURRENT_LIST_DIR}/spatial_resume.cmake
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_spatial_resume PROPERTIES TIMEOUT 300)
+
+# Data of one's own: NIfTI and npy folders written by tests/data/make_fixtures.py (numpy and
+# nibabel), trained on for two steps, and bad files refused at start with status 2, by name.
+set(fx ${PROJECT_BINARY_DIR}/cli_data)
+add_test(NAME cli_data_fixtures
+  COMMAND ${TANDEM_FIXTURE_PYTHON} ${PROJECT_SOURCE_DIR}/tests/data/make_fixtures.py folders ${fx})
+set_tests_properties(cli_data_fixtures PROPERTIES FIXTURES_SETUP data_folders TIMEOUT 180)
+set(two_steps --steps 2 --devices 2 --progress none)
+set(unet_small --model unet3d --levels 2 --filters 4 --dropout 0 --batch 2 --microbatches 2)
+tandem_cli_test(nifti_mri_one_pair 0 "data: 16\\^3 crops of .*cli_data/ch2 \\(1 files, 1 channels; 0 held out.*result: steps=2 loss=[0-9.]+ test_dice=none" train ${unet_small} --data nifti:${fx}/ch2 --test-files 0 --volume 16 ${two_steps})
+tandem_cli_test(nifti_4d_int16_slope_held_out 0 "data: 16\\^3 crops of .*cli_data/multi \\(3 files, 2 channels; 1 held out.*result: steps=2 loss=[0-9.]+ test_dice=[0-9.]+ " train ${unet_small} --data nifti:${fx}/multi --test-files 1 --test-samples 2 --volume 16 ${two_steps})
+tandem_cli_test(nifti_conv3d_real_labels 0 "result: steps=2 loss=[0-9.]+ test_mse=[0-9.]+ " train --model conv3d-stack --convs 2 --filters 4 --batch 2 --microbatches 2 --data nifti:${fx}/multiclass --test-files 0 --volume 8 ${two_steps})
+tandem_cli_test(nifti_multiclass_label_refused 2 "the label '.*cli_data/multiclass/labels/a.nii' holds values other than 0 and 1 \\(2, 4\\)" train ${unet_small} --data nifti:${fx}/multiclass --test-files 0 --volume 8 ${two_steps})
+tandem_cli_test(nifti_truncated_image_refused 2 "'.*cli_data/truncated/images/a.nii' is truncated" train ${unet_small} --data nifti:${fx}/truncated --test-files 0 --volume 8 ${two_steps})
+tandem_cli_test(nifti_unpaired_image_refused 2 "the image '.*cli_data/unpaired/images/b.nii' has no label" train ${unet_small} --data nifti:${fx}/unpaired --volume 8 ${two_steps})
+tandem_cli_test(nifti_with_mlp_refused 2 "--data nifti:.* gives volumes with voxel-wise labels; use --model unet3d" train --model mlp --data nifti:${fx}/multi ${two_steps})
+tandem_cli_test(npy_mlp_classes 0 "data: npy arrays in .*cli_data/npy_mlp \\(48 training, 12 test samples of shape \\(6, 6\\)\\).*result: steps=2 loss=[0-9.]+ test_accuracy=[0-9.]+ " train --model mlp --width 16 --blocks 1 --classes 3 --data npy:${fx}/npy_mlp --batch 8 --microbatches 2 --eval-batch 12 ${two_steps})
+tandem_cli_test(npy_unet_masks 0 "result: steps=2 loss=[0-9.]+ test_dice=[0-9.]+ " train ${unet_small} --data npy:${fx}/npy_unet ${two_steps})
+tandem_cli_test(npy_conv3d_two_channels 0 "shape \\(2, 6, 7, 5\\).*result: steps=2 loss=[0-9.]+ test_mse=[0-9.]+ " train --model conv3d-stack --convs 2 --filters 4 --batch 2 --microbatches 2 --data npy:${fx}/npy_conv ${two_steps})
+tandem_cli_test(npy_labels_shape_refused 2 "'.*cli_data/npy_bad_shape/train_y.npy' has shape \\(10, 1\\) and dtype '<i8'; cross-entropy needs one class label per sample: shape \\(10,\\)" train --model mlp --data npy:${fx}/npy_bad_shape ${two_steps})
+tandem_cli_test(npy_label_out_of_range_refused 2 "'.*cli_data/npy_bad_label/train_y.npy' holds the label 7 at sample 3; the model has 3 classes" train --model mlp --classes 3 --data npy:${fx}/npy_bad_label --batch 4 --microbatches 2 ${two_steps})
+tandem_cli_test(npy_bad_header_refused 2 "'.*cli_data/npy_bad_header/train_y.npy' has an npy header with the unknown key 'dexcr'" train --model mlp --data npy:${fx}/npy_bad_header ${two_steps})
+tandem_cli_test(npy_unet_volume_not_divisible 2 "npy_conv/train_x.npy' has shape \\(8, 2, 6, 7, 5\\): the U-Net halves the volume 1 times, so D, H and W must be multiples of 2" train ${unet_small} --data npy:${fx}/npy_conv ${two_steps})
+set_tests_properties(cli_nifti_mri_one_pair cli_nifti_4d_int16_slope_held_out
+  cli_nifti_conv3d_real_labels cli_nifti_multiclass_label_refused cli_nifti_truncated_image_refused
+  cli_nifti_unpaired_image_refused cli_nifti_with_mlp_refused cli_npy_mlp_classes cli_npy_unet_masks
+  cli_npy_conv3d_two_channels cli_npy_labels_shape_refused cli_npy_label_out_of_range_refused
+  cli_npy_bad_header_refused cli_npy_unet_volume_not_divisible
+  PROPERTIES FIXTURES_REQUIRED data_folders)

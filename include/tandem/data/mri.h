@@ -13,8 +13,6 @@
 
 namespace tandem::data {
 
-enum class Subset { kTrain, kHeldOut };
-
 struct MriOptions {
   // The last held_out_fraction of the X axis (data dim 2; left-right in ch2) is a slab that
   // training crops never touch; held-out crops lie inside it. In 0 (no held-out set) .. 0.9.

@@ -7,8 +7,11 @@
 
 namespace tandem::data {
 
+// Which part of a volume data set: the training samples or the held-out ones.
+enum class Subset { kTrain, kHeldOut };
+
 struct VolumeBatch {
-  torch::Tensor input;   // [B,C,S,S,S] float32 (C = 1 for segmentation data)
+  torch::Tensor input;   // [B,C,S,S,S] float32
   torch::Tensor target;  // [B,1,S,S,S] float32: 0/1 masks for segmentation, reals for regression
 };
 

@@ -22,9 +22,11 @@ struct Config {
   bool bce = false;             // unet3d: add binary cross-entropy to the Dice loss
   int64_t train_samples = 512;  // volumetric data: samples per epoch
   int64_t test_samples = 32;
-  // Data.
+  int64_t classes = 10;  // mlp: outputs (the class labels are 0 .. classes - 1)
+  // Data: a built-in set (mnist, ...) or a folder of one's own, nifti:DIR or npy:DIR.
   std::string data = "mnist";
   std::string data_dir;  // empty: the data set's default folder
+  int test_files = 1;    // nifti:DIR: the last files by name, held out
   // Placement.
   std::string devices = "4";
   bool devices_given = false;            // --devices on the command line (MPI: a count must match)

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tandem::train {
 
@@ -25,6 +26,28 @@ class Source {
   // Held-out samples [begin, end).
   virtual Batch test_batch(int64_t begin, int64_t end) const = 0;
   virtual std::string describe() const = 0;
+  // The shape of one sample's input, e.g. [1,28,28] or [C,D,H,W], known before any sample is
+  // read (from the files' headers). The built-in models take their input size from it.
+  virtual std::vector<int64_t> input_shape() const = 0;
+  // Reads the samples now, for sources that read them on the first batch: the trainer calls it
+  // on the processes whose stages read the input or the target, so that a bad file ends the run
+  // before its first step. Throws tandem::Error naming the file.
+  virtual void load() const {}
+};
+
+// What a model reads from a batch, for the sources of a user's own files (--data nifti:DIR,
+// npy:DIR), which check their files against it when they are made. Shapes: B batch, C
+// channels, D,H,W volume.
+struct ModelNeeds {
+  enum class Target {
+    kClasses,  // [B] int64 class labels in [0, classes): cross-entropy (the MLP)
+    kMask,     // [B,1,D,H,W] float32 0/1: Dice and binary cross-entropy (the U-Net)
+    kReal,     // [B,1,D,H,W] float32: mean squared error (the Conv3D stack)
+  };
+  bool volumes = false;  // input [B,C,D,H,W]; else any [B,...]
+  Target target = Target::kClasses;
+  int64_t classes = 10;
+  int64_t divisor = 1;  // D, H and W must be multiples of it (the U-Net's poolings)
 };
 
 // `name`: mnist | fashion-mnist. `dir` empty: the default folder of that data set.

@@ -83,7 +83,10 @@ class Trainer {
   checkpoint::World world_;
 };
 
-// Builds a model by name from the configuration (mlp, ...).
-graph::Model make_model(const Config& c);
+// Builds a model by name from the configuration (mlp, ...), sized for samples of
+// `input_shape` (Source::input_shape): the mlp's inputs are its element count; a volumetric
+// model's input channels are its first dim, and its volume side (for FLOPs) its second when
+// the volume is a cube.
+graph::Model make_model(const Config& c, const std::vector<int64_t>& input_shape);
 
 }  // namespace tandem::train

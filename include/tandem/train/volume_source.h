@@ -35,4 +35,14 @@ std::unique_ptr<Source> make_volume_source(const std::string& name, int volume, 
                                            uint64_t seed, int64_t train_size, int64_t test_size,
                                            const std::string& mri_dir = "");
 
+// --data nifti:DIR: random volume^3 crops of a folder of image and label NIfTI files
+// (data::NiftiFolder: the pairs, the held-out split by file, what a label means), for a model
+// with `needs` (volumes; 0/1 masks or real targets). Training crops: train_size per epoch; held
+// out: the last `test_files` files by name, test_size crops of them (none when test_files is 0).
+// input [B,C,S,S,S] with the images' channels, target [B,1,S,S,S]. The headers are read and
+// checked now, the voxels by load() or the first batch. Throws tandem::Error naming the file.
+std::unique_ptr<Source> make_nifti_source(const std::string& dir, const ModelNeeds& needs,
+                                          int volume, int test_files, uint64_t seed,
+                                          int64_t train_size, int64_t test_size);
+
 }  // namespace tandem::train
