@@ -25,6 +25,12 @@ out=bench/MEMORY.md
   echo
   bash bench/memory.sh "$build" 192MiB 4 8
   echo
+  echo "## Every sample cut into depth slabs (\`--spatial N\`)"
+  echo
+  echo "Command: \`bench/memory-spatial.sh $build 192MiB 48\`"
+  echo
+  bash bench/memory-spatial.sh "$build" 192MiB 48
+  echo
   echo "## The memory plan's prediction against the measured peak (\`--partition memory\`)"
   echo
   echo "Command: \`bench/memory-plan.sh $build\`"
