@@ -15,6 +15,7 @@
 // GPU: stages that share it share it), on CPU tandem's allocation accounting per device.
 //
 // Usage: bench_device --model conv3d-stack|unet3d [--device cpu|cuda:N] [--stages 2,4]
+//                     [--spatial 1,2]
 //                     [--microbatches 4,8] ...
 //        (bench_device --help lists the options)
 #include <fmt/format.h>
@@ -49,6 +50,7 @@ struct Options {
   std::string model = "conv3d-stack";
   std::string device = "cpu";
   std::vector<int> stages{2, 4};
+  std::vector<int> spatial{1};  // slabs per sample (--spatial): devices per stage
   std::vector<int> microbatches;  // empty: twice the stages; counts above the batch are skipped
   std::string schedule = "1f1b";
   std::string partition = "flops";
@@ -104,19 +106,22 @@ torch::Tensor plain_forward(const Options& o, torch::nn::Module& net, const torc
 struct Variant {
   int stages;
   int microbatches;
+  int slabs = 1;  // a group of this many devices per stage, one depth slab each
 };
 
 // Every stage count with every micro-batch count (twice the stages when none are given) that
 // the batch can fill.
 std::vector<Variant> variants(const Options& o) {
   std::vector<Variant> out;
-  for (int s : o.stages) {
-    if (o.microbatches.empty()) {
-      out.push_back({s, static_cast<int>(std::min<int64_t>(2 * s, o.batch))});
-      continue;
+  for (int n : o.spatial) {
+    for (int s : o.stages) {
+      if (o.microbatches.empty()) {
+        out.push_back({s, static_cast<int>(std::min<int64_t>(2 * s, o.batch)), n});
+        continue;
+      }
+      for (int m : o.microbatches)
+        if (m <= o.batch) out.push_back({s, m, n});
     }
-    for (int m : o.microbatches)
-      if (m <= o.batch) out.push_back({s, m});
   }
   TANDEM_CHECK(!out.empty(), "no micro-batch count given fits a batch of {}", o.batch);
   return out;
@@ -206,9 +211,11 @@ std::unique_ptr<tandem::runtime::Pipeline> make_pipeline(const Options& o, const
                                                          const Variant& v) {
   tandem::graph::Model m = make_model(o);
   tandem::runtime::PipelineOptions po;
-  po.devices = tandem::parse_devices(t.devices(v.stages));
+  po.devices = tandem::parse_devices(t.devices(v.stages * v.slabs));
   po.schedule = o.schedule;
   po.microbatches = v.microbatches;
+  po.slabs = v.slabs;
+  if (v.slabs > 1) po.slab_extent = o.volume;
   auto part = partition_for(o, m, v.stages);
   auto p = std::make_unique<tandem::runtime::Pipeline>(std::move(m), part, po);
   p->set_optimizer([](std::vector<torch::Tensor> ps) {
@@ -259,8 +266,9 @@ bool check_same_function(const Options& o, const Target& t, const torch::Tensor&
     const double loss = make_pipeline(o, t, v)->evaluate(x, y).loss;
     const double rel = std::abs(loss - plain) / std::max(std::abs(plain), 1e-12);
     ok = ok && rel <= kCheckTolerance;
-    line += fmt::format(", tandem {} stages x {} micro-batches {:.6f} (relative difference {:.1e})",
-                        v.stages, v.microbatches, loss, rel);
+    line += fmt::format(", tandem {} stages{} x {} micro-batches {:.6f} (relative difference {:.1e})",
+                        v.stages, v.slabs > 1 ? fmt::format(" of {} slabs", v.slabs) : "",
+                        v.microbatches, loss, rel);
   }
   ctx.setAllowTF32CuDNN(cudnn_tf32);
   ctx.setAllowTF32CuBLAS(cublas_tf32);
@@ -351,8 +359,10 @@ int run(const Options& o) {
   };
   row(fmt::format("plain LibTorch loop (torch::nn modules) on {}", o.device), plain);
   for (size_t i = 0; i < vs.size(); ++i) {
-    row(fmt::format("tandem {} {} stages on {}, {} micro-batches, layers per stage {}", o.schedule,
-                    vs[i].stages, o.device, vs[i].microbatches,
+    row(fmt::format("tandem {} {} stages{} on {}, {} micro-batches, layers per stage {}",
+                    o.schedule, vs[i].stages,
+                    vs[i].slabs > 1 ? fmt::format(" x {} slabs (--spatial)", vs[i].slabs) : "",
+                    o.device, vs[i].microbatches,
                     balance_text(partition_for(o, m, vs[i].stages).balance())),
         piped[i]);
   }
@@ -371,6 +381,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"conv3d-stack", "unet3d"}));
   app.add_option("--device", o.device, "cpu | cuda:N")->capture_default_str();
   app.add_option("--stages", o.stages, "stage counts to time, e.g. 2,4")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64));
+  app.add_option("--spatial", o.spatial,
+                 "slab counts to time with each stage count, e.g. 1,2: every stage on a group of "
+                 "that many devices, each holding one depth slab of every sample")
       ->delimiter(',')
       ->check(CLI::Range(1, 64));
   app.add_option("--microbatches", o.microbatches,

@@ -25,7 +25,8 @@
 #      and the mlp on 2 ranks sharing cuda:0 with --mpi-cuda auto against staged (the same
 #      loss; auto is direct GPU-to-GPU when this MPI is CUDA-aware)
 #   8. (last: it takes what is left of the time) the largest unet3d volume (96..256) that
-#      trains under --device-memory 16GiB: 1 rank, then 4 ranks sharing cuda:0 under mpirun
+#      trains under --device-memory 16GiB: 1 rank, then --spatial 2 and 4 (every sample cut
+#      into depth slabs, the groups sharing cuda:0), then 4 ranks sharing cuda:0 under mpirun
 #      (memory partition), from the volume 1 rank reached
 # Everything lands in $OUT: one log per step and results.md (a table of the steps with their
 # exit status, the `result:` lines, the tests' largest errors), printed again at the end.
@@ -517,6 +518,18 @@ if grep -q -- '--device-memory' <<<"$help"; then
   cap=(train --model unet3d --data spheres --batch 1 --microbatches 1 --steps 1
     --train-samples 1 --test-samples 0 --dropout 0 --device-memory 16GiB --progress none)
   volume_search "1 rank" 60 96 "$bin_tandem" "${cap[@]}" --devices cuda:0 --schedule sequential
+  one_rank_best=$search_best
+  if grep -q -- '--spatial' <<<"$help"; then
+    # Every sample cut into 2 and 4 depth slabs, the groups' devices sharing cuda:0 (the cap
+    # is the GPU's, shared by the devices on it), from the volume one device reached.
+    from=96
+    [[ $one_rank_best =~ ^[0-9]+$ ]] && from=$one_rank_best
+    volume_search "spatial 2" 60 "$from" "$bin_tandem" "${cap[@]}" --devices cuda:0,cuda:0 \
+      --spatial 2 --schedule sequential
+    volume_search "spatial 4" 60 "$from" "$bin_tandem" "${cap[@]}" \
+      --devices cuda:0,cuda:0,cuda:0,cuda:0 --spatial 4 --schedule sequential
+  fi
+  search_best=$one_rank_best
   if command -v mpirun >/dev/null && [[ $build_route == *"MPI ON"* ]]; then
     # From the volume 1 rank reached: 4 ranks must at least train that. --partition memory:
     # rank 0 measures the layers once on the CPU (slower at large volumes).
