@@ -168,6 +168,14 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo
   bash bench/mpi.sh "$build" 5
   echo
+  echo "## Across simulated hosts: 4 stages on 2 hosts against one host"
+  echo
+  if why=$(scripts/cluster check); then
+    bash bench/cluster.sh "$build" 5 | tail -n +3
+  else
+    echo "Skipped: $why (bench/cluster.sh needs root and network namespaces)."
+  fi
+  echo
   echo "## Largest volume under a memory budget"
   echo
   echo "Byte counts, not timings: written by \`make bench-memory\` into bench/MEMORY.md."

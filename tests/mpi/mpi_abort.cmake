@@ -26,15 +26,18 @@ if(CMAKE_SCRIPT_MODE_FILE)
     message(FATAL_ERROR "a rank returned from recv after the abort")
   endif()
 else()
-  add_executable(test_mpi_abort ${CMAKE_CURRENT_LIST_DIR}/abort_main.cc)
-  target_link_libraries(test_mpi_abort PRIVATE tandem_mpi)
-  tandem_warnings(test_mpi_abort)
+  if(NOT TARGET test_mpi_abort)
+    add_executable(test_mpi_abort ${CMAKE_CURRENT_LIST_DIR}/abort_main.cc)
+    target_link_libraries(test_mpi_abort PRIVATE tandem_mpi)
+    tandem_warnings(test_mpi_abort)
+  endif()
   string(REPLACE ";" "|" tandem_mpirun_joined "${TANDEM_MPIRUN}")
   foreach(ranks 2 4)
-    add_test(NAME test_mpi_abort_n${ranks}
+    add_test(NAME test_mpi_abort_n${ranks}${TANDEM_MPI_SUFFIX}
       COMMAND ${CMAKE_COMMAND} -DMPIRUN=${tandem_mpirun_joined} -DRANKS=${ranks}
               -DPROGRAM=$<TARGET_FILE:test_mpi_abort> -P ${CMAKE_CURRENT_LIST_FILE}
       WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-    set_tests_properties(test_mpi_abort_n${ranks} PROPERTIES TIMEOUT 120 LABELS mpi)
+    set_tests_properties(test_mpi_abort_n${ranks}${TANDEM_MPI_SUFFIX} PROPERTIES TIMEOUT 120
+                         LABELS "${TANDEM_MPI_LABELS}")
   endforeach()
 endif()

@@ -7,13 +7,16 @@ set(tandem_mpi_test_srcs
   ${CMAKE_CURRENT_LIST_DIR}/cuda_path_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/collectives_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/buffer_pool_test.cc)
-add_executable(test_mpi_transport ${tandem_mpi_test_srcs})
-target_link_libraries(test_mpi_transport PRIVATE tandem_mpi GTest::gtest Threads::Threads)
-target_precompile_headers(test_mpi_transport PRIVATE <torch/torch.h> <gtest/gtest.h>)
-tandem_warnings(test_mpi_transport)
+if(NOT TARGET test_mpi_transport)
+  add_executable(test_mpi_transport ${tandem_mpi_test_srcs})
+  target_link_libraries(test_mpi_transport PRIVATE tandem_mpi GTest::gtest Threads::Threads)
+  target_precompile_headers(test_mpi_transport PRIVATE <torch/torch.h> <gtest/gtest.h>)
+  tandem_warnings(test_mpi_transport)
+endif()
 foreach(ranks 2 4)
-  add_test(NAME test_mpi_transport_n${ranks}
+  add_test(NAME test_mpi_transport_n${ranks}${TANDEM_MPI_SUFFIX}
     COMMAND ${TANDEM_MPIRUN} -n ${ranks} $<TARGET_FILE:test_mpi_transport>
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(test_mpi_transport_n${ranks} PROPERTIES TIMEOUT 180 LABELS mpi)
+  set_tests_properties(test_mpi_transport_n${ranks}${TANDEM_MPI_SUFFIX} PROPERTIES TIMEOUT 180
+                       LABELS "${TANDEM_MPI_LABELS}")
 endforeach()

@@ -1,43 +1,49 @@
 # Pipelines across ranks: equivalence with the in-process run and with one device, dropout
 # masks included.
-add_executable(test_mpi_pipeline ${CMAKE_CURRENT_LIST_DIR}/mpi_test_main.cc ${CMAKE_CURRENT_LIST_DIR}/pipeline_test.cc
-               ${CMAKE_CURRENT_LIST_DIR}/dropout_test.cc)
-target_link_libraries(test_mpi_pipeline PRIVATE tandem GTest::gtest Threads::Threads)
-tandem_torch_pch(test_mpi_pipeline)
-tandem_warnings(test_mpi_pipeline)
+if(NOT TARGET test_mpi_pipeline)
+  add_executable(test_mpi_pipeline ${CMAKE_CURRENT_LIST_DIR}/mpi_test_main.cc
+                 ${CMAKE_CURRENT_LIST_DIR}/pipeline_test.cc ${CMAKE_CURRENT_LIST_DIR}/dropout_test.cc)
+  target_link_libraries(test_mpi_pipeline PRIVATE tandem GTest::gtest Threads::Threads)
+  tandem_torch_pch(test_mpi_pipeline)
+  tandem_warnings(test_mpi_pipeline)
+endif()
 foreach(ranks 2 4)
-  add_test(NAME test_mpi_pipeline_n${ranks}
+  add_test(NAME test_mpi_pipeline_n${ranks}${TANDEM_MPI_SUFFIX}
     COMMAND ${TANDEM_MPIRUN} -n ${ranks} $<TARGET_FILE:test_mpi_pipeline>
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(test_mpi_pipeline_n${ranks} PROPERTIES TIMEOUT 300 LABELS mpi)
+  set_tests_properties(test_mpi_pipeline_n${ranks}${TANDEM_MPI_SUFFIX} PROPERTIES TIMEOUT 300
+                       LABELS "${TANDEM_MPI_LABELS}")
 endforeach()
 
 # Under MPI rank 0 writes one trace with every rank's events.
-add_test(NAME test_mpi_merged_trace
+add_test(NAME test_mpi_merged_trace${TANDEM_MPI_SUFFIX}
   COMMAND ${CMAKE_COMMAND} "-DMPIRUN=${TANDEM_MPIRUN}" -DTANDEM=$<TARGET_FILE:tandem_cli>
-          -DOUT=${PROJECT_BINARY_DIR}/mpi_merged_trace.json -P ${PROJECT_SOURCE_DIR}/tests/cli/merged_trace.cmake
+          -DOUT=${PROJECT_BINARY_DIR}/mpi_merged_trace${TANDEM_MPI_SUFFIX}.json -P ${PROJECT_SOURCE_DIR}/tests/cli/merged_trace.cmake
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-set_tests_properties(test_mpi_merged_trace PROPERTIES TIMEOUT 180 LABELS mpi)
+set_tests_properties(test_mpi_merged_trace${TANDEM_MPI_SUFFIX} PROPERTIES TIMEOUT 180
+                     LABELS "${TANDEM_MPI_LABELS}")
 
 # Under MPI the report and the result line count every rank's memory, and the report every
 # rank's timings, not only the loss owner's; with --trace as well (rank 0 writes the trace, the
 # loss owner the report).
-add_test(NAME test_mpi_report_json
+add_test(NAME test_mpi_report_json${TANDEM_MPI_SUFFIX}
   COMMAND ${CMAKE_COMMAND}
-          "-DCMD=${TANDEM_MPIRUN};-n;2;$<TARGET_FILE:tandem_cli>;train;--steps;4;--batch;32;--microbatches;4;--eval-batch;5000;--progress;none;--trace-steps;2;--comm-timeout;60;--report;${PROJECT_BINARY_DIR}/mpi_report.json;--trace;${PROJECT_BINARY_DIR}/mpi_report_trace.json"
-          -DREPORT=${PROJECT_BINARY_DIR}/mpi_report.json -DDEVICES=2 -DMPI=1
+          "-DCMD=${TANDEM_MPIRUN};-n;2;$<TARGET_FILE:tandem_cli>;train;--steps;4;--batch;32;--microbatches;4;--eval-batch;5000;--progress;none;--trace-steps;2;--comm-timeout;60;--report;${PROJECT_BINARY_DIR}/mpi_report${TANDEM_MPI_SUFFIX}.json;--trace;${PROJECT_BINARY_DIR}/mpi_report_trace${TANDEM_MPI_SUFFIX}.json"
+          -DREPORT=${PROJECT_BINARY_DIR}/mpi_report${TANDEM_MPI_SUFFIX}.json -DDEVICES=2 -DMPI=1
           -P ${PROJECT_SOURCE_DIR}/tests/cli/report_json.cmake
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-set_tests_properties(test_mpi_report_json PROPERTIES TIMEOUT 180 LABELS mpi)
+set_tests_properties(test_mpi_report_json${TANDEM_MPI_SUFFIX} PROPERTIES TIMEOUT 180
+                     LABELS "${TANDEM_MPI_LABELS}")
 
 # tandem_mpi_refusal(NAME MATCH ARGS...): 2 ranks of `tandem train ARGS` end the job at once
 # with status 2 and an output matching MATCH.
 function(tandem_mpi_refusal name match)
-  add_test(NAME test_mpi_${name}
+  add_test(NAME test_mpi_${name}${TANDEM_MPI_SUFFIX}
     COMMAND ${CMAKE_COMMAND} "-DCMD=${TANDEM_MPIRUN};-n;2;$<TARGET_FILE:tandem_cli>;train;${ARGN}"
             -DSTATUS=2 "-DMATCH=${match}" -P ${PROJECT_SOURCE_DIR}/tests/cli/expect_exit.cmake
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(test_mpi_${name} PROPERTIES TIMEOUT 120 LABELS mpi)
+  set_tests_properties(test_mpi_${name}${TANDEM_MPI_SUFFIX} PROPERTIES TIMEOUT 120
+                       LABELS "${TANDEM_MPI_LABELS}")
 endfunction()
 
 # A refusal while the ranks start (before they form the job) still names the rank.
