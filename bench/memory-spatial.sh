@@ -12,25 +12,7 @@ start=${3:-48}
 tandem="$build/tandem"
 model=(--model unet3d --levels 3 --filters 8 --dropout 0 --data spheres)
 
-# Runs one step; prints "ok PEAKS" or "oom"; stops the script on any other failure.
-try() {
-  local out status
-  set +e
-  out=$("$tandem" train "$@" 2>&1)
-  status=$?
-  set -e
-  if [ $status -eq 0 ]; then
-    echo "ok $(echo "$out" | grep '^result:' | grep -o 'peak_mem_[^ ]*' | sed 's/peak_mem_//' | tr '\n' ' ')"
-  elif [ $status -eq 3 ]; then
-    echo oom
-  else
-    echo "$out" >&2
-    echo "bench/memory-spatial.sh: tandem train $* failed with status $status" >&2
-    exit 1
-  fi
-}
-
-mib() { awk -v b="$1" 'BEGIN { printf "%.0f", b / 1048576 }'; }
+source "$(dirname "$0")/memory-try.sh"
 
 echo "Budget \`--device-memory $budget\` per device; each try: \`$tandem train ${model[*]}"
 echo "--devices D --stages T --spatial N --schedule 1f1b --microbatches M --batch 2M --steps 1"

@@ -10,25 +10,7 @@ micro=${3:-1}
 batch=${4:-2}
 tandem="$build/tandem"
 
-# Runs one step; prints "ok PEAKS" or "oom"; stops the script on any other failure.
-try() {
-  local out status
-  set +e
-  out=$("$tandem" train "$@" 2>&1)
-  status=$?
-  set -e
-  if [ $status -eq 0 ]; then
-    echo "ok $(echo "$out" | grep '^result:' | grep -o 'peak_mem_[^ ]*' | sed 's/peak_mem_//' | tr '\n' ' ')"
-  elif [ $status -eq 3 ]; then
-    echo oom
-  else
-    echo "$out" >&2
-    echo "bench/memory.sh: tandem train $* failed with status $status" >&2
-    exit 1
-  fi
-}
-
-mib() { awk -v b="$1" 'BEGIN { printf "%.0f", b / 1048576 }'; }
+source "$(dirname "$0")/memory-try.sh"
 
 # search NAME STEP MAX ARGS...: the largest multiple of STEP up to MAX that trains.
 search() {

@@ -1,0 +1,23 @@
+# Sourced by the memory benches (bench/memory.sh, bench/memory-spatial.sh); needs $tandem.
+# try ARGS...: runs `$tandem train ARGS` for one step; prints "ok PEAKS" (the result line's
+# peak_mem_ fields) or "oom" (status 3: out of the budget); stops the calling script on any
+# other failure, naming it.
+try() {
+  local out status
+  set +e
+  out=$("$tandem" train "$@" 2>&1)
+  status=$?
+  set -e
+  if [ $status -eq 0 ]; then
+    echo "ok $(echo "$out" | grep '^result:' | grep -o 'peak_mem_[^ ]*' | sed 's/peak_mem_//' | tr '\n' ' ')"
+  elif [ $status -eq 3 ]; then
+    echo oom
+  else
+    echo "$out" >&2
+    echo "$0: tandem train $* failed with status $status" >&2
+    exit 1
+  fi
+}
+
+# mib BYTES: whole MiB.
+mib() { awk -v b="$1" 'BEGIN { printf "%.0f", b / 1048576 }'; }
