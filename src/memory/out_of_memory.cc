@@ -8,13 +8,15 @@ namespace tandem::memory {
 namespace {
 
 // What lowers the bytes of `where`: a stage's parameters and optimizer state shrink only with
-// fewer layers on the device; activations also with recomputation and smaller micro-batches.
+// fewer layers on the device; activations also with slabs of each sample, recomputation and
+// smaller micro-batches.
 const char* ways_out(const Where& where) {
   if (where.phase == "parameters" || where.phase == "optimizer")
     return "more devices or another --balance (fewer parameters on this device), or a larger "
            "--device-memory.";
-  return "more devices, --recompute stage, more micro-batches, a smaller volume or batch, or a "
-         "larger --device-memory.";
+  return "more devices (for a volume also --spatial N: every sample cut into N depth slabs, one "
+         "per device, each holding about 1/N of every activation), --recompute stage, more "
+         "micro-batches, a smaller volume or batch, or a larger --device-memory.";
 }
 
 std::string message(const std::string& device_name, const Where& where, uint64_t requested,

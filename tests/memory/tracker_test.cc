@@ -65,9 +65,10 @@ TEST(Tracker, OutOfMemoryCarriesTheNumbers) {
     EXPECT_EQ(e.budget(), 64ULL << 20);
     EXPECT_STREQ(e.what(),
                  "cpu:5 is out of its 64.0 MiB budget: an allocation outside any stage asked for "
-                 "8.0 MiB while 60.2 MiB are in use (peak 60.2 MiB). Ways out: more devices, "
-                 "--recompute stage, more micro-batches, a smaller volume or batch, or a larger "
-                 "--device-memory.");
+                 "8.0 MiB while 60.2 MiB are in use (peak 60.2 MiB). Ways out: more devices (for "
+                 "a volume also --spatial N: every sample cut into N depth slabs, one per device, "
+                 "each holding about 1/N of every activation), --recompute stage, more "
+                 "micro-batches, a smaller volume or batch, or a larger --device-memory.");
   }
 }
 
