@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include "tandem/common/check.h"
 
@@ -17,7 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Owns one file descriptor; closes it on destruction (close errors after fsync do not lose data).
+// Owns one file descriptor; closes it on destruction, or by close(), which reports failure.
 class Fd {
  public:
   Fd(const std::string& path, int flags, mode_t mode = 0644)
@@ -30,14 +31,16 @@ class Fd {
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   int get() const { return fd_; }
+  // False (errno set) when the close reports an error, e.g. a write-back that failed.
+  bool close() { return ::close(std::exchange(fd_, -1)) == 0; }
 
  private:
   int fd_;
 };
 
 void fsync_or_throw(const Fd& fd, const std::string& path) {
-  TANDEM_CHECK(::fsync(fd.get()) == 0, "cannot flush '{}' to disk: {}.", path,
-               std::strerror(errno));
+  TANDEM_CHECK(::fsync(fd.get()) == 0, "could not write {}: {} (while flushing it to disk).",
+               path, std::strerror(errno));
 }
 
 std::string parent_of(const std::string& path) {
@@ -48,10 +51,15 @@ std::string parent_of(const std::string& path) {
 }  // namespace
 
 std::vector<char> read_file(const std::string& path) {
-  Fd fd(path, O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a pipe must not wait for a writer; regular files ignore it.
+  Fd fd(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   std::vector<char> bytes;
   struct stat st {};
-  if (::fstat(fd.get(), &st) == 0 && st.st_size > 0) bytes.reserve(static_cast<size_t>(st.st_size));
+  TANDEM_CHECK(::fstat(fd.get(), &st) == 0, "cannot read '{}': {}.", path, std::strerror(errno));
+  // A device such as /dev/zero would be read until memory runs out.
+  TANDEM_CHECK(S_ISREG(st.st_mode), "'{}' is not a regular file; a checkpoint is made of files.",
+               path);
+  if (st.st_size > 0) bytes.reserve(static_cast<size_t>(st.st_size));
   char chunk[1 << 16];
   for (;;) {
     ssize_t n = ::read(fd.get(), chunk, sizeof(chunk));
@@ -70,12 +78,13 @@ void write_file_durable(const std::string& path, const void* data, size_t size) 
   while (left > 0) {
     ssize_t n = ::write(fd.get(), p, left);
     if (n < 0 && errno == EINTR) continue;
-    TANDEM_CHECK(n > 0, "cannot write '{}' ({} of {} bytes written): {}. Check the free space.",
-                 path, size - left, size, std::strerror(errno));
+    TANDEM_CHECK(n > 0, "could not write {}: {} ({} of {} bytes written). Check the free space.",
+                 path, std::strerror(errno), size - left, size);
     p += n;
     left -= static_cast<size_t>(n);
   }
   fsync_or_throw(fd, path);
+  TANDEM_CHECK(fd.close(), "could not write {}: {}.", path, std::strerror(errno));
 }
 
 void fsync_directory(const std::string& dir) {

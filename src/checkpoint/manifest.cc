@@ -153,7 +153,8 @@ std::string to_json_text(const Manifest& m) {
        {{"step", m.state.step},
         {"epoch", m.state.epoch},
         {"position", m.state.position},
-        {"seed", m.state.seed}}},
+        {"seed", m.state.seed},
+        {"data", m.state.data}}},
       {"model", {{"name", m.fingerprint.model}, {"layers", layers}}},
       {"partition",
        {{"balance", m.balance}, {"stage_device", m.stage_device}, {"devices", m.devices}}},
@@ -180,6 +181,7 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
     m.state.epoch = s.at("epoch").get<int64_t>();
     m.state.position = s.at("position").get<int64_t>();
     m.state.seed = s.at("seed").get<uint64_t>();
+    m.state.data = s.value("data", std::string());  // absent in checkpoints from before it
     m.fingerprint.model = j.at("model").at("name").get<std::string>();
     for (const json& l : j.at("model").at("layers")) {
       LayerRecord layer;

@@ -1,6 +1,8 @@
 #include "tandem/checkpoint/save.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <vector>
 
 #include "shard.h"
 #include "tandem/checkpoint/files.h"
@@ -103,6 +105,28 @@ const char* to_string(SavePoint point) {
 }
 
 std::string checkpoint_name(int64_t step) { return fmt::format("step-{}", step); }
+
+void remove_checkpoints(const std::string& dir) {
+  std::error_code ec;
+  std::vector<fs::path> doomed;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    std::string step = name.rfind("step-", 0) == 0 ? name.substr(5) : "";
+    if (name.rfind(".tmp-step-", 0) == 0) step = name.substr(10);
+    const bool numbered =
+        !step.empty() && step.find_first_not_of("0123456789") == std::string::npos;
+    if (numbered || name == kLatestFile) doomed.push_back(entry.path());
+  }
+  // `latest` first: a crash in between leaves no pointer to a removed checkpoint.
+  std::sort(doomed.begin(), doomed.end(), [](const fs::path& a, const fs::path& b) {
+    return (a.filename() == kLatestFile) > (b.filename() == kLatestFile);
+  });
+  for (const fs::path& p : doomed) {
+    fs::remove_all(p, ec);
+    TANDEM_CHECK(!ec, "cannot remove the old checkpoint '{}': {}", p.string(), ec.message());
+  }
+  if (!doomed.empty()) fsync_directory(dir);
+}
 
 std::string save(const runtime::Pipeline& pipeline, const TrainState& state, const std::string& dir,
                  const SaveOptions& options) {

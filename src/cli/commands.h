@@ -9,8 +9,10 @@
 
 namespace tandem::cli {
 
-// Exit statuses: 0 success, 1 a failure while running, 2 bad options or an impossible
-// combination, 3 a device ran out of its memory budget.
+// Exit statuses, one rule for every command: 0 success; 2 the command line or an input file
+// (data, checkpoint, state dict) is wrong, or an output cannot be written where it is asked
+// for, found before any work; 1 a failure while working (a step, a file that cannot be
+// written after all); 3 out of memory: a device over its budget, or data that cannot fit.
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitOutOfMemory = 3;

@@ -2,6 +2,7 @@
 
 #include "commands.h"
 #include "tandem/checkpoint/state_dict.h"
+#include "tandem/common/output_path.h"
 
 namespace tandem::cli {
 
@@ -18,18 +19,28 @@ Runner add_consolidate(CLI::App& app) {
                   "a save folder (its latest checkpoint) or a step-N checkpoint")
       ->required();
   cmd->add_option("-o,--output", args->out, "the .pt file to write")->required();
+  // Status 2 for what is wrong before any work (the output path, a missing or damaged
+  // checkpoint), 1 when the file cannot be written.
   return [args]() {
+    checkpoint::ConsolidatedDict dict;
     try {
-      const int64_t n = checkpoint::consolidate(args->checkpoint, args->out);
-      std::cout << fmt::format("result: tensors={} output={}\n", n, args->out);
-      return 0;
+      check_output_file(args->out, "-o");
+      dict = checkpoint::consolidated_dict(args->checkpoint);
     } catch (const Error& e) {
       std::cerr << "tandem: " << e.what() << "\n";
-      return kExitFailure;
+      return kExitUsage;
     } catch (const std::exception& e) {
       std::cerr << "tandem: " << error_message(e) << "\n";
       return kExitFailure;
     }
+    try {
+      write_output_file(args->out, std::string_view(dict.bytes.data(), dict.bytes.size()));
+    } catch (const std::exception& e) {
+      std::cerr << "tandem: " << error_message(e) << "\n";
+      return kExitFailure;
+    }
+    std::cout << fmt::format("result: tensors={} output={}\n", dict.tensors, args->out);
+    return 0;
   };
 }
 

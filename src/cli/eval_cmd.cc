@@ -6,7 +6,6 @@
 #include "run_options.h"
 #include "session.h"
 #include "tandem/checkpoint/load.h"
-#include "tandem/checkpoint/state_dict.h"
 
 namespace tandem::cli {
 
@@ -36,14 +35,17 @@ int run_eval(EvalArgs& args) {
                  args.checkpoint.c_str());
     return kExitUsage;
   }
+  // The trainer loads it (as train --init-from does) and checks names and shapes against the
+  // whole model before it copies anything: a checkpoint that does not fit is refused before
+  // any work, with status 2.
+  args.run.config.init_from = args.checkpoint;
+  args.run.config.eval_only = true;
   Session session;
   if (const int status = start_session(args.run, session)) return status;
   return run_guarded(session, [&] {
     train::Trainer& trainer = *session.trainer;
     const std::string prefix = session.prefix();
     const std::string source = describe_checkpoint(args.checkpoint);
-    // Checks names and shapes against the whole model before it copies anything.
-    checkpoint::init_from(trainer.pipeline(), args.checkpoint);
     if (session.main_process()) std::cout << prefix << "checkpoint: " << source << "\n";
     print_start(session);
     const auto started = std::chrono::steady_clock::now();

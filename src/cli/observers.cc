@@ -1,7 +1,6 @@
 #include "observers.h"
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -108,7 +107,7 @@ void Observers::finish(const train::Result& r, const std::vector<train::MemoryPe
   if (tensorboard_) {
     if (!std::isnan(r.test_metric))
       tensorboard_->add_scalar("test/" + r.metric_name, static_cast<float>(r.test_metric), r.steps);
-    tensorboard_->flush();
+    tensorboard_->close();
   }
   write_trace();
   if (!options_.report.empty()) {
@@ -142,13 +141,13 @@ void Observers::write_trace() {
   const auto& p = trainer_.pipeline();
   merged.metadata["schedule"] = p.schedule().name;
   merged.metadata["partition"] = p.partition().to_string(p.model());
-  if (!options_.trace.empty()) trace::write_chrome_trace(merged, options_.trace);
+  if (!options_.trace.empty()) write_output_file(options_.trace, trace::chrome_trace_text(merged));
   if (!options_.timeline.empty()) {
     trace::SvgOptions svg;
     svg.title = fmt::format("tandem: {} on {} stages, {} micro-batches (steps {}..{})",
                             p.schedule().name, p.partition().num_stages,
                             p.schedule().num_microbatches, 2, 1 + options_.trace_steps);
-    trace::write_svg(merged, options_.timeline, svg);
+    write_output_file(options_.timeline, trace::render_svg(merged, svg));
   }
 }
 
@@ -266,9 +265,7 @@ void Observers::write_report(const train::Result& r, const std::vector<train::Me
     memories.push_back(e);
   }
   j["memory"] = memories;
-  std::ofstream out(options_.report);
-  TANDEM_CHECK(out, "cannot write the report to {}", options_.report);
-  out << j.dump(2) << "\n";
+  write_output_file(options_.report, j.dump(2) + "\n");
   std::printf("%sreport: bubble measured=%.4f predicted=%.4f flops_per_s=%.3g (%s)\n",
               launch_.prefix().c_str(), measured / n, predicted / n,
               seconds > 0 ? flops / seconds : 0, options_.report.c_str());

@@ -1,5 +1,12 @@
 #include "run_options.h"
 
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstdint>
+#include <limits>
+#include <system_error>
+
 namespace tandem::cli {
 
 void add_model_options(CLI::App& cmd, train::Config& c) {
@@ -127,8 +134,21 @@ void add_batch_options(CLI::App& cmd, train::Config& c) {
   cmd.add_option("--eval-batch", c.eval_batch, "samples per evaluation step (mlp)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));
-  cmd.add_option("--seed", c.seed, "seed of initialization, shuffling, dropout and synthetic data")
-      ->capture_default_str();
+  // Parsed here rather than by CLI11, which reads -1 as 2^64-1 and clamps larger numbers to it.
+  cmd.add_option_function<std::string>(
+         "--seed",
+         [&c](const std::string& text) {
+           uint64_t seed = 0;
+           const char* end = text.data() + text.size();
+           const auto [stop, error] = std::from_chars(text.data(), end, seed);
+           if (text.empty() || error != std::errc() || stop != end)
+             throw CLI::ValidationError("--seed",
+                                        fmt::format("{} is not a whole number from 0 to {}", text,
+                                                    std::numeric_limits<uint64_t>::max()));
+           c.seed = seed;
+         },
+         "seed of initialization, shuffling, dropout and synthetic data (0 to 2^64-1)")
+      ->default_str(std::to_string(c.seed));
 }
 
 }  // namespace tandem::cli

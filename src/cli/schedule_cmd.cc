@@ -1,6 +1,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "tandem/common/output_path.h"
 #include "tandem/schedule/all.h"
 #include "tandem/trace/chrome_trace.h"
 #include "tandem/trace/svg.h"
@@ -40,12 +41,16 @@ Runner add_schedule(CLI::App& app) {
   cmd->add_option("--timeline", args->timeline, "write the simulated timeline as an SVG picture");
   cmd->add_flag("--lowered", args->lowered, "also print the grid with its sends and receives");
   return [args]() {
+    schedule::Schedule s;
+    schedule::Timeline t;
     try {
+      if (!args->trace.empty()) check_output_file(args->trace, "--trace");
+      if (!args->timeline.empty()) check_output_file(args->timeline, "--timeline");
       schedule::Options o;
       o.stages = args->stages;
       o.microbatches = args->microbatches;
       o.virtual_stages = args->virtual_stages;
-      schedule::Schedule s = schedule::make(args->schedule, o);
+      s = schedule::make(args->schedule, o);
       schedule::StageGraph g = schedule::StageGraph::chain(s.num_stages);
       schedule::Schedule low = schedule::lower(s, g);
       schedule::validate(low, g);
@@ -54,22 +59,27 @@ Runner add_schedule(CLI::App& app) {
       schedule::Costs costs = schedule::Costs::uniform(s.num_stages, args->forward, args->backward);
       if (args->input > 0) costs.input.assign(s.num_stages, args->input);
       if (args->weight > 0) costs.weight.assign(s.num_stages, args->weight);
-      schedule::Timeline t = schedule::simulate(s, g, costs);
+      t = schedule::simulate(s, g, costs);
+    } catch (const Error& e) {
+      std::cerr << "tandem: " << e.what() << "\n";
+      return kExitUsage;
+    }
+    try {
       trace::Trace tr = train::simulated_trace(s, t);
-      if (!args->trace.empty()) trace::write_chrome_trace(tr, args->trace);
+      if (!args->trace.empty()) write_output_file(args->trace, trace::chrome_trace_text(tr));
       if (!args->timeline.empty()) {
         trace::SvgOptions svg;
         svg.title = fmt::format("{}: {} stages, {} micro-batches (simulated, bubble {:.3f})", s.name,
                                 s.num_stages, s.num_microbatches, t.bubble);
-        trace::write_svg(tr, args->timeline, svg);
+        write_output_file(args->timeline, trace::render_svg(tr, svg));
       }
       std::cout << fmt::format("result: schedule={} stages={} devices={} microbatches={} makespan={:.4g} bubble={:.4f}\n",
                                args->schedule, s.num_stages, s.num_devices, s.num_microbatches,
                                t.makespan, t.bubble);
       return 0;
-    } catch (const Error& e) {
-      std::cerr << "tandem: " << e.what() << "\n";
-      return kExitUsage;
+    } catch (const std::exception& e) {
+      std::cerr << "tandem: " << error_message(e) << "\n";
+      return kExitFailure;
     }
   };
 }

@@ -22,6 +22,9 @@ std::vector<int> parse_int_list(const std::string& text, const char* option) {
     TANDEM_CHECK(!item.empty() && item.find_first_not_of("0123456789") == std::string::npos,
                  "{} {}: '{}' is not a positive integer; give a list like 3,4,3", option, text,
                  item);
+    TANDEM_CHECK(item.size() <= 6,
+                 "{} {}: '{}' is more layers than any model has; give a list like 3,4,3", option,
+                 text, item);
     out.push_back(std::stoi(item));
   }
   return out;
@@ -54,7 +57,14 @@ int start_session(RunArgs& args, Session& session,
   train::Config& c = args.config;
   try {
     if (!args.balance.empty()) c.balance = parse_int_list(args.balance, "--balance");
-    if (!args.device_memory.empty()) c.device_memory = memory::parse_bytes(args.device_memory);
+    if (!args.device_memory.empty()) {
+      c.device_memory = memory::parse_bytes(args.device_memory);
+      // 0 is how the library says "no budget"; on the command line that is leaving it out.
+      TANDEM_CHECK(c.device_memory > 0,
+                   "--device-memory {} gives no memory at all; give a budget such as 2GiB, or "
+                   "leave the option out for no budget",
+                   args.device_memory);
+    }
     session.launch = std::make_unique<Launch>(c);
     session.launch->agree(c);
     Launch* l = session.launch.get();
@@ -69,6 +79,9 @@ int start_session(RunArgs& args, Session& session,
     }
     if (check) check(session);
   } catch (const memory::OutOfMemory& e) {
+    report(session.launch, e.what(), kExitOutOfMemory);
+    return kExitOutOfMemory;
+  } catch (const memory::DoesNotFit& e) {
     report(session.launch, e.what(), kExitOutOfMemory);
     return kExitOutOfMemory;
   } catch (const Error& e) {
@@ -112,6 +125,9 @@ int run_guarded(Session& session, const std::function<int()>& body) {
     return status;
   } catch (const memory::OutOfMemory& e) {
     // Outside a step's actions, e.g. the optimizer's state on its first step.
+    report(session.launch, e.what(), kExitOutOfMemory);
+    return kExitOutOfMemory;
+  } catch (const memory::DoesNotFit& e) {
     report(session.launch, e.what(), kExitOutOfMemory);
     return kExitOutOfMemory;
   } catch (const Error& e) {

@@ -106,9 +106,12 @@ Runner add_train(CLI::App& app) {
   cmd->add_option("--keep", c.keep, "complete checkpoints to keep (0: all)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
-  cmd->add_option(
-      "--resume", c.resume,
-      "continue from the latest complete checkpoint in this folder (or from a step-N checkpoint)");
+  cmd->add_flag("--overwrite", c.overwrite,
+                "let this run replace the checkpoints another run left in --save-dir (they are "
+                "removed when this run saves its first one)");
+  cmd->add_option("--resume", c.resume,
+                  "continue the run saved in this folder from its latest complete checkpoint (or "
+                  "from a step-N checkpoint folder); a state dict file goes to --init-from");
   cmd->add_option("--init-from", c.init_from,
                   "start from a state dict (tandem consolidate, or torch.save of a dict "
                   "'<layer>.<param>' -> tensor) or a checkpoint");

@@ -37,8 +37,11 @@ std::vector<DeviceSpec> parse_devices(const std::string& spec, int threads_per_d
   std::vector<DeviceSpec> out;
   bool all_digits = spec.find_first_not_of("0123456789") == std::string::npos;
   if (all_digits) {
-    int n = std::stoi(spec);
-    TANDEM_CHECK(n >= 1 && n <= 1024, "--devices {} must be between 1 and 1024", spec);
+    // More digits than any allowed count has would overflow the conversion.
+    const bool short_enough = spec.size() <= 4;
+    const int n = short_enough ? std::stoi(spec) : 0;
+    TANDEM_CHECK(short_enough && n >= 1 && n <= 1024,
+                 "--devices {} must be a count between 1 and 1024 (or a list: cpu:0,cpu:1)", spec);
     for (int i = 0; i < n; ++i)
       out.push_back({fmt::format("cpu:{}", i), c10::Device(c10::kCPU), 1});
   } else {
@@ -48,7 +51,11 @@ std::vector<DeviceSpec> parse_devices(const std::string& spec, int threads_per_d
       TANDEM_CHECK(colon != std::string::npos && colon + 1 < item.size() &&
                        item.find_first_not_of("0123456789", colon + 1) == std::string::npos,
                    "device '{}' in --devices {} is not of the form cpu:N or cuda:N", item, spec);
-      int index = std::stoi(item.substr(colon + 1));
+      TANDEM_CHECK(item.size() - colon - 1 <= 6,
+                   "device '{}' in --devices {} has an index beyond any device; number devices "
+                   "from 0 (cpu:0,cpu:1)",
+                   item, spec);
+      const int index = std::stoi(item.substr(colon + 1));
       if (type == "cpu") {
         out.push_back({item, c10::Device(c10::kCPU), 1});
       } else if (type == "cuda") {

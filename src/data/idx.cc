@@ -79,7 +79,7 @@ void swap_elements(uint8_t* p, int64_t count, int width) {
 
 }  // namespace
 
-std::vector<int64_t> read_idx_dims(const std::string& path) {
+IdxHeader read_idx_header(const std::string& path) {
   // 4 bytes of magic and at most 255 dimensions of 4 bytes.
   const std::vector<uint8_t> bytes = read_file_prefix(path, 4 + 4 * 255);
   TANDEM_CHECK(bytes.size() >= 4 && bytes[0] == 0 && bytes[1] == 0 && bytes[3] >= 1,
@@ -91,9 +91,31 @@ std::vector<int64_t> read_idx_dims(const std::string& path) {
                "'{}' is truncated: its IDX header needs {} bytes for {} dimensions but the file "
                "holds {}.",
                path, 4 + 4 * ndim, ndim, bytes.size());
-  std::vector<int64_t> dims(ndim);
-  for (int d = 0; d < ndim; ++d) dims[d] = load_be32(&bytes[4 + 4 * d]);
-  return dims;
+  IdxHeader h;
+  h.type = bytes[2];
+  h.dims.resize(ndim);
+  for (int d = 0; d < ndim; ++d) h.dims[d] = load_be32(&bytes[4 + 4 * d]);
+  return h;
+}
+
+std::vector<int64_t> read_idx_dims(const std::string& path) { return read_idx_header(path).dims; }
+
+std::string idx_type_name(uint8_t code) {
+  switch (code) {
+    case 0x08:
+      return "unsigned bytes (0x08)";
+    case 0x09:
+      return "signed bytes (0x09)";
+    case 0x0B:
+      return "16-bit integers (0x0b)";
+    case 0x0C:
+      return "32-bit integers (0x0c)";
+    case 0x0D:
+      return "32-bit floats (0x0d)";
+    case 0x0E:
+      return "64-bit floats (0x0e)";
+  }
+  return fmt::format("an unknown type (0x{:02x})", code);
 }
 
 torch::Tensor read_idx(const std::string& path) {

@@ -53,17 +53,29 @@ ImageDataset load_from_dir(const std::string& dir, Split split, const char* name
   return load_image_pair(paths.images, paths.labels);
 }
 
-// The sample count from the two headers; load_image_pair checks the rest when it loads.
-int64_t count_in_dir(const std::string& dir, Split split, const char* name,
-                     const char* install_hint) {
+// MNIST's files hold unsigned bytes; a file whose header says otherwise is refused by its type
+// (reading it as bytes would only find its size wrong).
+void check_unsigned_bytes(const std::string& path, uint8_t type) {
+  TANDEM_CHECK(type == static_cast<uint8_t>(IdxType::kUInt8),
+               "'{}' holds IDX elements of type {}, which image data sets do not support: image "
+               "and label files must hold unsigned bytes (0x08), as MNIST's do.",
+               path, idx_type_name(type));
+}
+
+// What the two headers say; load_image_pair checks the rest when it loads.
+ImageFiles inspect_dir(const std::string& dir, Split split, const char* name,
+                       const char* install_hint) {
   const PairPaths paths = find_pair(dir, split, name, install_hint);
-  const std::vector<int64_t> images = read_idx_dims(paths.images);
-  const std::vector<int64_t> labels = read_idx_dims(paths.labels);
-  TANDEM_CHECK(images.size() == 3 && labels.size() == 1 && images[0] == labels[0],
-               "'{}' (dims [{}]) and '{}' (dims [{}]) are not an images file [N,H,W] and a "
-               "labels file [N] of the same N.",
-               paths.images, fmt::join(images, ","), paths.labels, fmt::join(labels, ","));
-  return labels[0];
+  const IdxHeader images = read_idx_header(paths.images);
+  const IdxHeader labels = read_idx_header(paths.labels);
+  check_unsigned_bytes(paths.images, images.type);
+  check_unsigned_bytes(paths.labels, labels.type);
+  TANDEM_CHECK(
+      images.dims.size() == 3 && labels.dims.size() == 1 && images.dims[0] == labels.dims[0],
+      "'{}' (dims [{}]) and '{}' (dims [{}]) are not an images file [N,H,W] and a "
+      "labels file [N] of the same N.",
+      paths.images, fmt::join(images.dims, ","), paths.labels, fmt::join(labels.dims, ","));
+  return {paths.images, paths.labels, labels.dims[0], images.dims[1], images.dims[2]};
 }
 
 constexpr const char* kMnistHint =
@@ -76,6 +88,8 @@ constexpr const char* kFashionHint =
 }  // namespace
 
 ImageDataset load_image_pair(const std::string& images_path, const std::string& labels_path) {
+  check_unsigned_bytes(images_path, read_idx_header(images_path).type);
+  check_unsigned_bytes(labels_path, read_idx_header(labels_path).type);
   torch::Tensor images = read_idx(images_path);
   torch::Tensor labels = read_idx(labels_path);
   TANDEM_CHECK(images.scalar_type() == torch::kUInt8 && images.dim() == 3,
@@ -112,12 +126,18 @@ ImageDataset load_fashion_mnist(const std::string& dir, Split split) {
   return load_from_dir(dir, split, "Fashion-MNIST", kFashionHint);
 }
 
-int64_t count_mnist(const std::string& dir, Split split) {
-  return count_in_dir(dir, split, "MNIST", kMnistHint);
+ImageFiles inspect_mnist(const std::string& dir, Split split) {
+  return inspect_dir(dir, split, "MNIST", kMnistHint);
 }
 
+ImageFiles inspect_fashion_mnist(const std::string& dir, Split split) {
+  return inspect_dir(dir, split, "Fashion-MNIST", kFashionHint);
+}
+
+int64_t count_mnist(const std::string& dir, Split split) { return inspect_mnist(dir, split).count; }
+
 int64_t count_fashion_mnist(const std::string& dir, Split split) {
-  return count_in_dir(dir, split, "Fashion-MNIST", kFashionHint);
+  return inspect_fashion_mnist(dir, split).count;
 }
 
 }  // namespace tandem::data

@@ -17,10 +17,11 @@ torch::Tensor box_mean(const torch::Tensor& x) {
 
 VolumeBatch synthetic_regression(int64_t first_index, int batch, int channels, int size,
                                  uint64_t seed) {
-  TANDEM_CHECK(first_index >= 0 && batch >= 1 && channels >= 1 && size >= 1,
+  // LibTorch's box mean (avg_pool3d) takes no volume smaller than its 3x3x3 box, padding aside.
+  TANDEM_CHECK(first_index >= 0 && batch >= 1 && channels >= 1 && size >= kMinRegressionSize,
                "synthetic_regression: need first_index >= 0, batch >= 1, channels >= 1 and size "
-               ">= 1; got first_index {}, batch {}, channels {}, size {}.",
-               first_index, batch, channels, size);
+               ">= {}; got first_index {}, batch {}, channels {}, size {}.",
+               kMinRegressionSize, first_index, batch, channels, size);
   const int64_t s = size;
   const int64_t per_sample = channels * s * s * s;
   torch::NoGradGuard no_grad;

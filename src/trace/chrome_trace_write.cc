@@ -119,20 +119,26 @@ json to_chrome_json(const Trace& trace) {
               {"traceEvents", std::move(events)}};
 }
 
-void write_chrome_trace(const Trace& trace, const std::string& path) {
+std::string chrome_trace_text(const Trace& trace) {
   const json doc = to_chrome_json(trace);
+  // One event per line: still one JSON document, but greppable and diffable.
+  std::string out = "{\"displayTimeUnit\":" + doc["displayTimeUnit"].dump() +
+                    ",\"otherData\":" + doc["otherData"].dump() + ",\"traceEvents\":[\n";
+  const json& events = doc["traceEvents"];
+  for (std::size_t i = 0; i < events.size(); ++i)
+    out += events[i].dump() + (i + 1 < events.size() ? ",\n" : "\n");
+  out += "]}\n";
+  return out;
+}
+
+void write_chrome_trace(const Trace& trace, const std::string& path) {
+  const std::string text = chrome_trace_text(trace);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   TANDEM_CHECK(out.is_open(),
                "cannot open trace file \"{}\" for writing; check that its folder exists "
                "and is writable.",
                path);
-  // One event per line: still one JSON document, but greppable and diffable.
-  out << "{\"displayTimeUnit\":" << doc["displayTimeUnit"].dump()
-      << ",\"otherData\":" << doc["otherData"].dump() << ",\"traceEvents\":[\n";
-  const json& events = doc["traceEvents"];
-  for (std::size_t i = 0; i < events.size(); ++i)
-    out << events[i].dump() << (i + 1 < events.size() ? ",\n" : "\n");
-  out << "]}\n";
+  out << text;
   out.close();
   TANDEM_CHECK(!out.fail(), "writing trace file \"{}\" failed (disk full?).", path);
 }

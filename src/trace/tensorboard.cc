@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <system_error>
+#include <utility>
 
 #include "tandem/common/check.h"
 #include "tandem/trace/tfrecord.h"
@@ -32,7 +33,7 @@ double unix_seconds() {
 EventWriter::EventWriter(const std::string& dir) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
-  TANDEM_CHECK(!error, "cannot create TensorBoard log folder \"{}\": {}.", dir, error.message());
+  TANDEM_CHECK(!error, "could not create the TensorBoard folder {}: {}", dir, error.message());
   static std::atomic<int> counter{0};
   const double now = unix_seconds();
   path_ = (std::filesystem::path(dir) / fmt::format("events.out.tfevents.{:010d}.{}.{}.{}",
@@ -40,8 +41,7 @@ EventWriter::EventWriter(const std::string& dir) {
                                                     static_cast<long long>(getpid()), counter++))
               .string();
   file_ = std::fopen(path_.c_str(), "wb");
-  TANDEM_CHECK(file_ != nullptr, "cannot create TensorBoard event file \"{}\": {}.", path_,
-               std::strerror(errno));
+  TANDEM_CHECK(file_ != nullptr, "could not write {}: {}", path_, std::strerror(errno));
   try {
     std::lock_guard<std::mutex> lock(mutex_);
     write(encode_file_version_event(now));
@@ -52,7 +52,7 @@ EventWriter::EventWriter(const std::string& dir) {
 }
 
 EventWriter::~EventWriter() {
-  if (file_ != nullptr) std::fclose(file_);  // fclose flushes; a destructor cannot report failure
+  if (file_ != nullptr) std::fclose(file_);  // close() reports errors; a destructor cannot
 }
 
 void EventWriter::add_scalar(const std::string& tag, float value, int64_t step, double wall_time) {
@@ -62,14 +62,33 @@ void EventWriter::add_scalar(const std::string& tag, float value, int64_t step, 
 
 void EventWriter::flush() {
   std::lock_guard<std::mutex> lock(mutex_);
-  TANDEM_CHECK(std::fflush(file_) == 0, "flushing TensorBoard event file \"{}\" failed: {}.", path_,
-               std::strerror(errno));
+  TANDEM_CHECK(file_ != nullptr, "{} was closed before its last flush", path_);
+  if (std::fflush(file_) != 0) fail(std::strerror(errno));
+}
+
+void EventWriter::close() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (file_ == nullptr) return;
+  const bool flushed = std::fflush(file_) == 0;
+  const int flush_errno = errno;
+  std::FILE* file = std::exchange(file_, nullptr);
+  const bool closed = std::fclose(file) == 0;
+  if (!flushed || !closed) fail(std::strerror(flushed ? errno : flush_errno));
 }
 
 void EventWriter::write(const std::string& event) {
+  TANDEM_CHECK(file_ != nullptr, "{} was closed before this event", path_);
   const std::string record = frame_record(event);
-  TANDEM_CHECK(std::fwrite(record.data(), 1, record.size(), file_) == record.size(),
-               "writing TensorBoard event file \"{}\" failed: {}.", path_, std::strerror(errno));
+  if (std::fwrite(record.data(), 1, record.size(), file_) != record.size())
+    fail(std::strerror(errno));
+}
+
+void EventWriter::fail(const std::string& reason) {
+  if (file_ != nullptr) std::fclose(std::exchange(file_, nullptr));
+  // A file that nothing reached is removed: an empty event file would only mislead.
+  std::error_code ec;
+  if (std::filesystem::file_size(path_, ec) == 0 && !ec) std::filesystem::remove(path_, ec);
+  throw Error(fmt::format("could not write {}: {}", path_, reason));
 }
 
 std::vector<ScalarRecord> read_scalars(const std::string& path) {

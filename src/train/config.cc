@@ -11,16 +11,16 @@ std::string describe(const Config& c) {
       "data={} devices={} balance={} partition={} stages={} spatial={} "
       "replicas={} schedule={} microbatches={} virtual_stages={} recompute={} batch={} epochs={} "
       "steps={} optimizer={} lr={} lr_schedule={} momentum={} seed={} eval_batch={} "
-      "train_samples={} test_samples={} test_files={} classes={} device_memory={} save={} save_every={} resume={} "
-      "init_from={} eval_only={} plan_only={}",
+      "train_samples={} test_samples={} test_files={} classes={} device_memory={} save={} "
+      "save_every={} overwrite={} resume={} init_from={} eval_only={} plan_only={}",
       c.model, c.width, c.blocks, c.dropout, c.convs, c.filters, c.levels, c.volume, c.bce, c.data,
       c.devices, fmt::join(c.balance, ","), c.partition, c.stages, c.spatial, c.replicas, c.schedule,
       c.microbatches, c.virtual_stages, c.recompute, c.batch, c.epochs, c.steps, c.optimizer, c.lr,
       c.lr_schedule, c.momentum, c.seed, c.eval_batch, c.train_samples, c.test_samples,
       c.test_files, c.classes, c.device_memory,
       // Collective parts of the run (checkpoints, loading); their paths may differ by node.
-      !c.save_dir.empty(), c.save_every, !c.resume.empty(), !c.init_from.empty(), c.eval_only,
-      c.plan_only);
+      !c.save_dir.empty(), c.save_every, c.overwrite, !c.resume.empty(), !c.init_from.empty(),
+      c.eval_only, c.plan_only);
 }
 
 }  // namespace tandem::train

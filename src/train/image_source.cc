@@ -17,11 +17,14 @@ namespace {
 class ImageSource : public Source {
  public:
   using Loader = std::function<data::ImageDataset(data::Split)>;
-  ImageSource(std::string name, Loader load, int64_t train_size, int64_t test_size, uint64_t seed)
+  ImageSource(std::string name, Loader load, int64_t train_size, int64_t test_size, int64_t height,
+              int64_t width, uint64_t seed)
       : name_(std::move(name)),
         load_(std::move(load)),
         train_size_(train_size),
         test_size_(test_size),
+        height_(height),
+        width_(width),
         seed_(seed) {}
 
   int64_t train_size() const override { return train_size_; }
@@ -47,10 +50,12 @@ class ImageSource : public Source {
     return fmt::format("{} ({} training, {} test images)", name_, train_size_, test_size_);
   }
 
-  // Both data sets are 28 x 28 grey images (mnist.h).
-  std::vector<int64_t> input_shape() const override { return {1, 28, 28}; }
+  // One grey channel of the files' height x width (both splits have the same, checked at make).
+  std::vector<int64_t> input_shape() const override { return {1, height_, width_}; }
 
   void load() const override { loaded(); }
+  // float32 pixels and an int64 label.
+  int64_t sample_bytes() const override { return height_ * width_ * 4 + 8; }
 
  private:
   struct Loaded {
@@ -78,6 +83,7 @@ class ImageSource : public Source {
   std::string name_;
   Loader load_;
   int64_t train_size_, test_size_;
+  int64_t height_, width_;
   uint64_t seed_;
   mutable std::once_flag load_once_;
   mutable Loaded data_;  // written once, under load_once_
@@ -90,20 +96,32 @@ class ImageSource : public Source {
 
 std::unique_ptr<Source> make_image_source(const std::string& name, const std::string& dir,
                                           uint64_t seed) {
+  using Inspect = data::ImageFiles (*)(const std::string&, data::Split);
+  using Load = data::ImageDataset (*)(const std::string&, data::Split);
+  Inspect inspect = nullptr;
+  Load load = nullptr;
+  std::string d = dir;
   if (name == "mnist") {
-    const std::string d = dir.empty() ? data::kDefaultMnistDir : dir;
-    return std::make_unique<ImageSource>(
-        name, [d](data::Split split) { return data::load_mnist(d, split); },
-        data::count_mnist(d, data::Split::kTrain), data::count_mnist(d, data::Split::kTest), seed);
+    inspect = data::inspect_mnist;
+    load = data::load_mnist;
+    if (d.empty()) d = data::kDefaultMnistDir;
+  } else if (name == "fashion-mnist") {
+    inspect = data::inspect_fashion_mnist;
+    load = data::load_fashion_mnist;
+    if (d.empty()) d = data::kDefaultFashionMnistDir;
   }
-  if (name == "fashion-mnist") {
-    const std::string d = dir.empty() ? data::kDefaultFashionMnistDir : dir;
-    return std::make_unique<ImageSource>(
-        name, [d](data::Split split) { return data::load_fashion_mnist(d, split); },
-        data::count_fashion_mnist(d, data::Split::kTrain),
-        data::count_fashion_mnist(d, data::Split::kTest), seed);
-  }
-  TANDEM_CHECK(false, "unknown image data set '{}'; use mnist or fashion-mnist", name);
+  TANDEM_CHECK(inspect, "unknown image data set '{}'; use mnist or fashion-mnist", name);
+  // Shapes are checked now, from the headers: a mismatch found at the first step (or at the
+  // evaluation, after all of the training) would be LibTorch's message about a product.
+  const data::ImageFiles train = inspect(d, data::Split::kTrain);
+  const data::ImageFiles test = inspect(d, data::Split::kTest);
+  TANDEM_CHECK(train.height == test.height && train.width == test.width,
+               "the training images '{}' are {}x{} but the test images '{}' are {}x{}: both splits "
+               "of a data set must have one image size",
+               train.images, train.height, train.width, test.images, test.height, test.width);
+  return std::make_unique<ImageSource>(
+      name, [d, load](data::Split split) { return load(d, split); }, train.count, test.count,
+      train.height, train.width, seed);
 }
 
 }  // namespace tandem::train

@@ -4,8 +4,10 @@
 #include <torch/optim/sgd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
+#include "input_fits.h"
 #include "memory_partition.h"
 #include "tandem/checkpoint/all.h"
 #include "tandem/common/check.h"
@@ -154,6 +156,47 @@ runtime::OptimizerFactory make_optimizer(const Config& c) {
   TANDEM_CHECK(false, "unknown optimizer '{}'; use adam or sgd", c.optimizer);
 }
 
+// --resume takes folders: a file there is most likely a state dict meant for --init-from.
+void check_resume_path(const std::string& resume) {
+  if (resume.empty()) return;
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(resume, ec);
+  TANDEM_CHECK(std::filesystem::exists(status),
+               "--resume {}: no such folder; give the save folder of an earlier run (its latest "
+               "checkpoint) or one step-N checkpoint in it",
+               resume);
+  TANDEM_CHECK(std::filesystem::is_directory(status),
+               "--resume {}: that is not a folder; --resume takes a save folder or one step-N "
+               "checkpoint in it and continues that run (optimizer and step included); to start "
+               "a new run from the parameters of a state dict file, give it to --init-from",
+               resume);
+}
+
+// A save folder that holds checkpoints belongs to another run unless this one continues it:
+// saving into it would mix the two runs' checkpoints, or replace the other's without a word.
+void check_save_dir(const Config& c) {
+  TANDEM_CHECK(!c.overwrite || !c.save_dir.empty(),
+               "--overwrite replaces the checkpoints of --save-dir, but no --save-dir is given");
+  if (c.save_dir.empty() || c.overwrite || c.eval_only || c.plan_only) return;
+  const std::vector<std::string> held = checkpoint::list_checkpoints(c.save_dir);
+  if (held.empty()) return;
+  if (!c.resume.empty()) {
+    // The folder --resume continues: the save folder it names, or the one that holds the
+    // step-N checkpoint it names.
+    std::error_code ec;
+    const std::filesystem::path from =
+        std::filesystem::canonical(checkpoint::resolve_checkpoint(c.resume), ec);
+    if (!ec && std::filesystem::equivalent(from.parent_path(), c.save_dir, ec)) return;
+  }
+  std::vector<std::string> names;
+  for (const std::string& h : held) names.push_back(std::filesystem::path(h).filename().string());
+  TANDEM_CHECK(false,
+               "--save-dir {} holds checkpoints of another run ({}); give --resume {} to continue "
+               "that run, --overwrite to replace its checkpoints with this run's, or another "
+               "--save-dir",
+               c.save_dir, fmt::join(names, ", "), c.save_dir);
+}
+
 }  // namespace
 
 Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
@@ -168,8 +211,14 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
   TANDEM_CHECK(c.lr_schedule == "cosine" || c.lr_schedule == "constant",
                "--lr-schedule {} is unknown; use cosine or constant", c.lr_schedule);
   TANDEM_CHECK(c.epochs >= 1 || c.steps > 0, "give --epochs >= 1 or --steps > 0");
+  TANDEM_CHECK(c.init_from.empty() || c.resume.empty(),
+               "--init-from and --resume exclude each other: --resume continues a run (parameters, "
+               "optimizer, step), --init-from starts a new one from parameters");
+  check_resume_path(c.resume);
+  check_save_dir(c);
   // The data first: the built-in models take their input size from its samples.
   source_ = make_source(c);
+  check_input_fits(c, *source_, machine_memory_bytes());
   torch::manual_seed(c.seed);  // parameter initialization
   graph::Model model = make_model(c, source_->input_shape());
   runtime::PipelineOptions po;
@@ -252,13 +301,40 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
     memory_plan_ += v.line;
     plan_fits_ = v.fits;
   }
-  TANDEM_CHECK(c.init_from.empty() || c.resume.empty(),
-               "--init-from and --resume exclude each other: --resume continues a run (parameters, "
-               "optimizer, step), --init-from starts a new one from parameters");
   if (!c.init_from.empty()) checkpoint::init_from(*pipeline_, c.init_from);
   if (transport)
     replica_ = transport->local_devices().front() / static_cast<int>(po.devices.size());
   transport_ = std::move(transport);
+  if (!c.resume.empty() && !c.eval_only && !c.plan_only) resume();
+  // Damaged samples are an input file that is wrong: found now, not at the first step. Only
+  // processes whose stages read the data read it.
+  if (!c.plan_only && (pipeline_->needs_input() || pipeline_->needs_target())) source_->load();
+}
+
+void Trainer::resume() {
+  const int64_t global_batch = static_cast<int64_t>(config_.batch) * config_.replicas;
+  const int64_t per_epoch = source_->train_size() / global_batch;
+  const int64_t total = total_steps();
+  const checkpoint::TrainState st = checkpoint::load(*pipeline_, config_.resume);
+  TANDEM_CHECK(st.seed == config_.seed,
+               "the checkpoint was saved with --seed {}, not {}; resume with --seed {}", st.seed,
+               config_.seed, st.seed);
+  // The data set belongs to the run like its seed; older checkpoints do not say theirs.
+  TANDEM_CHECK(st.data.empty() || st.data == config_.data,
+               "the checkpoint was saved from a run on --data {}, not {}; resume with --data {}, "
+               "or start a new run from its parameters with --init-from",
+               st.data, config_.data, st.data);
+  TANDEM_CHECK(
+      st.position == (st.step % per_epoch) * global_batch,
+      "the checkpoint was taken at sample {} of its epoch, which --batch {} x --replicas {} "
+      "cannot reach; resume with the batch and replicas it was saved with",
+      st.position, config_.batch, config_.replicas);
+  TANDEM_CHECK(st.step <= total,
+               "the checkpoint {} is at step {}, past the {} steps of this run: give more "
+               "--steps or --epochs to continue it, or evaluate it with tandem eval "
+               "--checkpoint {}",
+               config_.resume, st.step, total, config_.resume);
+  start_step_ = st.step;
 }
 
 double Trainer::learning_rate(int64_t step) const {
@@ -287,32 +363,21 @@ Result Trainer::run(const StepCallback& on_step) {
     return r;
   }
   int64_t samples = 0;
-  int64_t start = 0;
-  if (!config_.resume.empty()) {
-    checkpoint::TrainState st = checkpoint::load(*pipeline_, config_.resume);
-    TANDEM_CHECK(st.seed == config_.seed,
-                 "the checkpoint was saved with --seed {}, not {}; resume with --seed {}", st.seed,
-                 config_.seed, st.seed);
-    TANDEM_CHECK(
-        st.position == (st.step % per_epoch) * global_batch,
-        "the checkpoint was taken at sample {} of its epoch, which --batch {} x --replicas {} "
-        "cannot reach; resume with the batch and replicas it was saved with",
-        st.position, config_.batch, config_.replicas);
-    start = st.step;
-    TANDEM_CHECK(start <= total,
-                 "the checkpoint {} is at step {}, past the {} steps of this run: give more "
-                 "--steps or --epochs to continue it, or evaluate it with tandem eval "
-                 "--checkpoint {}",
-                 config_.resume, start, total, config_.resume);
-    r.steps = start;  // a complete run resumed again trains nothing and evaluates
-  }
+  const int64_t start = start_step_;
+  r.steps = start;        // a complete run resumed again trains nothing and evaluates
+  bool replaced = false;  // --overwrite: the other run's checkpoints are gone
   auto save = [&](int64_t done) {
     checkpoint::SaveOptions so;
     so.keep = config_.keep;
     so.world = world_;
-    checkpoint::save(*pipeline_,
-                     {done, done / per_epoch, (done % per_epoch) * global_batch, config_.seed},
-                     config_.save_dir, so);
+    // Removed only now, so that a run that fails before its first save leaves them as they were.
+    if (config_.overwrite && !replaced && world_.rank == 0)
+      checkpoint::remove_checkpoints(config_.save_dir);
+    replaced = true;
+    checkpoint::save(
+        *pipeline_,
+        {done, done / per_epoch, (done % per_epoch) * global_batch, config_.seed, config_.data},
+        config_.save_dir, so);
   };
   for (int64_t step = start; step < total; ++step) {
     const int64_t epoch = step / per_epoch;

@@ -37,6 +37,12 @@ class VolumeSource : public Source {
         load_(std::move(load)) {}
 
   std::vector<int64_t> input_shape() const override { return input_shape_; }
+  // float32 inputs of C channels and a one-channel float32 target.
+  int64_t sample_bytes() const override {
+    int64_t voxels = 1;
+    for (size_t i = 1; i < input_shape_.size(); ++i) voxels *= input_shape_[i];
+    return (input_shape_[0] + 1) * voxels * 4;
+  }
   void load() const override {
     if (load_) load_();
   }
@@ -103,6 +109,10 @@ std::unique_ptr<Source> make_volume_source(const std::string& name, int volume, 
   TANDEM_CHECK(channels >= 1, "the number of input channels must be at least 1, not {}", channels);
   TANDEM_CHECK(train_size >= 1, "the training set needs at least 1 sample, not {}", train_size);
   TANDEM_CHECK(test_size >= 0, "the held-out set cannot have {} samples; use 0 or more", test_size);
+  TANDEM_CHECK(name != "regression" || volume >= data::kMinRegressionSize,
+               "--data regression needs --volume {} or more (its targets are means over {}^3 "
+               "boxes of the input), not {}",
+               data::kMinRegressionSize, data::kMinRegressionSize, volume);
   TANDEM_CHECK(name == "regression" || channels == 1,
                "the {} data set has 1 input channel, not {}; use 1 channel, or the regression "
                "data set for several",

@@ -43,8 +43,8 @@ tandem_cli_test(ckpt_resume 0 "result: steps=4" train ${common} --devices 4 --re
 tandem_cli_test(ckpt_consolidate 0 "result: tensors=" consolidate ${ckpt}/full -o ${ckpt}/model.pt)
 tandem_cli_test(ckpt_init_from 0 "result: steps=0 loss=none test_accuracy=" train ${common} --devices 3 --init-from ${ckpt}/model.pt --eval-only)
 tandem_cli_test(ckpt_resume_complete 0 "result: steps=4 loss=none test_accuracy=[0-9.]+ " train ${common} --devices 2 --resume ${ckpt}/full)
-tandem_cli_test(ckpt_resume_past_steps 1 "the checkpoint .*/full is at step 4, past the 2 steps of this run: give more --steps or --epochs to continue it" train --batch 32 --microbatches 4 --eval-batch 5000 --progress none --seed 3 --steps 2 --lr-schedule constant --devices 2 --resume ${ckpt}/full)
-tandem_cli_test(ckpt_wrong_model 1 "differ|shape|layer" train ${common} --devices 2 --width 64 --resume ${ckpt}/full)
+tandem_cli_test(ckpt_resume_past_steps 2 "the checkpoint .*/full is at step 4, past the 2 steps of this run: give more --steps or --epochs to continue it" train --batch 32 --microbatches 4 --eval-batch 5000 --progress none --seed 3 --steps 2 --lr-schedule constant --devices 2 --resume ${ckpt}/full)
+tandem_cli_test(ckpt_wrong_model 2 "differ|shape|layer" train ${common} --devices 2 --width 64 --resume ${ckpt}/full)
 set_tests_properties(cli_ckpt_clean PROPERTIES FIXTURES_SETUP ckpt_clean)
 set_tests_properties(cli_ckpt_full cli_ckpt_first_half PROPERTIES FIXTURES_REQUIRED ckpt_clean FIXTURES_SETUP ckpt_saved)
 set_tests_properties(cli_ckpt_resume cli_ckpt_consolidate cli_ckpt_wrong_model cli_ckpt_resume_complete cli_ckpt_resume_past_steps PROPERTIES FIXTURES_REQUIRED ckpt_saved)
@@ -75,9 +75,9 @@ tandem_cli_test(no_held_out_set 0 "result: steps=1 loss=[0-9.]+ test_mse=none " 
 tandem_cli_test(eval_help_lists_options 0 "--checkpoint TEXT REQUIRED.*--balance" eval --help)
 tandem_cli_test(eval_needs_checkpoint 2 "--checkpoint is required" eval --devices 2)
 tandem_cli_test(eval_bad_path 2 "--checkpoint no/such/folder: no such file or folder" eval --checkpoint no/such/folder)
-tandem_cli_test(eval_folder_without_checkpoint 1 "holds no complete checkpoint" eval --checkpoint tests/cli ${eval_common} --devices 2)
-tandem_cli_test(eval_not_a_state_dict 1 "cannot be read as a state dict" eval --checkpoint README.md ${eval_common} --devices 2)
-tandem_cli_test(eval_wrong_model 1 "does not match model 'mlp': other shape: dense0.weight" eval --checkpoint ${ckpt}/full ${eval_common} --devices 2 --width 64)
+tandem_cli_test(eval_folder_without_checkpoint 2 "holds no complete checkpoint" eval --checkpoint tests/cli ${eval_common} --devices 2)
+tandem_cli_test(eval_not_a_state_dict 2 "cannot be read as a state dict" eval --checkpoint README.md ${eval_common} --devices 2)
+tandem_cli_test(eval_wrong_model 2 "does not match model 'mlp': other shape: dense0.weight" eval --checkpoint ${ckpt}/full ${eval_common} --devices 2 --width 64)
 set_tests_properties(cli_eval_wrong_model PROPERTIES FIXTURES_REQUIRED ckpt_saved)
 
 # The same command gives the same weights, byte for byte in the consolidated state dict: run
@@ -169,3 +169,68 @@ set_tests_properties(cli_nifti_mri_one_pair cli_nifti_4d_int16_slope_held_out
   cli_npy_conv3d_two_channels cli_npy_labels_shape_refused cli_npy_label_out_of_range_refused
   cli_npy_bad_header_refused cli_npy_unet_volume_not_divisible
   PROPERTIES FIXTURES_REQUIRED data_folders)
+
+# One exit-status rule (commands.h, README): 2 when the command line or an input file is wrong,
+# found before any work; 1 for a failure while working; 3 out of memory. A checkpoint that does
+# not fit the run (above: another model, past --steps, not a checkpoint) is an input file that
+# is wrong: 2, for train and eval alike.
+tandem_cli_test(resume_missing_folder 2 "--resume no/such/folder: no such folder; give the save folder of an earlier run" train --resume no/such/folder --steps 1)
+tandem_cli_test(resume_a_file 2 "--resume README.md: that is not a folder; --resume takes a save folder or one step-N checkpoint in it .*give it to --init-from" train --resume README.md --steps 1)
+tandem_cli_test(ckpt_resume_other_data 2 "the checkpoint was saved from a run on --data mnist, not fashion-mnist; resume with --data mnist" train ${common} --devices 2 --data fashion-mnist --resume ${ckpt}/full)
+set_tests_properties(cli_ckpt_resume_other_data PROPERTIES FIXTURES_REQUIRED ckpt_saved)
+tandem_cli_test(devices_beyond_an_int 2 "^tandem: --devices 99999999999 must be a count between 1 and 1024 \\(or a list: cpu:0,cpu:1\\)\n$" train --devices 99999999999 --steps 1)
+tandem_cli_test(seed_negative 2 "--seed: -1 is not a whole number from 0 to 18446744073709551615" train --seed -1 --steps 1)
+tandem_cli_test(seed_beyond_64_bits 2 "--seed: 99999999999999999999 is not a whole number from 0 to 18446744073709551615" train --seed 99999999999999999999 --steps 1)
+tandem_cli_test(seed_largest 0 "result: steps=1 " train --seed 18446744073709551615 --devices 2 --steps 1 --batch 32 --microbatches 4 --eval-batch 5000 --progress none)
+tandem_cli_test(device_memory_zero 2 "--device-memory 0 gives no memory at all; give a budget such as 2GiB, or leave the option out for no budget" train --device-memory 0 --steps 1)
+# A volume whose samples cannot fit the machine is refused from its size, before it is
+# allocated (LibTorch's allocator would fail with a raw message, or the system kill the run).
+tandem_cli_test(plan_only_volume_beyond_memory 3 "^tandem: --volume 4096 does not fit: one micro-batch of 8 samples takes 4.0 TiB \\(inputs and targets, before any layer runs\\), more than the [0-9.]+ [MGT]iB of memory of this machine; use a smaller --volume or --batch\n$" train --model conv3d-stack --volume 4096 --data regression --plan-only --progress none)
+tandem_cli_test(volume_beyond_memory 3 "--volume 4096 does not fit: one batch of 2 samples takes 1.0 TiB" train --model conv3d-stack --volume 4096 --data regression --batch 2 --microbatches 2 --steps 1 --progress none)
+
+# Outputs are regular files: a path that exists and is something else is refused before any
+# work and stays what it was (consolidate used to rename its file over it); folders where no
+# file can be created (/proc, /sys) are refused before the first step.
+set(special ${CMAKE_CURRENT_LIST_DIR}/special_path.cmake)
+function(tandem_cli_path_test name guard status match)
+  add_test(NAME cli_${name}
+    COMMAND ${CMAKE_COMMAND} "-DCMD=$<TARGET_FILE:tandem_cli>;${ARGN}" -DSTATUS=${status}
+            "-DMATCH=${match}" -D${guard} -P ${special}
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cli_${name} PROPERTIES TIMEOUT 180 SKIP_REGULAR_EXPRESSION "SKIP: ")
+endfunction()
+tandem_cli_path_test(consolidate_onto_a_pipe FIFO=${ckpt}/pipe 2 "-o .*/pipe: that is a pipe, not a regular file" consolidate ${ckpt}/full -o ${ckpt}/pipe)
+tandem_cli_path_test(consolidate_onto_dev_full CHAR_DEVICE=/dev/full 2 "^tandem: -o /dev/full: that is a character device, not a regular file; tandem writes its outputs as files of their own \\(a temporary file renamed over the old one\\): give a file name\n$" consolidate ${ckpt}/full -o /dev/full)
+set_tests_properties(cli_consolidate_onto_a_pipe cli_consolidate_onto_dev_full PROPERTIES FIXTURES_REQUIRED ckpt_saved)
+tandem_cli_path_test(report_onto_dev_full CHAR_DEVICE=/dev/full 2 "--report /dev/full: that is a character device, not a regular file" train --report /dev/full --steps 1 --progress none)
+tandem_cli_path_test(trace_onto_dev_null CHAR_DEVICE=/dev/null 2 "--trace /dev/null: that is a character device, not a regular file" train --trace /dev/null --steps 1 --progress none)
+tandem_cli_path_test(schedule_timeline_onto_dev_null CHAR_DEVICE=/dev/null 2 "--timeline /dev/null: that is a character device" schedule --timeline /dev/null)
+tandem_cli_path_test(save_dir_in_proc NO_FILES_IN=/proc 2 "--save-dir /proc/x: cannot create files in /proc: " train --save-dir /proc/x --steps 1 --progress none)
+tandem_cli_path_test(report_in_proc NO_FILES_IN=/proc 2 "--report /proc/r.json: cannot create files in the folder /proc: " train --report /proc/r.json --steps 1 --progress none)
+tandem_cli_path_test(trace_in_proc NO_FILES_IN=/proc 2 "--trace /proc/t.json: cannot create files in the folder /proc: " train --trace /proc/t.json --steps 1 --progress none)
+tandem_cli_path_test(tensorboard_in_proc NO_FILES_IN=/proc 2 "--tensorboard /proc/tb: cannot create files in /proc: " train --tensorboard /proc/tb --steps 1 --progress none)
+tandem_cli_path_test(timeline_in_sys NO_FILES_IN=/sys 2 "--timeline /sys/t.svg: cannot create files in the folder /sys: " train --timeline /sys/t.svg --steps 1 --progress none)
+tandem_cli_path_test(init_from_dev_zero CHAR_DEVICE=/dev/zero 2 "^tandem: '/dev/zero' is a character device, not a state dict file or a checkpoint folder: give one of those\n$" train --init-from /dev/zero --steps 1 --progress none)
+tandem_cli_path_test(eval_dev_zero CHAR_DEVICE=/dev/zero 2 "'/dev/zero' is a character device, not a state dict file or a checkpoint folder" eval --checkpoint /dev/zero)
+
+# A write that fails (a full disk; here a file-size limit) is reported with the path and the
+# reason, exit status 1, and leaves no file behind: not a report line and an empty file.
+add_test(NAME cli_report_write_fails
+  COMMAND ${CMAKE_COMMAND}
+          "-DCMD=$<TARGET_FILE:tandem_cli>;train;--devices;2;--steps;2;--batch;32;--microbatches;4;--eval-batch;5000;--progress;none;--report;${PROJECT_BINARY_DIR}/cli_report_limited.json"
+          -DFILE=${PROJECT_BINARY_DIR}/cli_report_limited.json
+          "-DMATCH=tandem: could not write ${PROJECT_BINARY_DIR}/cli_report_limited.json: File too large"
+          -P ${CMAKE_CURRENT_LIST_DIR}/write_fails.cmake
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_report_write_fails PROPERTIES TIMEOUT 180)
+
+# A save folder holding another run's checkpoints: refused without --resume or --overwrite.
+add_test(NAME cli_save_dir_of_another_run
+  COMMAND ${CMAKE_COMMAND} -DTANDEM=$<TARGET_FILE:tandem_cli> -DDIR=${PROJECT_BINARY_DIR}/cli_other_run
+          "-DCOMMON=--devices;2;--batch;32;--microbatches;4;--eval-batch;5000;--progress;none;--seed;3;--lr-schedule;constant"
+          -P ${CMAKE_CURRENT_LIST_DIR}/save_dir_of_another_run.cmake
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_save_dir_of_another_run PROPERTIES TIMEOUT 600)
+tandem_cli_test(overwrite_needs_a_save_dir 2 "--overwrite replaces the checkpoints of --save-dir, but no --save-dir is given" train --overwrite --steps 1)
+tandem_cli_test(regression_volume_below_its_box 2 "^tandem: --data regression needs --volume 3 or more \\(its targets are means over 3\\^3 boxes of the input\\), not 1\n$" train --model conv3d-stack --data regression --volume 1 --steps 1 --progress none)
+tandem_cli_test(balance_beyond_an_int 2 "^tandem: --balance 3,99999999999: '99999999999' is more layers than any model has; give a list like 3,4,3\n$" train --balance 3,99999999999 --steps 1)

@@ -39,7 +39,19 @@ TEST(ParseDevices, RefusesMalformedLists) {
   EXPECT_NE(error_of("cpu0").find("not of the form cpu:N or cuda:N"), std::string::npos);
   EXPECT_NE(error_of("tpu:0").find("device type 'tpu' in --devices tpu:0 is unknown"),
             std::string::npos);
-  EXPECT_NE(error_of("0").find("must be between 1 and 1024"), std::string::npos);
+  EXPECT_NE(error_of("0").find("must be a count between 1 and 1024"), std::string::npos);
+}
+
+// Counts and indices too large for an int are refused with the option, not by the conversion.
+TEST(ParseDevices, RefusesNumbersBeyondAnyDevice) {
+  EXPECT_EQ(error_of("99999999999"),
+            "--devices 99999999999 must be a count between 1 and 1024 (or a list: cpu:0,cpu:1)");
+  EXPECT_EQ(error_of("1025"),
+            "--devices 1025 must be a count between 1 and 1024 (or a list: cpu:0,cpu:1)");
+  EXPECT_NE(error_of("cpu:0,cpu:99999999999")
+                .find("device 'cpu:99999999999' in --devices "
+                      "cpu:0,cpu:99999999999 has an index beyond"),
+            std::string::npos);
 }
 
 // A CPU device has a memory count of its own; two of one name could not be told apart in the

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,39 @@ TEST(Mnist, CountsFromTheHeadersWithoutReadingTheImages) {
                {"MNIST training images not found"});
 }
 
+// A file whose header says float (or any type but unsigned bytes) is refused by its type, from
+// the header, when counting and when loading; read as bytes it would only seem truncated.
+TEST(Mnist, ElementsOtherThanUnsignedBytesAreRefusedByTheirType) {
+  const std::string dir = temp_dir("float");
+  write_split(dir, "train", 6, false);
+  const std::string images = dir + "/train-images-idx3-ubyte";
+  std::vector<uint8_t> bytes = read_file_bytes(images);
+  bytes[2] = 0x0D;  // float32, with the bytes of a ubyte file behind it
+  write_file_bytes(images, bytes, false);
+  const std::string message = "'" + images +
+                              "' holds IDX elements of type 32-bit floats (0x0d), which image "
+                              "data sets do not support: image and label files must hold "
+                              "unsigned bytes (0x08), as MNIST's do.";
+  for (const auto& f : std::vector<std::function<void()>>{
+           [&] { count_mnist(dir, Split::kTrain); }, [&] { load_mnist(dir, Split::kTrain); },
+           [&] { load_image_pair(images, dir + "/train-labels-idx1-ubyte"); }}) {
+    try {
+      f();
+      ADD_FAILURE() << "a float images file was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+  }
+  const ImageFiles test = [&] {
+    write_split(dir, "t10k", 2, true);
+    return inspect_mnist(dir, Split::kTest);
+  }();
+  EXPECT_EQ(test.images, dir + "/t10k-images-idx3-ubyte.gz");
+  EXPECT_EQ(test.count, 2);
+  EXPECT_EQ(test.height, 4);
+  EXPECT_EQ(test.width, 3);
+}
+
 TEST(Mnist, LoadsPlainFiles) {
   const std::string dir = temp_dir("plain");
   write_split(dir, "train", 5, false);
@@ -127,7 +161,7 @@ TEST(Mnist, BadMagicAndTruncationNameTheFile) {
   expect_error([&] { load_mnist(dir, Split::kTrain); }, {images, "truncated"});
   bytes[0] = 0x1;
   write_file_bytes(images, bytes, false);
-  expect_error([&] { load_mnist(dir, Split::kTrain); }, {images, "bad magic"});
+  expect_error([&] { load_mnist(dir, Split::kTrain); }, {images, "is not an IDX file"});
 }
 
 TEST(Mnist, WrongRankOrTypeRejected) {
@@ -137,7 +171,8 @@ TEST(Mnist, WrongRankOrTypeRejected) {
   expect_error([&] { load_mnist(dir, Split::kTrain); }, {"not an images file", "[4, 12]"});
   write_split(dir, "train", 4, false);
   write_idx(dir + "/train-labels-idx1-ubyte", torch::zeros({4}, torch::kInt32));
-  expect_error([&] { load_mnist(dir, Split::kTrain); }, {"not a labels file", "Int"});
+  expect_error([&] { load_mnist(dir, Split::kTrain); },
+               {"train-labels-idx1-ubyte", "type 32-bit integers (0x0c)"});
 }
 
 // The repository's data/mnist, found from this source file's path; TANDEM_MNIST_DIR overrides.

@@ -76,6 +76,18 @@ TEST(Regression, BadArgumentsThrowWithValues) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("channels 0"), std::string::npos) << e.what();
   }
+  // Smaller than the box mean's 3x3x3 box: refused with the sizes, not by LibTorch.
+  try {
+    synthetic_regression(0, 1, 1, 2, 1);
+    ADD_FAILURE() << "no exception";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("size >= 3; got first_index 0, batch 1, channels 1, "
+                                         "size 2"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(synthetic_regression(0, 1, 1, 3, 1).target.sizes(),
+            (std::vector<int64_t>{1, 1, 3, 3, 3}));
 }
 
 }  // namespace

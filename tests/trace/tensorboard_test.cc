@@ -1,8 +1,12 @@
 #include "tandem/trace/tensorboard.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
+#include <cerrno>
 #include <cmath>
+#include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -148,6 +152,31 @@ TEST(TensorBoard, ConcurrentWritersKeepEveryRecordIntact) {
   for (auto& thread : threads) thread.join();
   writer.flush();
   EXPECT_EQ(read_scalars(writer.path()).size(), 1000u);
+}
+
+// A full disk says so when the buffered records are flushed, at the latest when the file is
+// closed; a file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored) makes that happen here. close()
+// reports it, and a file that nothing reached is not left behind.
+TEST(TensorBoard, CloseReportsAFailedWriteAndLeavesNoEmptyFile) {
+  const std::string dir = fresh_dir("full");
+  EventWriter writer(dir);
+  for (int i = 0; i < 50; ++i) writer.add_scalar("loss", 1.0f, i, 1.0);  // < 4 KiB: buffered
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  rlimit none = old;
+  none.rlim_cur = 0;
+  const auto previous = std::signal(SIGXFSZ, SIG_IGN);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &none), 0);
+  std::string error;
+  try {
+    writer.close();
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, previous);
+  EXPECT_EQ(error, "could not write " + writer.path() + ": " + std::strerror(EFBIG));
+  EXPECT_TRUE(std::filesystem::is_empty(dir)) << writer.path();
 }
 
 }  // namespace

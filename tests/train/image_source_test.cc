@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -15,13 +16,16 @@
 namespace tandem {
 namespace {
 
-std::string mnist_dir(const std::string& name, int64_t train, int64_t test) {
+// Images of `side` x `side` pixels (the test images `test_side` when given).
+std::string mnist_dir(const std::string& name, int64_t train, int64_t test, int64_t side = 2,
+                      int64_t test_side = 0) {
   const std::string dir =
       ::testing::TempDir() + "tandem_image_source_" + std::to_string(::getpid()) + "_" + name;
   ::mkdir(dir.c_str(), 0755);
   for (auto [prefix, n] : {std::pair<std::string, int64_t>{"train", train}, {"t10k", test}}) {
+    const int64_t s = prefix == "t10k" && test_side > 0 ? test_side : side;
     data::write_idx(dir + "/" + prefix + "-images-idx3-ubyte",
-                    torch::arange(n * 4).remainder(251).view({n, 2, 2}).to(torch::kUInt8));
+                    torch::arange(n * s * s).remainder(251).view({n, s, s}).to(torch::kUInt8));
     data::write_idx(dir + "/" + prefix + "-labels-idx1-ubyte",
                     torch::arange(n).remainder(10).to(torch::kUInt8));
   }
@@ -56,6 +60,35 @@ TEST(ImageSource, BatchesAreStandardizedWithTheTrainingSetsStatistics) {
   const train::Batch test = source->test_batch(1, 3);
   EXPECT_EQ(test.target.sizes(), (std::vector<int64_t>{2}));
   EXPECT_EQ(test.target[0].item<int64_t>(), 1);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Image sizes are checked from the headers when the source is made: between the two splits, and
+// against the inputs of the model. Found later, they would be LibTorch's message about a
+// product, at the first step or after all of the training, in the evaluation.
+TEST(ImageSource, ImageSizesAreCheckedAgainstEachOtherAndTheModel) {
+  const std::string split = mnist_dir("split_sizes", 6, 3, 28, 14);
+  EXPECT_EQ(error_of([&] { train::make_image_source("mnist", split, 0); }),
+            "the training images '" + split +
+                "/train-images-idx3-ubyte' are 28x28 but the test "
+                "images '" +
+                split +
+                "/t10k-images-idx3-ubyte' are 14x14: both splits of a data set "
+                "must have one image size");
+  const std::string small = mnist_dir("model_size", 6, 3, 14);
+  // 14 x 14 images in both splits are a data set of their own: the model takes 196 inputs.
+  EXPECT_EQ(train::make_image_source("mnist", small, 0)->input_shape(),
+            (std::vector<int64_t>{1, 14, 14}));
+  // float32 pixels and an int64 label.
+  EXPECT_EQ(train::make_image_source("mnist", small, 0)->sample_bytes(), 14 * 14 * 4 + 8);
 }
 
 }  // namespace

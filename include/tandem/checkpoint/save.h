@@ -66,4 +66,9 @@ std::string save(const runtime::Pipeline& pipeline, const TrainState& state, con
 // "step-<N>", the name of the checkpoint folder of step N.
 std::string checkpoint_name(int64_t step);
 
+// Removes the checkpoints of `dir` (`step-<N>` folders, temporary folders of saves, `latest`),
+// and nothing else: how a new run replaces the checkpoints of another. Throws tandem::Error
+// naming what could not be removed.
+void remove_checkpoints(const std::string& dir);
+
 }  // namespace tandem::checkpoint

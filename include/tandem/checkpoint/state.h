@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace tandem::checkpoint {
 
@@ -15,6 +16,9 @@ struct TrainState {
   int64_t position = 0;
   // The run's seed (initialization, data order, dropout).
   uint64_t seed = 0;
+  // The data set it trains on (its registry name, e.g. "mnist"); "" where not known (a
+  // checkpoint from before it was recorded, or a program that does not say).
+  std::string data{};
 };
 
 }  // namespace tandem::checkpoint

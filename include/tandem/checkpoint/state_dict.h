@@ -18,17 +18,27 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "tandem/runtime/pipeline.h"
 
 namespace tandem::checkpoint {
 
-// Writes every parameter and buffer of the checkpoint at `path` (folder or save directory),
-// across all its shards, as one state dict in model order; the file is replaced atomically.
-// Returns the number of tensors written.
+// Every parameter and buffer of the checkpoint at `path` (folder or save directory), across all
+// its shards, as one pickled state dict in model order (the bytes consolidate() writes), and
+// how many tensors it holds. Throws tandem::Error for a checkpoint that is missing or damaged.
+struct ConsolidatedDict {
+  std::vector<char> bytes;
+  int64_t tensors = 0;
+};
+ConsolidatedDict consolidated_dict(const std::string& path);
+
+// consolidated_dict(path) written to `out_pt` (common/output_path.h: write_output_file, which
+// replaces a regular file atomically and refuses anything else). Returns the number of tensors.
 int64_t consolidate(const std::string& path, const std::string& out_pt);
 
-// Writes `tensors` (moved to the CPU) as a state dict, in the map's order.
+// Writes `tensors` (moved to the CPU) as a state dict, in the map's order, as consolidate()
+// writes its file.
 void save_state_dict_file(const std::map<std::string, torch::Tensor>& tensors,
                           const std::string& path);
 

@@ -28,9 +28,20 @@ enum class IdxType : uint8_t {
 // a bad magic, an unknown type code, or a size that disagrees with the dims.
 torch::Tensor read_idx(const std::string& path);
 
-// The dims of an IDX file, from its header alone (the data is not read). Throws like read_idx
-// for a missing file, a bad magic or a header cut short.
+// What an IDX file's header says: its element type code (byte 2, IdxType or another value)
+// and its dims. Only the header is read. Throws like read_idx for a missing file, a bad magic
+// or a header cut short; the type code is not checked.
+struct IdxHeader {
+  uint8_t type = 0;
+  std::vector<int64_t> dims;
+};
+IdxHeader read_idx_header(const std::string& path);
+
+// The dims of an IDX file, from its header alone (the data is not read).
 std::vector<int64_t> read_idx_dims(const std::string& path);
+
+// "unsigned bytes (0x08)", "32-bit floats (0x0d)", ... for messages.
+std::string idx_type_name(uint8_t code);
 
 // Writes `array` (any of the dtypes above, at least one dimension) as an IDX file,
 // gzip-compressed when `gzip` is true. Used by tests and tools to make small files.

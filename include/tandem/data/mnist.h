@@ -24,8 +24,9 @@ inline constexpr const char* kDefaultMnistDir = "data/mnist";
 inline constexpr const char* kDefaultFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 
 // Loads an images file (IDX, ubyte, 3 dims) and a labels file (IDX, ubyte, 1 dim). Throws
-// tandem::Error naming the file for a wrong type or rank, a count mismatch between the two
-// files, or a label outside 0..9.
+// tandem::Error naming the file for an element type other than unsigned bytes (from the header,
+// before the data is read), a wrong rank, a count mismatch between the two files, or a label
+// outside 0..9.
 ImageDataset load_image_pair(const std::string& images_path, const std::string& labels_path);
 
 // Loads MNIST from `dir`, which holds {train,t10k}-{images-idx3,labels-idx1}-ubyte, each
@@ -35,8 +36,18 @@ ImageDataset load_mnist(const std::string& dir, Split split);
 
 // Loads Fashion-MNIST; the same file names and checks as load_mnist.
 ImageDataset load_fashion_mnist(const std::string& dir, Split split);
-// The number of samples of a split, from the files' headers alone (nothing else is read);
-// missing files and mismatched headers throw as the loaders do.
+// What the headers of one split's two files say (nothing else is read): the files, the
+// sample count N and the image size H x W. Missing files, element types other than unsigned
+// bytes and mismatched headers throw as the loaders do.
+struct ImageFiles {
+  std::string images, labels;
+  int64_t count = 0;
+  int64_t height = 0, width = 0;
+};
+ImageFiles inspect_mnist(const std::string& dir, Split split);
+ImageFiles inspect_fashion_mnist(const std::string& dir, Split split);
+
+// The number of samples of a split, from the files' headers alone.
 int64_t count_mnist(const std::string& dir, Split split);
 int64_t count_fashion_mnist(const std::string& dir, Split split);
 

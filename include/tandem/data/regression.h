@@ -16,7 +16,8 @@ namespace tandem::data {
 //     smoothed field's standard deviation in the interior, so tanh works in its curved range.
 // A target voxel depends only on the 5x5x5 input neighbourhood around it, so a stack of 3D
 // convolutions with a nonlinearity can fit it; the task has no noise, so the loss can go to
-// near zero. Throws tandem::Error for batch < 1, channels < 1 or size < 1.
+// near zero. Throws tandem::Error for batch < 1, channels < 1 or size < kMinRegressionSize.
+inline constexpr int kMinRegressionSize = 3;  // the side of the box mean
 VolumeBatch synthetic_regression(int64_t first_index, int batch, int channels, int size,
                                  uint64_t seed);
 

@@ -37,4 +37,12 @@ class OutOfMemory : public Error {
   uint64_t budget_;
 };
 
+// What a run must hold at once does not fit the memory it would go to, found from sizes before
+// anything is allocated (e.g. one micro-batch of volumes larger than the machine's memory).
+// Programs and the command line treat it as OutOfMemory (exit status 3).
+class DoesNotFit : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace tandem::memory

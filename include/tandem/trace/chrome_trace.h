@@ -26,6 +26,9 @@ namespace tandem::trace {
 // leaves (or enters) more than one span.
 nlohmann::json to_chrome_json(const Trace& trace);
 
+// to_chrome_json as the text write_chrome_trace writes: one event per line.
+std::string chrome_trace_text(const Trace& trace);
+
 // to_chrome_json written to `path`; throws tandem::Error naming the path if it cannot be written.
 void write_chrome_trace(const Trace& trace, const std::string& path);
 

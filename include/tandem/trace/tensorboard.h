@@ -54,7 +54,9 @@ std::vector<ScalarRecord> read_scalars(const std::string& path);
 // in `dir` (created if missing). The pid and a per-process counter keep two writers started in
 // the same second (two ranks on one host, or two runs) from sharing a file; TensorBoard
 // reads any file whose name contains "tfevents".
-// Thread-safe. Owns the file: closed (after a flush) by the destructor. Not copyable.
+// Thread-safe. Owns the file: close() flushes and closes it and says whether that worked; the
+// destructor closes it without a word. Every failure to write throws Error "could not write
+// PATH: <reason>", closes the file, and removes it when nothing reached it. Not copyable.
 class EventWriter {
  public:
   explicit EventWriter(const std::string& dir);
@@ -66,10 +68,14 @@ class EventWriter {
                   double wall_time = unix_seconds());
   // Pushes buffered records to the operating system; TensorBoard sees them after this.
   void flush();
+  // Flushes and closes the file; nothing can be added afterwards.
+  void close();
   const std::string& path() const { return path_; }
 
  private:
   void write(const std::string& event);  // needs mutex_ held
+  // Closes the file, removes it if empty, throws "could not write PATH: reason". Needs mutex_.
+  [[noreturn]] void fail(const std::string& reason);
 
   std::mutex mutex_;
   std::string path_;

@@ -63,6 +63,9 @@ struct Config {
   int64_t save_every = 0;  // steps between checkpoints (and one at the end); 0: only at the end
   int keep = 3;            // complete checkpoints kept; 0: all
   std::string resume;      // a save folder or checkpoint to continue from; empty: start fresh
+  // A save folder that holds checkpoints of another run is refused unless `resume` continues
+  // it or this says to replace them (removed when this run saves its first checkpoint).
+  bool overwrite = false;
   // A state dict (tandem consolidate, or PyTorch) or checkpoint to start from.
   std::string init_from;
   bool eval_only = false;  // no training: evaluate (e.g. with init_from) and stop

@@ -33,6 +33,9 @@ class Source {
   // on the processes whose stages read the input or the target, so that a bad file ends the run
   // before its first step. Throws tandem::Error naming the file.
   virtual void load() const {}
+  // Bytes of one sample's input and target as batches hold them, known before any is read;
+  // 0 when the source cannot say. The trainer checks with it that a batch can fit at all.
+  virtual int64_t sample_bytes() const { return 0; }
 };
 
 // What a model reads from a batch, for the sources of a user's own files (--data nifti:DIR,
@@ -50,7 +53,10 @@ struct ModelNeeds {
   int64_t divisor = 1;  // D, H and W must be multiples of it (the U-Net's poolings)
 };
 
-// `name`: mnist | fashion-mnist. `dir` empty: the default folder of that data set.
+// `name`: mnist | fashion-mnist. `dir` empty: the default folder of that data set. Only the
+// files' headers are read here: they must hold unsigned bytes, images [N,H,W] and labels [N]
+// of the same N, with the same H x W in both splits (the model takes its inputs from it).
+// Otherwise throws tandem::Error naming the files and their shapes.
 std::unique_ptr<Source> make_image_source(const std::string& name, const std::string& dir,
                                           uint64_t seed);
 

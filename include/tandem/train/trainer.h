@@ -38,10 +38,13 @@ using OnceForTheJob = std::function<std::string(const std::function<std::string(
 
 class Trainer {
  public:
-  // Builds the model, reads the data, partitions and places the stages. `transport` null:
-  // in-process devices. `once` (null: this process alone) runs the layer measurement of a
-  // memory plan (--partition memory or fit, --plan-only) once for the job. Throws tandem::Error for
-  // bad configurations, with the values.
+  // Builds the model, reads the data's headers, partitions and places the stages, and loads
+  // --init-from or --resume: everything that can refuse the run happens here, before its first
+  // step. `transport` null: in-process devices. `once` (null: this process alone) runs the
+  // layer measurement of a memory plan (--partition memory or fit, --plan-only) once for the
+  // job. Throws tandem::Error for bad configurations and input files that do not fit them
+  // (data, checkpoints, a save folder of another run), with the values; memory::DoesNotFit
+  // when a batch of the data cannot fit the machine's memory.
   Trainer(Config config, std::shared_ptr<transport::Transport> transport = nullptr,
           const OnceForTheJob& once = nullptr);
 
@@ -69,6 +72,9 @@ class Trainer {
   double evaluate();
 
  private:
+  // Loads the --resume checkpoint and checks that it belongs to this run (seed, data, batch,
+  // steps); sets start_step_.
+  void resume();
   // The part of a batch this process's stages read: `read` runs only when they read the input
   // or the target, so a rank in the middle of the pipeline never touches the data.
   Batch local_batch(const std::function<Batch()>& read) const;
@@ -77,6 +83,7 @@ class Trainer {
   std::unique_ptr<Source> source_;
   std::unique_ptr<runtime::Pipeline> pipeline_;
   int replica_ = 0;
+  int64_t start_step_ = 0;  // steps done before this run: the resumed checkpoint's
   std::shared_ptr<transport::Transport> transport_;  // null in process
   std::string memory_plan_;
   bool plan_fits_ = true;
