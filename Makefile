@@ -3,7 +3,15 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build demo demo-unet test bench bench-memory format clean
+# Instrumented builds, each in its own folder: `make check-sanitize` (ASan + UBSan, the whole
+# suite), `make fuzz` (libFuzzer on every reader of untrusted bytes, FUZZ_SECONDS each,
+# FUZZ_JOBS at once).
+SANITIZE_BUILD ?= build-sanitize
+FUZZ_BUILD ?= $(BUILD)/fuzz-clang
+FUZZ_SECONDS ?= 600
+FUZZ_JOBS ?= 1
+
+.PHONY: all setup build demo demo-unet test check-sanitize fuzz bench bench-memory format clean
 
 all: build
 
@@ -30,6 +38,12 @@ demo-unet: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
+check-sanitize: setup
+	bash scripts/check-sanitize $(SANITIZE_BUILD) $(JOBS)
+
+fuzz: setup
+	JOBS=$(JOBS) bash scripts/fuzz all $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_JOBS)
+
 bench: build
 	bash bench/run.sh $(BUILD)
 
@@ -41,4 +55,4 @@ format:
 	clang-format -i $$(git ls-files '*.h' '*.cc')
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(SANITIZE_BUILD)

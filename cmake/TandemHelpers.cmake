@@ -59,12 +59,14 @@ function(tandem_part name)
     LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endfunction()
 
-# tandem_test(NAME DEPS ...): one GoogleTest binary per folder tests/NAME.
+# tandem_test(NAME DEPS ...): one GoogleTest binary per folder tests/NAME. A folder without
+# test sources is a configuration error, not a part that silently has no tests.
 function(tandem_test name)
   cmake_parse_arguments(P "TORCH" "" "DEPS" ${ARGN})
   file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${name}/*.cc)
   if(NOT srcs)
-    return()
+    message(FATAL_ERROR "tandem_test(${name}): ${CMAKE_CURRENT_SOURCE_DIR}/${name} holds no test "
+      "sources (*.cc); add them, or remove the tandem_test(${name}) call")
   endif()
   set(target test_${name})
   add_executable(${target} ${srcs})

@@ -3,6 +3,7 @@
 #include <torch/cuda.h>
 #include <torch/serialize.h>
 
+#include "loaded_tensor.h"
 #include "tandem/common/check.h"
 
 namespace tandem::checkpoint::detail {
@@ -95,6 +96,7 @@ StageTensors decode_shard(const std::vector<char>& bytes, const std::string& pat
                  "'{}' is not a shard: it holds an entry that is not a named tensor", path);
     const std::string key = item.key().toStringRef();
     const torch::Tensor v = item.value().toTensor();
+    check_loaded_tensor(v, path, key);
     const size_t slash = key.find('/');
     const std::string kind = key.substr(0, slash);
     if (kind == "param" || kind == "buffer") {

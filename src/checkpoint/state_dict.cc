@@ -5,10 +5,12 @@
 #include <filesystem>
 #include <set>
 
+#include "loaded_tensor.h"
 #include "shard.h"
 #include "tandem/checkpoint/files.h"
 #include "tandem/checkpoint/load.h"
 #include "tandem/common/check.h"
+#include "tandem/common/output_path.h"
 
 namespace tandem::checkpoint {
 namespace {
@@ -38,7 +40,7 @@ std::map<std::string, torch::Tensor> checkpoint_tensors(const std::string& path)
 
 }  // namespace
 
-int64_t consolidate(const std::string& path, const std::string& out_pt) {
+ConsolidatedDict consolidated_dict(const std::string& path) {
   const std::string checkpoint = resolve_checkpoint(path);
   const Manifest m = read_manifest(checkpoint);
   detail::StageTensors t = detail::read_shards(checkpoint, m);
@@ -54,9 +56,13 @@ int64_t consolidate(const std::string& path, const std::string& out_pt) {
       dict.insert(r.name, it->second);
     }
   }
-  const std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
-  write_file_atomic(out_pt, std::string(bytes.begin(), bytes.end()));
-  return static_cast<int64_t>(dict.size());
+  return {torch::pickle_save(c10::IValue(dict)), static_cast<int64_t>(dict.size())};
+}
+
+int64_t consolidate(const std::string& path, const std::string& out_pt) {
+  const ConsolidatedDict c = consolidated_dict(path);
+  write_output_file(out_pt, std::string_view(c.bytes.data(), c.bytes.size()));
+  return c.tensors;
 }
 
 void save_state_dict_file(const std::map<std::string, torch::Tensor>& tensors,
@@ -67,7 +73,7 @@ void save_state_dict_file(const std::map<std::string, torch::Tensor>& tensors,
                 t.detach().to(torch::kCPU, /*non_blocking=*/false, /*copy=*/true).contiguous());
   }
   const std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
-  write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
+  write_output_file(path, std::string_view(bytes.data(), bytes.size()));
 }
 
 std::map<std::string, torch::Tensor> load_state_dict_file(const std::string& path) {
@@ -92,6 +98,7 @@ std::map<std::string, torch::Tensor> load_state_dict_file(const std::string& pat
                  item.key().tagKind());
     TANDEM_CHECK(item.value().isTensor(), "'{}' maps '{}' to a {}, not a tensor", path,
                  item.key().toStringRef(), item.value().tagKind());
+    detail::check_loaded_tensor(item.value().toTensor(), path, item.key().toStringRef());
     out[item.key().toStringRef()] = item.value().toTensor();
   }
   return out;
@@ -99,7 +106,15 @@ std::map<std::string, torch::Tensor> load_state_dict_file(const std::string& pat
 
 void init_from(runtime::Pipeline& pipeline, const std::string& path) {
   std::error_code ec;
-  const bool folder = fs::is_directory(path, ec);
+  const fs::file_status status = fs::status(path, ec);
+  TANDEM_CHECK(fs::exists(status),
+               "'{}' does not exist: give a state dict file (tandem consolidate, or torch.save of "
+               "a dict) or a checkpoint folder",
+               path);
+  const bool folder = fs::is_directory(status);
+  TANDEM_CHECK(folder || fs::is_regular_file(status),
+               "'{}' is a {}, not a state dict file or a checkpoint folder: give one of those",
+               path, non_regular_kind(path));
   const std::map<std::string, torch::Tensor> file =
       folder ? checkpoint_tensors(path) : load_state_dict_file(path);
 

@@ -47,6 +47,28 @@ class Reader {
   size_t pos_ = 0;
 };
 
+// The dtypes a tensor message may carry; a header naming anything else is corrupt.
+bool known_dtype(int16_t code) {
+  using S = c10::ScalarType;
+  switch (static_cast<S>(code)) {
+    case S::Byte:
+    case S::Char:
+    case S::Short:
+    case S::Int:
+    case S::Long:
+    case S::Half:
+    case S::Float:
+    case S::Double:
+    case S::ComplexFloat:
+    case S::ComplexDouble:
+    case S::Bool:
+    case S::BFloat16:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 std::vector<char> encode_header(const WireHeader& h) {
@@ -80,16 +102,34 @@ WireHeader decode_header(const char* data, size_t size) {
   WireHeader h;
   h.key.step = r.get<int32_t>();
   h.key.microbatch = r.get<int32_t>();
-  h.key.gradient = r.get<uint8_t>() != 0;
+  const uint8_t gradient = r.get<uint8_t>();
+  TANDEM_CHECK(gradient <= 1, "a tensor message header has gradient flag {}, not 0 or 1", gradient);
+  h.key.gradient = gradient == 1;
   h.key.from_stage = r.get<int32_t>();
   h.key.to_stage = r.get<int32_t>();
   h.key.run = r.get<int64_t>();
-  h.dtype = static_cast<c10::ScalarType>(r.get<int16_t>());
+  const int16_t dtype = r.get<int16_t>();
+  TANDEM_CHECK(known_dtype(dtype),
+               "a tensor message header has dtype code {}, which is no dtype "
+               "a tensor message carries",
+               dtype);
+  h.dtype = static_cast<c10::ScalarType>(dtype);
   int32_t ndim = r.get<int32_t>();
   TANDEM_CHECK(ndim >= 0 && ndim <= 64, "a tensor message header has {} dimensions", ndim);
   h.sizes.resize(ndim);
-  for (auto& s : h.sizes) s = r.get<int64_t>();
+  // The receiver allocates sizes x dtype and receives nbytes into it: they must agree, and
+  // neither may overflow.
+  int64_t expect = static_cast<int64_t>(c10::elementSize(h.dtype));
+  for (auto& s : h.sizes) {
+    s = r.get<int64_t>();
+    TANDEM_CHECK(s >= 0, "a tensor message header has a negative size {}", s);
+    TANDEM_CHECK(!__builtin_mul_overflow(expect, s, &expect),
+                 "a tensor message header announces more bytes than 2^63");
+  }
   h.nbytes = r.get<int64_t>();
+  TANDEM_CHECK(h.nbytes == expect,
+               "a tensor message header announces {} bytes for shape [{}] of {}, which is {} bytes",
+               h.nbytes, fmt::join(h.sizes, ", "), c10::toString(h.dtype), expect);
   h.key.tensor = r.get_string(r.get<uint32_t>());
   TANDEM_CHECK(r.done(), "a tensor message header of {} bytes has trailing bytes", size);
   return h;

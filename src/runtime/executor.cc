@@ -132,6 +132,12 @@ void Executor::recv_forward(int stage, int mb, int from) {
     torch::Tensor t =
         plan_->transport->recv(global_device(stage), global_device(from),
                                key(c.tensor, mb, false, from, stage), context_.spec().device);
+    // Senders send floating tensors only (send_forward): anything else was corrupted on its way,
+    // and would otherwise fail in LibTorch's words when it becomes a leaf of the backward.
+    TANDEM_CHECK(t.is_floating_point(),
+                 "the activation '{}' from stage {} arrived with dtype {}, but only floating "
+                 "tensors are sent: the message was corrupted on its way",
+                 c.tensor, from, c10::toString(t.scalar_type()));
     st.inputs[c.tensor] = plan_->training ? t.requires_grad_(true) : t;
   }
 }
@@ -299,7 +305,16 @@ void Executor::backward(int stage, int mb, bool input_only) {
     TANDEM_ASSERT(it != st.output_grads.end(), "stage {} mb {}: no gradient arrived for '{}'",
                   stage, mb, name);
     torch::Tensor g;
-    for (const auto& [consumer, gi] : it->second) g = g.defined() ? g + gi : gi;
+    for (const auto& [consumer, gi] : it->second) {
+      // Autograd would broadcast a gradient of another shape, and convert one of another dtype,
+      // without a word: what arrived must match the tensor exactly.
+      TANDEM_CHECK(gi.sizes() == out.sizes() && gi.scalar_type() == out.scalar_type(),
+                   "the gradient of '{}' from stage {} has shape [{}] and dtype {}, but '{}' has "
+                   "shape [{}] and dtype {}: the message was corrupted on its way",
+                   name, consumer, fmt::join(gi.sizes(), ", "), c10::toString(gi.scalar_type()),
+                   name, fmt::join(out.sizes(), ", "), c10::toString(out.scalar_type()));
+      g = g.defined() ? g + gi : gi;
+    }
     if (out.requires_grad()) {
       roots.push_back(out);
       grads.push_back(g);

@@ -156,9 +156,14 @@ Pipeline::Pipeline(graph::Model model, graph::Partition partition, PipelineOptio
     all[d] = m.contexts[d].get();
   }
   if (!m.transport) {
-    auto t = std::make_shared<transport::InProcessTransport>(all, m.options.comm_timeout);
-    m.inprocess = t.get();
-    m.transport = t;
+    m.transport = std::make_shared<transport::InProcessTransport>(all, m.options.comm_timeout);
+  }
+  if (m.options.wrap_transport) {
+    m.transport = m.options.wrap_transport(m.transport);
+    TANDEM_CHECK(m.transport && m.transport->num_devices() == world,
+                 "PipelineOptions::wrap_transport must return a transport of the {} devices it "
+                 "was given",
+                 world);
   }
   // Models: the original on each group's lead, copies on the other local devices of a group.
   m.device_model.assign(m.pipeline_size, nullptr);
@@ -354,7 +359,7 @@ StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& t
     results[d] = executors[d]->run(plan);
   });
   if (!errors.empty()) {
-    if (inprocess) inprocess->reset();
+    transport->reset();
     std::exception_ptr first = errors.front();
     for (auto& e : errors) {
       try {

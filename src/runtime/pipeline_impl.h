@@ -16,7 +16,7 @@
 #include "tandem/runtime/worker_pool.h"
 #include "tandem/schedule/all.h"
 #include "tandem/spatial/group.h"
-#include "tandem/transport/inprocess.h"
+#include "tandem/transport/transport.h"
 
 namespace tandem::runtime {
 
@@ -42,7 +42,6 @@ struct Pipeline::Impl {
   std::vector<int> local;  // devices of the pipeline this process runs
   std::vector<std::unique_ptr<DeviceContext>> contexts;  // by pipeline device (local only)
   std::shared_ptr<transport::Transport> transport;
-  transport::InProcessTransport* inprocess = nullptr;
   std::vector<std::unique_ptr<Executor>> executors;  // by pipeline device (local only)
   std::unique_ptr<WorkerPool> pool;
   std::unique_ptr<CoreShare> cores;  // set when several local CPU devices lend their cores

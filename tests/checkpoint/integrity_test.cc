@@ -1,6 +1,7 @@
 // What load refuses (damaged files, another model) and how the save directory is kept (keep K,
 // the `latest` pointer, temporary folders, saving one step twice).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 
@@ -90,6 +91,28 @@ TEST(Integrity, FlippedByteIsRefused) {
   bytes[bytes.size() / 2] ^= 0x40;
   spit(shard, bytes);
   s.expect_refused("stage-0.pt", "corrupted", "CRC-32");
+}
+
+// A shard whose size and checksum are right (written so, not damaged on the way) but whose
+// tensor reaches past its storage: refused before anything is loaded.
+TEST(Integrity, AShardTensorReachingPastItsStorageIsRefused) {
+  Saved s;
+  const std::string shard = s.dir / "step-2/stage-0.pt";
+  const std::string original = slurp(shard);
+  c10::Dict<c10::IValue, c10::IValue> dict =
+      torch::pickle_load(std::vector<char>(original.begin(), original.end())).toGenericDict();
+  const torch::Tensor weight = dict.at("param/dense0.weight").toTensor();
+  torch::Tensor crafted = torch::zeros({1});  // a 4-byte storage described as the whole weight
+  crafted.unsafeGetTensorImpl()->set_sizes_contiguous(weight.sizes());
+  dict.insert_or_assign("param/dense0.weight", crafted);
+  const std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
+  spit(shard, std::string(bytes.begin(), bytes.end()));
+  Manifest m = read_manifest(s.dir / "step-2");
+  m.shards[0].bytes = static_cast<int64_t>(bytes.size());
+  m.shards[0].crc32 = crc32(bytes.data(), bytes.size());
+  spit(s.dir / "step-2/manifest.json", to_json_text(m));
+  s.expect_refused("stage-0.pt", "'param/dense0.weight' of shape",
+                   "which reaches past the 4 bytes of its storage");
 }
 
 TEST(Integrity, MissingShardIsRefused) {
@@ -253,6 +276,17 @@ TEST(Files, Crc32AndAtomicWrite) {
   EXPECT_EQ(slurp(dir / "f"), "two");
   EXPECT_EQ(entries(dir.path()), (std::vector<std::string>{"f"}));
   EXPECT_THROW_WITH(read_file(dir / "none"), "cannot open", "none");
+}
+
+// A device would be read until memory runs out (/dev/zero), a pipe until a writer comes.
+TEST(Files, ReadingRefusesWhatIsNotARegularFile) {
+  TempDir dir;
+  ASSERT_EQ(::mkfifo((dir / "pipe").c_str(), 0600), 0);
+  EXPECT_THROW_WITH(read_file(dir / "pipe"), "is not a regular file", "pipe");
+  struct stat st {};
+  if (::stat("/dev/zero", &st) != 0 || !S_ISCHR(st.st_mode))
+    GTEST_SKIP() << "/dev/zero is not a character device here";
+  EXPECT_THROW_WITH(read_file("/dev/zero"), "'/dev/zero' is not a regular file");
 }
 
 TEST(Files, ManifestRoundTrip) {

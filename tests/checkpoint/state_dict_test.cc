@@ -128,6 +128,28 @@ TEST(StateDict, ReadingSomethingElseFailsClearly) {
   EXPECT_THROW_WITH(load_state_dict_file(dir / "list.pt"), "list.pt", "not a dict of tensors");
 }
 
+// LibTorch's reader builds each tensor as the view the file describes, even one that reaches
+// past the storage the file holds for it: such a file is refused, naming the file and the
+// tensor, before anything reads other memory through it.
+TEST(StateDict, ATensorReachingPastItsStorageIsRefused) {
+  TempDir dir;
+  torch::Tensor w = torch::ones({4});                     // a 16-byte storage
+  w.unsafeGetTensorImpl()->set_sizes_contiguous({1000});  // described as 1000 elements
+  c10::Dict<std::string, at::Tensor> dict;
+  dict.insert("dense0.weight", w);
+  const std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
+  std::ofstream(dir / "crafted.pt", std::ios::binary).write(bytes.data(), bytes.size());
+  try {
+    load_state_dict_file(dir / "crafted.pt");
+    FAIL() << "a tensor reaching past its storage was loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "'" + dir / "crafted.pt" +
+                  "' holds 'dense0.weight' of shape [1000] (strides [1], offset 0), which reaches "
+                  "past the 16 bytes of its storage; the file is damaged");
+  }
+}
+
 // Python reads the consolidated file with torch.load and compares every name and value with
 // the values C++ wrote as text (9 significant digits: exact for fp32); then writes a plain
 // dict with torch.save that init_from must accept.

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "tandem/common/check.h"
@@ -35,6 +36,41 @@ TEST(Wire, RejectsTruncatedAndForeignHeaders) {
   EXPECT_THROW(decode_header(bytes.data(), bytes.size() - 1), Error);
   bytes[0] ^= 0x55;
   EXPECT_THROW(decode_header(bytes.data(), bytes.size()), Error);
+}
+
+// The receiver allocates a buffer from the header's shape and dtype and receives nbytes into
+// it: a header whose fields disagree, or name no dtype, is refused before anything is
+// allocated (an unknown dtype code used to go straight into torch::empty, and sizes whose
+// product overflows to the announced byte count passed).
+TEST(Wire, RefusesHeadersTheReceiverCouldNotAllocateFrom) {
+  auto message = [](const WireHeader& h, const std::function<void(std::vector<char>&)>& edit) {
+    std::vector<char> bytes = encode_header(h);
+    if (edit) edit(bytes);
+    try {
+      decode_header(bytes.data(), bytes.size());
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const MessageKey key{"x", 0, 0, false, 0, 1};
+  EXPECT_EQ(message({key, c10::kFloat, {2, 3}, 24}, nullptr), "accepted");
+  EXPECT_EQ(message({key, c10::kFloat, {2, 3}, 12}, nullptr),
+            "a tensor message header announces 12 bytes for shape [2, 3] of Float, which is 24 "
+            "bytes");
+  EXPECT_EQ(message({key, c10::kFloat, {2, -3}, -24}, nullptr),
+            "a tensor message header has a negative size -3");
+  EXPECT_EQ(message({key, c10::kByte, {int64_t{1} << 40, int64_t{1} << 30}, 0}, nullptr),
+            "a tensor message header announces more bytes than 2^63");
+  constexpr size_t kGradientAt = 16, kDtypeAt = 25;  // see the layout in wire.h
+  EXPECT_EQ(message({key, c10::kFloat, {1}, 4}, [](std::vector<char>& b) { b[kGradientAt] = 2; }),
+            "a tensor message header has gradient flag 2, not 0 or 1");
+  EXPECT_EQ(message({key, c10::kFloat, {1}, 4}, [](std::vector<char>& b) { b[kDtypeAt] = 99; }),
+            "a tensor message header has dtype code 99, which is no dtype a tensor message "
+            "carries");
+  EXPECT_EQ(message({key, c10::ScalarType::Undefined, {1}, 4}, nullptr).rfind(
+                "a tensor message header has dtype code", 0),
+            0u);
 }
 
 TEST(Wire, ChunksCoverLargePayloads) {

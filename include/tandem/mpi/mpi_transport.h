@@ -74,6 +74,9 @@ class MpiTransport : public transport::Transport {
   // The same, ending the job with `exit_status` (mpirun reports it), e.g. 3 for out of memory.
   [[noreturn]] void abort(const std::string& reason, int exit_status);
   bool aborted() const override { return mailbox_.aborted(); }
+  // Nothing to recover: under MPI a failed step has ended the job (the failing rank's abort()
+  // does not return, and MPI_Abort ends every rank), so no step ever follows a failed one.
+  void reset() override {}
 
   int rank() const { return rank_; }
   int size() const { return size_; }

@@ -71,6 +71,11 @@ struct PipelineOptions {
   bool log_placement = false;
   // Set to run across processes (MPI); null: an in-process transport is built.
   std::shared_ptr<transport::Transport> transport;
+  // Set: called once with the transport the pipeline will use (`transport`, or the in-process
+  // one it built), and the pipeline uses what it returns instead, which must connect the same
+  // devices. How a test puts a transport::FaultyTransport around the in-process transport.
+  std::function<std::shared_ptr<transport::Transport>(std::shared_ptr<transport::Transport>)>
+      wrap_transport;
 };
 
 // Builds a stage's optimizer from its parameters.

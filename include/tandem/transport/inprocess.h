@@ -31,7 +31,7 @@ class InProcessTransport : public Transport {
   // Messages sent but not received (0 after a clean step).
   size_t pending() const;
   // Forgets every message and clears the abort, for the next step after a failed one.
-  void reset();
+  void reset() override;
 
  private:
   struct Message {

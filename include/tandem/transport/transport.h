@@ -1,6 +1,6 @@
 // The transport moves named tensors between devices. It is the only way devices talk.
 // Implementations: InProcessTransport (threads of one process), MpiTransport (ranks), and
-// FaultyTransport (a wrapper for tests that delays, drops or fails messages).
+// FaultyTransport (faulty.h: a wrapper for tests that drops, delays, corrupts or fails messages).
 //
 // Devices are numbered 0..N-1 across the whole job: under MPI, device = rank; in process,
 // device = worker index. With R replicas of a pipeline of S stage-devices,
@@ -97,6 +97,13 @@ class Transport {
   // also ends the job on every rank.
   virtual void abort(const std::string& reason) = 0;
   virtual bool aborted() const = 0;
+
+  // Recovers from a failed step so that the next one can run: the runtime calls it once every
+  // device of this process has stopped (no send or recv in flight), whatever the failure.
+  // Each transport says what recovering means: in process, every message still in a mailbox
+  // is forgotten and the abort cleared; under MPI the failure has already ended the job
+  // (abort() does not return), so there is nothing to recover.
+  virtual void reset() = 0;
 };
 
 }  // namespace tandem::transport

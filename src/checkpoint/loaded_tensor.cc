@@ -1,0 +1,33 @@
+#include "loaded_tensor.h"
+
+#include "tandem/common/check.h"
+
+namespace tandem::checkpoint::detail {
+
+void check_loaded_tensor(const torch::Tensor& t, const std::string& path, const std::string& name) {
+  TANDEM_CHECK(t.defined() && t.layout() == c10::kStrided && t.has_storage(),
+               "'{}' holds '{}', which is not a dense tensor; the file is damaged", path, name);
+  // The element index of the last element the view reaches, without overflow; a view with a
+  // zero size reaches nothing.
+  int64_t last = t.storage_offset();
+  bool valid = last >= 0, empty = false;
+  for (int64_t d = 0; valid && d < t.dim(); ++d) {
+    const int64_t size = t.sizes()[d], stride = t.strides()[d];
+    int64_t reach = 0;
+    valid = size >= 0 && stride >= 0 &&
+            !__builtin_mul_overflow(size > 0 ? size - 1 : 0, stride, &reach) &&
+            !__builtin_add_overflow(last, reach, &last);
+    empty = empty || size == 0;
+  }
+  int64_t bytes = 0;
+  valid =
+      valid && !__builtin_mul_overflow(last + 1, static_cast<int64_t>(t.element_size()), &bytes);
+  const auto storage = static_cast<int64_t>(t.storage().nbytes());
+  TANDEM_CHECK(valid && (empty || bytes <= storage),
+               "'{}' holds '{}' of shape [{}] (strides [{}], offset {}), which reaches past the "
+               "{} bytes of its storage; the file is damaged",
+               path, name, fmt::join(t.sizes(), ", "), fmt::join(t.strides(), ", "),
+               t.storage_offset(), storage);
+}
+
+}  // namespace tandem::checkpoint::detail
