@@ -97,11 +97,13 @@ std::map<std::string, torch::Tensor> load_state_dict_file(const std::string& pat
   return out;
 }
 
-void init_from(runtime::Pipeline& pipeline, const std::string& path) {
+std::map<std::string, torch::Tensor> read_tensors(const std::string& path) {
   std::error_code ec;
-  const bool folder = fs::is_directory(path, ec);
-  const std::map<std::string, torch::Tensor> file =
-      folder ? checkpoint_tensors(path) : load_state_dict_file(path);
+  return fs::is_directory(path, ec) ? checkpoint_tensors(path) : load_state_dict_file(path);
+}
+
+void init_from(runtime::Pipeline& pipeline, const std::string& path) {
+  const std::map<std::string, torch::Tensor> file = read_tensors(path);
 
   // Every check against the whole model (every process sees the same verdict), then copies
   // into the local stages only.
