@@ -71,6 +71,11 @@ namespace {
 int spatial_groups(const graph::Model& model, const Config& c, int devices, int64_t depth) {
   TANDEM_CHECK(c.spatial >= 1, "--spatial must be at least 1, not {}", c.spatial);
   if (c.spatial == 1) return devices;
+  TANDEM_CHECK(!onnx_file(c),
+               "--spatial {} cuts every sample into depth slabs, which tandem's own conv3d-stack "
+               "and unet3d layers are written for (halo exchanges); a model from an ONNX file "
+               "runs whole samples: use --spatial 1 and split its layers across devices",
+               c.spatial);
   TANDEM_CHECK(model.slab_dim >= 0,
                "--spatial {} cuts every sample's volume into slabs, but model {} has no volume: "
                "use --model conv3d-stack or unet3d",

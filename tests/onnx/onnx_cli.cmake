@@ -7,7 +7,9 @@ set(tandem $<TARGET_FILE:tandem_cli>)
 set(examples ${PROJECT_SOURCE_DIR}/examples/onnx)
 set(same_metric ${PROJECT_SOURCE_DIR}/tests/cli/same_metric.cmake)
 add_test(NAME onnx_cli_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${onnx_cli})
-set_tests_properties(onnx_cli_clean PROPERTIES FIXTURES_SETUP onnx_cli_clean)
+add_test(NAME onnx_cli_folder COMMAND ${CMAKE_COMMAND} -E make_directory ${onnx_cli})
+set_tests_properties(onnx_cli_clean onnx_cli_folder PROPERTIES FIXTURES_SETUP onnx_cli_clean)
+set_tests_properties(onnx_cli_folder PROPERTIES DEPENDS onnx_cli_clean)
 function(onnx_cli_fixtures test)
   set_tests_properties(${test} PROPERTIES TIMEOUT 600
     FIXTURES_REQUIRED "onnx_fixtures;onnx_cli_clean")
@@ -18,11 +20,11 @@ endfunction()
 # consolidated state dict loads strictly into the PyTorch module; onnx.checker accepts the
 # export, whose initializers are the consolidated tensors.
 set(cnn ${onnx_cli}/cnn.onnx)
-set(eval_same --data mnist --batch 32 --microbatches 4 --eval-batch 5000 --progress none)
+set(eval_same --data mnist --batch 32 --microbatches 4 --eval-batch 5000)
 add_test(NAME onnx_cli_pytorch_roundtrip
   COMMAND ${CMAKE_COMMAND} -DKEY=test_accuracy
     "-DCMD0=${TANDEM_PYTHON};${examples}/from_pytorch.py;export;${cnn}"
-    "-DCMD1=${tandem};train;--model;${cnn};${eval_same};--devices;4;--steps;3;--save-dir;${onnx_cli}/ckpt"
+    "-DCMD1=${tandem};train;--model;${cnn};${eval_same};--progress;none;--devices;4;--steps;3;--save-dir;${onnx_cli}/ckpt"
     "-DCMD2=${tandem};consolidate;${onnx_cli}/ckpt;-o;${onnx_cli}/trained.pt"
     "-DCMD3=${TANDEM_PYTHON};${examples}/from_pytorch.py;load;${onnx_cli}/trained.pt"
     "-DCMD4=${tandem};export;--checkpoint;${onnx_cli}/ckpt;--onnx;${cnn};-o;${onnx_cli}/trained.onnx"
@@ -39,7 +41,7 @@ if(TANDEM_WITH_MPI)
   add_test(NAME onnx_cli_pytorch_mpi_n2
     COMMAND ${CMAKE_COMMAND} -DKEY=test_accuracy
       "-DCMD0=${TANDEM_PYTHON};${examples}/from_pytorch.py;export;${onnx_cli}/cnn_mpi.onnx"
-      "-DCMD1=${TANDEM_MPIRUN};-n;2;${tandem};train;--model;${onnx_cli}/cnn_mpi.onnx;${eval_same};--steps;2;--save-dir;${onnx_cli}/mpi_ckpt"
+      "-DCMD1=${TANDEM_MPIRUN};-n;2;${tandem};train;--model;${onnx_cli}/cnn_mpi.onnx;${eval_same};--progress;none;--steps;2;--save-dir;${onnx_cli}/mpi_ckpt"
       "-DCMD2=${tandem};consolidate;${onnx_cli}/mpi_ckpt;-o;${onnx_cli}/mpi_trained.pt"
       "-DCMD3=${TANDEM_PYTHON};${examples}/from_pytorch.py;load;${onnx_cli}/mpi_trained.pt"
       "-DCMD4=${tandem};eval;--model;${onnx_cli}/cnn_mpi.onnx;--checkpoint;${onnx_cli}/mpi_ckpt;${eval_same};--devices;2"
@@ -63,10 +65,13 @@ function(onnx_cli_test name status match)
   onnx_cli_fixtures(onnx_cli_${name})
 endfunction()
 onnx_cli_test(unet_trains 0 "result: steps=2 loss=[0-9.]+ test_dice=[0-9.]+ " ${unet_run}
-  --devices 2 --microbatches 2 --steps 2 --recompute --schedule zb-h1
+  --devices 2 --microbatches 2 --steps 2 --recompute stage --schedule zb-h1
   --trace ${onnx_cli}/unet_trace.json)
 onnx_cli_test(unet_plan_only 0 "memory plan .*planned peaks fit --device-memory" ${unet_run}
   --devices 2 --microbatches 2 --partition memory --device-memory 64MiB --plan-only)
+# A spatial split needs layers written for slabs (halo exchanges); an ONNX graph's are not.
+onnx_cli_test(refuses_spatial 2 "--spatial 2 cuts every sample into depth slabs.*a model from an ONNX file runs whole samples"
+  ${unet_run} --devices 2 --microbatches 2 --spatial 2 --steps 1)
 onnx_cli_test(unet_volume_mismatch 2 "takes samples of shape \\[1,8,8,8\\].*data gives samples of shape \\[1,16,16,16\\]"
   train --model ${unet} --data spheres --volume 16 --loss dice --steps 1 --progress none)
 
