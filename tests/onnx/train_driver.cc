@@ -35,6 +35,12 @@ int train(int argc, char** argv) {
   const std::string model_path = argv[1], batches_path = argv[2], out = argv[3];
   onnx::LoadOptions lo;
   lo.loss = argv[4];
+  // The MPI environment outlives everything that holds the transport (the options, the
+  // pipeline): the transport's progress thread must stop before MPI is finalized.
+#if TANDEM_WITH_MPI
+  std::unique_ptr<mpi::Environment> env;
+  std::shared_ptr<mpi::MpiTransport> transport;
+#endif
   const int devices = std::stoi(argv[5]);
   runtime::PipelineOptions o;
   o.schedule = "1f1b";
@@ -42,8 +48,6 @@ int train(int argc, char** argv) {
   const double lr = std::stod(argv[7]);
   checkpoint::World world;
 #if TANDEM_WITH_MPI
-  std::unique_ptr<mpi::Environment> env;
-  std::shared_ptr<mpi::MpiTransport> transport;
   if (launched_world_size() > 1) {
     env = std::make_unique<mpi::Environment>(&argc, &argv);
     transport = std::make_shared<mpi::MpiTransport>(*env, mpi::Layout{env->size(), 1},
