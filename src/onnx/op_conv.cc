@@ -3,7 +3,7 @@
 // call PyTorch's own Conv and ConvTranspose modules make, so an exported module computes here
 // what it computed in PyTorch.
 #include "ops.h"
-#include "spatial.h"
+#include "window.h"
 
 namespace tandem::onnx::detail {
 namespace {

@@ -1,7 +1,7 @@
 // Pooling over 1 to 3 spatial axes of x [B,C,D...]: MaxPool, AveragePool (both with pads,
 // strides, ceil_mode and auto_pad) and GlobalAveragePool ([B,C,D...] -> [B,C,1...]).
 #include "ops.h"
-#include "spatial.h"
+#include "window.h"
 
 namespace tandem::onnx::detail {
 namespace {

@@ -1,4 +1,4 @@
-#include "spatial.h"
+#include "window.h"
 
 #include "tandem/common/check.h"
 
