@@ -75,9 +75,21 @@ onnx_cli_test(refuses_spatial 2 "--spatial 2 cuts every sample into depth slabs.
 onnx_cli_test(unet_volume_mismatch 2 "takes samples of shape \\[1,8,8,8\\].*data gives samples of shape \\[1,16,16,16\\]"
   train --model ${unet} --data spheres --volume 16 --loss dice --steps 1 --progress none)
 
+# Folders of one's own (tests/data/make_fixtures.py, the data_folders fixture of the CLI
+# tests): the ONNX U-Net on 8^3 crops of the MRI written as a NIfTI pair, and an npy folder
+# whose samples do not fit the ONNX MLP's [3,4] input, found at start.
+onnx_cli_test(unet_nifti 0 "result: steps=2 loss=[0-9.]+ test_dice=none "
+  train --model ${unet} --data nifti:${fx}/ch2 --test-files 0 --volume 8 --loss dice+bce
+  --batch 4 --train-samples 8 --devices 2 --microbatches 2 --steps 2 --progress none)
+onnx_cli_test(npy_shape_mismatch 2 "takes samples of shape \\[3,4\\].*data gives samples of shape \\[6,6\\]"
+  train --model ${onnx_fixtures}/mlp.onnx --data npy:${fx}/npy_mlp --classes 3 --batch 8
+  --microbatches 2 --steps 1 --progress none)
+set_tests_properties(onnx_cli_unet_nifti onnx_cli_npy_shape_mismatch PROPERTIES
+  FIXTURES_REQUIRED "onnx_fixtures;onnx_cli_clean;data_folders")
+
 # A graph as tf2onnx writes a Keras model (NHWC input, Transposes, Gemm with the kernel
 # transposed, Softmax): MNIST's [B,1,28,28] feeds its [B,28,28,1], and it learns (after 60
-# steps of Adam, far above the 0.1 of guessing; it reaches about 0.9).
+# steps of Adam, far above the 0.1 of guessing: 0.64 here).
 add_test(NAME onnx_cli_keras_trains
   COMMAND ${CMAKE_COMMAND} "-DCMD=${tandem};train;--model;${onnx_fixtures}/keras.onnx;--data;mnist;--devices;2;--microbatches;2;--batch;64;--steps;60;--eval-batch;5000;--progress;none"
           -DSTATUS=0 "-DMATCH=result: steps=60 loss=[0-9.]+ test_accuracy=0[.][5-9]"
