@@ -71,15 +71,11 @@ Fingerprint fingerprint(const graph::Model& model) {
   for (const auto& layer : model.layers) {
     LayerRecord l;
     l.name = layer.name;
-    if (layer.module) {
-      for (const auto& p : layer.module->named_parameters(/*recurse=*/true)) {
-        l.tensors.push_back({layer.name + "." + p.key(), p.value().sizes().vec(),
-                             c10::toString(p.value().scalar_type()), false});
-      }
-      for (const auto& b : layer.module->named_buffers(/*recurse=*/true)) {
-        l.tensors.push_back({layer.name + "." + b.key(), b.value().sizes().vec(),
-                             c10::toString(b.value().scalar_type()), true});
-      }
+    for (const auto& [name, p] : graph::named_parameters(layer)) {
+      l.tensors.push_back({name, p.sizes().vec(), c10::toString(p.scalar_type()), false});
+    }
+    for (const auto& [name, b] : graph::named_buffers(layer)) {
+      l.tensors.push_back({name, b.sizes().vec(), c10::toString(b.scalar_type()), true});
     }
     f.layers.push_back(std::move(l));
   }

@@ -37,11 +37,7 @@ NamedTensors stage_buffers(const runtime::Pipeline& pipeline, int stage) {
   NamedTensors out;
   auto [b, e] = pipeline.partition().layers_of(stage);
   for (int i = b; i < e; ++i) {
-    const graph::Layer& layer = pipeline.model().layers[i];
-    if (!layer.module) continue;
-    for (const auto& buf : layer.module->named_buffers(/*recurse=*/true)) {
-      out.emplace_back(layer.name + "." + buf.key(), buf.value());
-    }
+    for (auto& buf : graph::named_buffers(pipeline.model().layers[i])) out.push_back(std::move(buf));
   }
   return out;
 }
@@ -50,10 +46,8 @@ NamedTensors model_tensors(const graph::Model& model, bool buffers) {
   NamedTensors out;
   for (const auto& layer : model.layers) {
     for (auto& p : graph::named_parameters(layer)) out.push_back(std::move(p));
-    if (!buffers || !layer.module) continue;
-    for (const auto& buf : layer.module->named_buffers(/*recurse=*/true)) {
-      out.emplace_back(layer.name + "." + buf.key(), buf.value());
-    }
+    if (!buffers) continue;
+    for (auto& buf : graph::named_buffers(layer)) out.push_back(std::move(buf));
   }
   return out;
 }

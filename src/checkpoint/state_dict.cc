@@ -104,7 +104,7 @@ std::map<std::string, torch::Tensor> load_state_dict_file(const std::string& pat
   return out;
 }
 
-void init_from(runtime::Pipeline& pipeline, const std::string& path) {
+std::map<std::string, torch::Tensor> read_tensors(const std::string& path) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   TANDEM_CHECK(fs::exists(status),
@@ -115,8 +115,11 @@ void init_from(runtime::Pipeline& pipeline, const std::string& path) {
   TANDEM_CHECK(folder || fs::is_regular_file(status),
                "'{}' is a {}, not a state dict file or a checkpoint folder: give one of those",
                path, non_regular_kind(path));
-  const std::map<std::string, torch::Tensor> file =
-      folder ? checkpoint_tensors(path) : load_state_dict_file(path);
+  return folder ? checkpoint_tensors(path) : load_state_dict_file(path);
+}
+
+void init_from(runtime::Pipeline& pipeline, const std::string& path) {
+  const std::map<std::string, torch::Tensor> file = read_tensors(path);
 
   // Every check against the whole model (every process sees the same verdict), then copies
   // into the local stages only.

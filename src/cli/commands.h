@@ -27,5 +27,6 @@ Runner add_train(CLI::App& app);
 Runner add_schedule(CLI::App& app);
 Runner add_consolidate(CLI::App& app);
 Runner add_eval(CLI::App& app);
+Runner add_export(CLI::App& app);
 
 }  // namespace tandem::cli

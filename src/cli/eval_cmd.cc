@@ -25,9 +25,23 @@ std::string describe_checkpoint(const std::string& path) {
   return fmt::format("{} (step {})", folder, checkpoint::read_manifest(folder).state.step);
 }
 
+// Whether --model names an ONNX file, whose initializers are weights of their own.
+bool onnx_model(const train::Config& c) {
+  const std::string suffix = ".onnx";
+  return c.model.size() > suffix.size() &&
+         c.model.compare(c.model.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 int run_eval(EvalArgs& args) {
   std::error_code ec;
-  if (!fs::exists(args.checkpoint, ec)) {
+  if (args.checkpoint.empty() && !onnx_model(args.run.config)) {
+    std::fprintf(stderr,
+                 "tandem: eval needs --checkpoint (a save folder, a step-N checkpoint or a state "
+                 "dict file); only a model from an ONNX file is scored without one, with its "
+                 "own initializers\n");
+    return kExitUsage;
+  }
+  if (!args.checkpoint.empty() && !fs::exists(args.checkpoint, ec)) {
     std::fprintf(stderr,
                  "tandem: --checkpoint %s: no such file or folder; give a save folder (its latest "
                  "checkpoint), one step-N checkpoint in it, or a state dict file (tandem "
@@ -45,7 +59,9 @@ int run_eval(EvalArgs& args) {
   return run_guarded(session, [&] {
     train::Trainer& trainer = *session.trainer;
     const std::string prefix = session.prefix();
-    const std::string source = describe_checkpoint(args.checkpoint);
+    const std::string source = args.checkpoint.empty()
+                                   ? fmt::format("{} (its initializers)", args.run.config.model)
+                                   : describe_checkpoint(args.checkpoint);
     if (session.main_process()) std::cout << prefix << "checkpoint: " << source << "\n";
     print_start(session);
     const auto started = std::chrono::steady_clock::now();
@@ -75,8 +91,7 @@ Runner add_eval(CLI::App& app) {
   cmd->add_option("--checkpoint", args->checkpoint,
                   "a save folder (its latest checkpoint), one step-N checkpoint in it, or a state "
                   "dict file (tandem consolidate, or torch.save of a dict '<layer>.<param>' -> "
-                  "tensor)")
-      ->required();
+                  "tensor); optional for an ONNX --model, scored with its own initializers");
   add_model_options(*cmd, c);
   add_placement_options(*cmd, args->run);
   add_batch_options(*cmd, c);

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   auto schedule = tandem::cli::add_schedule(app);
   auto consolidate = tandem::cli::add_consolidate(app);
   auto eval = tandem::cli::add_eval(app);
+  auto export_onnx = tandem::cli::add_export(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -26,5 +27,6 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("train")) return train();
   if (app.got_subcommand("consolidate")) return consolidate();
   if (app.got_subcommand("eval")) return eval();
+  if (app.got_subcommand("export")) return export_onnx();
   return schedule();
 }

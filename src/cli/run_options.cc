@@ -10,7 +10,14 @@
 namespace tandem::cli {
 
 void add_model_options(CLI::App& cmd, train::Config& c) {
-  cmd.add_option("--model", c.model, "model: mlp | conv3d-stack | unet3d")->capture_default_str();
+  cmd.add_option("--model", c.model,
+                 "model: mlp | conv3d-stack | unet3d | a path to an ONNX file (model.onnx)")
+      ->capture_default_str();
+  cmd.add_option("--loss", c.loss,
+                 "ONNX models: cross-entropy (default) | mse | dice | dice+bce; a final Softmax "
+                 "(cross-entropy) or Sigmoid (dice) is taken into the loss");
+  cmd.add_option("--output", c.output,
+                 "ONNX models: the graph output the loss reads (default: the only one)");
   cmd.add_option("--width", c.width, "mlp: units per dense layer")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
@@ -131,7 +138,7 @@ void add_batch_options(CLI::App& cmd, train::Config& c) {
                  "samples per step (per replica); volumetric models also evaluate in steps of it")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));
-  cmd.add_option("--eval-batch", c.eval_batch, "samples per evaluation step (mlp)")
+  cmd.add_option("--eval-batch", c.eval_batch, "samples per evaluation step (image data)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));
   // Parsed here rather than by CLI11, which reads -1 as 2^64-1 and clamps larger numbers to it.

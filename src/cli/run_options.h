@@ -18,7 +18,7 @@ struct RunArgs {
   std::string device_memory;  // --device-memory, e.g. "2GiB"
 };
 
-// --model and its shape (--width, --blocks, --dropout, --convs, --filters, --levels, --volume,
+// --model (with --loss and --output for ONNX files) and its shape (--width, --blocks, --dropout, --convs, --filters, --levels, --volume,
 // --bce), --data, --data-dir, --train-samples, --test-samples.
 void add_model_options(CLI::App& cmd, train::Config& c);
 

@@ -33,11 +33,25 @@ Layer copy_layer(const Layer& layer) {
   return copy;
 }
 
+std::string state_name(const Layer& layer, const std::string& key) {
+  auto it = layer.state_names.find(key);
+  return it != layer.state_names.end() ? it->second : layer.name + "." + key;
+}
+
 std::vector<std::pair<std::string, torch::Tensor>> named_parameters(const Layer& layer) {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   if (!layer.module) return out;
   for (const auto& p : layer.module->named_parameters(/*recurse=*/true)) {
-    out.emplace_back(layer.name + "." + p.key(), p.value());
+    out.emplace_back(state_name(layer, p.key()), p.value());
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> named_buffers(const Layer& layer) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  if (!layer.module) return out;
+  for (const auto& b : layer.module->named_buffers(/*recurse=*/true)) {
+    out.emplace_back(state_name(layer, b.key()), b.value());
   }
   return out;
 }

@@ -219,6 +219,7 @@ void Executor::run_layers(int stage, int mb, MicrobatchState& st, bool first_pas
     ctx.stage = stage;
     ctx.recomputing = !first_pass;
     ctx.group = group();
+    ctx.microbatches = static_cast<int>(plan_->slices.size());
     graph::ScopedCall call(ctx);
     memory::ScopedWhere where_layer(layer.name);
     graph::Tensors out = layer.forward(in);

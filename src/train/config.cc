@@ -7,13 +7,13 @@ namespace tandem::train {
 
 std::string describe(const Config& c) {
   return fmt::format(
-      "model={} width={} blocks={} dropout={} convs={} filters={} levels={} volume={} bce={} "
+      "model={} loss={} output={} width={} blocks={} dropout={} convs={} filters={} levels={} volume={} bce={} "
       "data={} devices={} balance={} partition={} stages={} spatial={} "
       "replicas={} schedule={} microbatches={} virtual_stages={} recompute={} batch={} epochs={} "
       "steps={} optimizer={} lr={} lr_schedule={} momentum={} seed={} eval_batch={} "
       "train_samples={} test_samples={} test_files={} classes={} device_memory={} save={} "
       "save_every={} overwrite={} resume={} init_from={} eval_only={} plan_only={}",
-      c.model, c.width, c.blocks, c.dropout, c.convs, c.filters, c.levels, c.volume, c.bce, c.data,
+      c.model, c.loss, c.output, c.width, c.blocks, c.dropout, c.convs, c.filters, c.levels, c.volume, c.bce, c.data,
       c.devices, fmt::join(c.balance, ","), c.partition, c.stages, c.spatial, c.replicas, c.schedule,
       c.microbatches, c.virtual_stages, c.recompute, c.batch, c.epochs, c.steps, c.optimizer, c.lr,
       c.lr_schedule, c.momentum, c.seed, c.eval_batch, c.train_samples, c.test_samples,

@@ -55,8 +55,8 @@ MemoryPartition memory_partition(const graph::Model& model, const Config& c, int
   // cores and memory) and every process plans from its numbers: the same partition everywhere.
   auto measure = [&] {
     const int64_t micro = c.batch / c.microbatches + (c.batch % c.microbatches ? 1 : 0);
-    torch::Tensor sample =
-        source.train_batch(0, 0, std::min<int64_t>(micro, source.train_size())).input;
+    torch::Tensor sample = graph::fit_input(
+        model, source.train_batch(0, 0, std::min<int64_t>(micro, source.train_size())).input);
     const int slots = c.optimizer == "adam" ? 2 : (c.momentum != 0 ? 1 : 0);
     if (c.spatial == 1) return runtime::to_json(runtime::measure_layer_bytes(model, sample, slots));
     // A spatial split: the first slab, the largest, with its halos (zeros from a dry group:

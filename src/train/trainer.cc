@@ -9,6 +9,7 @@
 
 #include "input_fits.h"
 #include "memory_partition.h"
+#include "onnx_model.h"
 #include "tandem/checkpoint/all.h"
 #include "tandem/common/check.h"
 #include "tandem/models/conv3d_stack.h"
@@ -22,6 +23,11 @@ namespace tandem::train {
 
 graph::Model make_model(const Config& c, const std::vector<int64_t>& input_shape) {
   TANDEM_ASSERT(!input_shape.empty(), "a source gives the shape of its samples");
+  if (onnx_file(c)) return onnx_model(c);
+  TANDEM_CHECK(c.loss.empty() && c.output.empty(),
+               "--loss and --output choose the loss of a model from an ONNX file; the built-in "
+               "model {} has its own{}",
+               c.model, c.model == "unet3d" ? " (add --bce for Dice plus cross-entropy)" : "");
   if (c.model == "mlp") {
     models::MlpOptions o;
     o.inputs = 1;
@@ -55,7 +61,8 @@ graph::Model make_model(const Config& c, const std::vector<int64_t>& input_shape
     o.volume = side;
     return models::unet3d(o);
   }
-  TANDEM_CHECK(false, "unknown model '{}'; use mlp, conv3d-stack or unet3d", c.model);
+  TANDEM_CHECK(false, "unknown model '{}'; use mlp, conv3d-stack, unet3d or a path to an .onnx file",
+               c.model);
 }
 
 namespace {
@@ -66,6 +73,11 @@ namespace {
 int spatial_groups(const graph::Model& model, const Config& c, int devices, int64_t depth) {
   TANDEM_CHECK(c.spatial >= 1, "--spatial must be at least 1, not {}", c.spatial);
   if (c.spatial == 1) return devices;
+  TANDEM_CHECK(!onnx_file(c),
+               "--spatial {} cuts every sample into depth slabs, which tandem's own conv3d-stack "
+               "and unet3d layers are written for (halo exchanges); a model from an ONNX file "
+               "runs whole samples: use --spatial 1 and split its layers across devices",
+               c.spatial);
   TANDEM_CHECK(model.slab_dim >= 0,
                "--spatial {} cuts every sample's volume into slabs, but model {} has no volume: "
                "use --model conv3d-stack or unet3d",
@@ -89,9 +101,19 @@ int spatial_groups(const graph::Model& model, const Config& c, int devices, int6
   return devices / c.spatial;
 }
 
-// What the built-in model of `c` reads from a batch.
+// What the model of `c` reads from a batch. An ONNX model's target follows its --loss; it
+// takes volumes from a NIfTI folder and any array from a NumPy one.
 ModelNeeds model_needs(const Config& c) {
   ModelNeeds n;
+  if (onnx_file(c)) {
+    const bool mask = c.loss == "dice" || c.loss == "dice+bce";
+    n.volumes = mask || c.data.rfind("nifti:", 0) == 0;
+    n.target = mask               ? ModelNeeds::Target::kMask
+               : c.loss == "mse" ? ModelNeeds::Target::kReal
+                                 : ModelNeeds::Target::kClasses;
+    n.classes = c.classes;
+    return n;
+  }
   n.volumes = c.model == "conv3d-stack" || c.model == "unet3d";
   n.target = c.model == "unet3d"         ? ModelNeeds::Target::kMask
              : c.model == "conv3d-stack" ? ModelNeeds::Target::kReal
@@ -104,6 +126,8 @@ ModelNeeds model_needs(const Config& c) {
 // The data set of --data: a built-in name, or KIND:DIR for a folder of one's own files.
 std::unique_ptr<Source> make_source(const Config& c) {
   const bool volumetric = c.model == "conv3d-stack" || c.model == "unet3d";
+  // An ONNX model takes any data whose samples fit its input (checked when the trainer starts).
+  const bool any = onnx_file(c);
   const size_t colon = c.data.find(':');
   if (colon != std::string::npos) {
     const std::string kind = c.data.substr(0, colon), dir = c.data.substr(colon + 1);
@@ -117,13 +141,14 @@ std::unique_ptr<Source> make_source(const Config& c) {
   }
   if (c.data == "mnist" || c.data == "fashion-mnist") {
     TANDEM_CHECK(
-        !volumetric,
+        !volumetric || any,
         "model {} needs volumes: use --data spheres, mri (unet3d) or regression (conv3d-stack)",
         c.model);
     return make_image_source(c.data, c.data_dir, c.seed);
   }
   if (c.data == "spheres" || c.data == "mri" || c.data == "regression") {
-    TANDEM_CHECK(volumetric, "--data {} gives volumes; use --model unet3d or conv3d-stack", c.data);
+    TANDEM_CHECK(volumetric || any, "--data {} gives volumes; use --model unet3d or conv3d-stack",
+                 c.data);
     // The U-Net segments: its Dice loss needs masks in [0, 1], which regression targets are not.
     TANDEM_CHECK(c.model != "unet3d" || c.data != "regression",
                  "--data regression gives real-valued targets for conv3d-stack; unet3d segments "
@@ -294,6 +319,12 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
   pipeline_ = std::make_unique<runtime::Pipeline>(std::move(model), std::move(partition), po);
   // A bad data file ends the run here, before the first step, on the processes that read it.
   if (pipeline_->needs_input() || pipeline_->needs_target()) source_->load();
+  if (!pipeline_->model().input_shape.empty() && pipeline_->needs_input()) {
+    // Samples that do not fit the model's declared input are found now, not at the first step.
+    const Batch one = source_->test_size() > 0 ? source_->test_batch(0, 1)
+                                               : source_->train_batch(0, 0, 1);
+    graph::fit_input(pipeline_->model(), one.input);
+  }
   pipeline_->set_optimizer(make_optimizer(c));
   if (!planned.empty() && c.device_memory > 0) {
     const BudgetVerdict v =
@@ -413,7 +444,7 @@ Batch Trainer::local_batch(const std::function<Batch()>& read) const {
   const bool input = pipeline_->needs_input(), target = pipeline_->needs_target();
   if (!input && !target) return {};
   Batch b = read();
-  if (!input) b.input = torch::Tensor();
+  b.input = input ? graph::fit_input(pipeline_->model(), b.input) : torch::Tensor();
   if (!target) b.target = torch::Tensor();
   return b;
 }
@@ -422,8 +453,11 @@ double Trainer::evaluate() {
   const int64_t n = source_->test_size();
   double metric = 0;
   int64_t count = 0;
-  // Images evaluate in large chunks; volumes in training-size batches (they are large).
-  const int64_t per_step = config_.model == "mlp" ? config_.eval_batch : config_.batch;
+  // Images evaluate in large chunks; volumes ([C,D,H,W] samples) in training-size batches (they
+  // are large).
+  const bool volumes = onnx_file(config_) ? source_->input_shape().size() >= 4
+                                          : config_.model != "mlp";
+  const int64_t per_step = volumes ? config_.batch : config_.eval_batch;
   const int64_t m = config_.microbatches;
   const int64_t chunk = std::max<int64_t>(per_step, m);
   if (n == 0) return std::numeric_limits<double>::quiet_NaN();  // no held-out set

@@ -62,6 +62,54 @@ TEST(Model, DuplicateLayerNameAndMissingOutput) {
   EXPECT_NE(error_of([&] { n.validate(); }).find("the loss reads tensor 'missing'"), std::string::npos);
 }
 
+// A layer names its state in checkpoints by state_names where given (an ONNX initializer's
+// name), by "<layer>.<key>" otherwise; two tensors of one name are refused.
+TEST(Model, StateNamesNameParametersAndBuffers) {
+  Model m = chain(2);
+  auto linear = torch::nn::Linear(3, 2);
+  auto norm = torch::nn::BatchNorm1d(2);
+  m.layers[0].module = linear.ptr();
+  m.layers[0].state_names = {{"weight", "fc.weight"}};
+  m.layers[1].module = norm.ptr();
+  std::vector<std::string> names;
+  for (const auto& layer : m.layers) {
+    for (const auto& [n, t] : named_parameters(layer)) names.push_back(n);
+    for (const auto& [n, t] : named_buffers(layer)) names.push_back(n);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"fc.weight", "l0.bias", "l1.weight", "l1.bias",
+                                             "l1.running_mean", "l1.running_var",
+                                             "l1.num_batches_tracked"}));
+  m.validate();
+  m.layers[1].state_names = {{"running_var", "fc.weight"}};
+  EXPECT_NE(error_of([&] { m.validate(); })
+                .find("two tensors named 'fc.weight': in layer 'l0' and in layer 'l1'"),
+            std::string::npos);
+}
+
+// fit_input: samples that differ from the declared shape only by axes of size 1, or that a
+// model with flat samples takes, are reshaped; others are refused with both shapes.
+TEST(Model, FitInputReshapesOnlyWhatAReshapeCanFit) {
+  Model m = chain(1);
+  EXPECT_EQ(fit_input(m, torch::zeros({2, 3, 4})).sizes(), (std::vector<int64_t>{2, 3, 4}));
+  m.input_shape = {28, 28, 1};
+  EXPECT_EQ(fit_input(m, torch::zeros({5, 1, 28, 28})).sizes(),
+            (std::vector<int64_t>{5, 28, 28, 1}));
+  m.input_shape = {784};
+  EXPECT_EQ(fit_input(m, torch::zeros({5, 1, 28, 28})).sizes(), (std::vector<int64_t>{5, 784}));
+  m.input_shape = {-1, 8, 8};
+  EXPECT_EQ(fit_input(m, torch::zeros({5, 3, 8, 8})).sizes(), (std::vector<int64_t>{5, 3, 8, 8}));
+  m.input_shape = {32, 32, 3};
+  const std::string why = error_of([&] { fit_input(m, torch::zeros({5, 3, 32, 32})); });
+  EXPECT_NE(why.find("takes samples of shape [32,32,3] (-1: any size), but the data gives "
+                     "samples of shape [3,32,32] (the same number of elements in another "
+                     "layout, which would need a transpose)"),
+            std::string::npos)
+      << why;
+  m.input_shape = {10};
+  EXPECT_NE(error_of([&] { fit_input(m, torch::zeros({5, 11})); }).find("[11]"),
+            std::string::npos);
+}
+
 TEST(Partition, BalanceMustCoverTheModel) {
   Model m = chain(10);
   EXPECT_EQ(error_of([&] { partition_by_balance(m, {3, 4}); }),

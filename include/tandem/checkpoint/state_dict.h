@@ -46,6 +46,10 @@ void save_state_dict_file(const std::map<std::string, torch::Tensor>& tensors,
 // tensors with string keys.
 std::map<std::string, torch::Tensor> load_state_dict_file(const std::string& path);
 
+// Every parameter and buffer of `path` by name: a state dict file, or a checkpoint folder or
+// save directory (its shards checked first). CPU tensors.
+std::map<std::string, torch::Tensor> read_tensors(const std::string& path);
+
 // Copies the tensors of `path` (a state dict file, or a checkpoint folder or save directory:
 // tensors only, no optimizer state, no step) into the parameters and buffers of `pipeline`'s
 // local stages, converting the dtype as PyTorch's load_state_dict does. Every parameter and

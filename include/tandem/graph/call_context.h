@@ -48,6 +48,10 @@ struct CallContext {
   int64_t sample_offset = 0;
   // The part of each sample the layer's tensors hold; empty: whole samples.
   SampleWindow window;
+  // Micro-batches of the step; 0 outside a pipeline step (a memory measurement), where layers
+  // must leave their state alone. Layers that gather statistics over the whole batch (batch
+  // normalization's running statistics) know from it when they have seen every micro-batch.
+  int microbatches = 0;
 
   // A key for random numbers that depends on `seed`, `step` and `layer` only: never on the
   // micro-batch, so that per-sample streams (indexed by sample_offset) agree however the batch

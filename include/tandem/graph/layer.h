@@ -8,6 +8,7 @@
 #include <torch/types.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,11 @@ struct Layer {
   // make_layer and by tandem's own layers; a hand-filled layer may leave it empty, and then
   // cannot be copied (a spatial split in one process runs one copy per device).
   BindFn bind;
+  // The names of the module's parameters and buffers in checkpoints and state dicts, by the
+  // module's own key ("p0" -> "e.0.weight"). A key without an entry is "<layer>.<key>" (every
+  // built-in model); an entry lets a layer keep the names of the framework it came from (an
+  // ONNX initializer, a PyTorch state-dict name), whatever the layer is called.
+  std::map<std::string, std::string> state_names;
 };
 
 // Wraps a module holder (torch::nn::Linear, torch::nn::Conv3d, ...) whose forward takes one
@@ -68,7 +74,12 @@ Layer copy_layer(const Layer& layer);
 Layer make_function_layer(std::string name, ForwardFn fn, std::vector<std::string> inputs,
                           std::vector<std::string> outputs);
 
-// Parameters of a layer (empty when it has no module), named "<layer>.<parameter>".
+// The name of the module's parameter or buffer `key` in checkpoints and state dicts:
+// layer.state_names[key] when given, else "<layer>.<key>".
+std::string state_name(const Layer& layer, const std::string& key);
+// Parameters and buffers of a layer (empty when it has no module), under their state names, in
+// the module's order.
 std::vector<std::pair<std::string, torch::Tensor>> named_parameters(const Layer& layer);
+std::vector<std::pair<std::string, torch::Tensor>> named_buffers(const Layer& layer);
 
 }  // namespace tandem::graph

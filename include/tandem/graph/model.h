@@ -40,17 +40,28 @@ struct Model {
   // down-sampling factors (2^(L-1) for a U-Net of L levels), so that pooling and up-sampling
   // never reach across a slab's edge.
   int64_t slab_multiple = 1;
+  // The shape of one sample of the input, without the batch axis, where the model declares
+  // one (an ONNX graph does); -1 on an axis of any size. Empty: any shape.
+  std::vector<int64_t> input_shape;
 
   // Index of the layer called `name`, or -1.
   int find_layer(const std::string& name) const;
   int64_t parameter_count() const;
   // Checks that every consumed tensor is produced by an earlier layer or is the graph input,
-  // that no tensor is produced twice, that `output` is produced, that layer names are unique
-  // and that loss is set. Throws tandem::Error naming the layer and the tensor.
+  // that no tensor is produced twice, that `output` is produced, that layer names and the
+  // names of parameters and buffers are unique, and that loss is set. Throws tandem::Error
+  // naming the layer and the tensor.
   void validate() const;
 };
 
 // A model whose layers are copies (graph::copy_layer): the same values, its own parameters.
 Model copy_model(const Model& model);
+
+// A batch of inputs [B, ...] in the model's input_shape: `input` itself when it fits (or the
+// model declares none); reshaped (a view) when its samples hold the same elements in a layout
+// that differs only by axes of size 1 ([1,28,28] for [28,28,1]) or when the model takes flat
+// samples ([1,28,28] for [784]). Throws tandem::Error naming both shapes otherwise (e.g.
+// [3,32,32] for [32,32,3], which would need a transpose, not a reshape).
+torch::Tensor fit_input(const Model& model, const torch::Tensor& input);
 
 }  // namespace tandem::graph

@@ -9,8 +9,12 @@
 namespace tandem::train {
 
 struct Config {
-  // Model.
+  // Model: a built-in one by name, or an ONNX file (a path ending in .onnx).
   std::string model = "mlp";
+  // ONNX models: the loss (cross-entropy | mse | dice | dice+bce; empty: cross-entropy) and
+  // the graph output it reads (empty: the only one). Built-in models have their own.
+  std::string loss;
+  std::string output;
   int64_t width = 128;
   int blocks = 2;
   double dropout = 0.2;

@@ -1,0 +1,241 @@
+// load(): the ONNX graph as tandem layers. analysis.cc decides what every tensor is; here the
+// static part is computed (constants) or kept as expressions of parameters, and every node
+// that reads a per-sample tensor becomes a layer that owns the initializers it uses.
+#include "tandem/onnx/load.h"
+
+#include <torch/torch.h>
+
+#include "analysis.h"
+#include "tandem/common/check.h"
+
+namespace tandem::onnx {
+namespace detail {
+namespace {
+
+// A tensor known without the batch: a constant, an initializer kept as state (a parameter or
+// buffer of the layer that uses it), or an expression of those computed in that layer.
+struct Static {
+  torch::Tensor constant;
+  std::string state;  // the initializer's name
+  OpFn fn;            // expression: output `output` of fn(args)
+  std::vector<Static> args;
+  int output = 0;
+};
+
+// One operand of a layer's node, evaluated at each forward from the layer's inputs.
+using Operand = std::function<torch::Tensor(const graph::Tensors& layer_inputs)>;
+
+class Builder {
+ public:
+  explicit Builder(const Analysis& a) : a_(a) {}
+
+  graph::Model build();
+
+ private:
+  std::vector<NodeInput> node_inputs(const pb::NodeProto& n) const;
+  std::vector<Shape> output_shapes(const pb::NodeProto& n) const;
+  void add_static(int index);
+  void add_layer(int index, graph::Model& model);
+
+  const Analysis& a_;
+  std::map<std::string, Static> statics_;
+  std::map<std::string, std::string> owner_;  // initializer -> the layer that holds it
+};
+
+std::vector<NodeInput> Builder::node_inputs(const pb::NodeProto& n) const {
+  std::vector<NodeInput> inputs;
+  for (const auto& t : n.input()) {
+    NodeInput in;
+    in.name = t;
+    in.shape = a_.shape(t);
+    if (t.empty()) {
+      in.kind = NodeInput::Kind::kOmitted;
+    } else if (a_.batched.count(t)) {
+      in.kind = NodeInput::Kind::kBatched;
+    } else {
+      in.kind = NodeInput::Kind::kStatic;
+      in.constant = statics_.at(t).constant;
+    }
+    inputs.push_back(std::move(in));
+  }
+  return inputs;
+}
+
+std::vector<Shape> Builder::output_shapes(const pb::NodeProto& n) const {
+  std::vector<Shape> shapes;
+  for (const auto& t : n.output()) shapes.push_back(a_.shape(t));
+  return shapes;
+}
+
+// A node that reads no per-sample tensor: computed now when it reads constants only, else an
+// expression of the parameters it reads (a Transpose of a weight), computed by its user.
+void Builder::add_static(int index) {
+  const pb::NodeProto& n = a_.node(index);
+  const Node node(n, a_.layer_names[index], a_.opset, node_inputs(n), output_shapes(n), nullptr);
+  const Op op = find_operator(n.op_type())->make(node);
+  std::vector<Static> args;
+  bool constant = true;
+  for (const auto& t : n.input()) {
+    args.push_back(t.empty() ? Static{} : statics_.at(t));
+    constant = constant && (t.empty() || args.back().constant.defined());
+  }
+  graph::Tensors values;
+  if (constant) {
+    torch::NoGradGuard no_grad;
+    graph::Tensors in;
+    for (const Static& s : args) in.push_back(s.constant);
+    values = op.fn(in);
+  }
+  for (int k = 0; k < n.output_size(); ++k) {
+    if (n.output(k).empty()) continue;
+    Static s;
+    if (k >= op.outputs) {
+      if (a_.readers.count(n.output(k)))
+        node.refuse(fmt::format("its output {} ('{}') is read, but tandem computes only its "
+                                "first {}",
+                                k, n.output(k), op.outputs));
+      continue;
+    }
+    if (constant) {
+      s.constant = values[static_cast<size_t>(k)];
+    } else {
+      s.fn = op.fn;
+      s.args = args;
+      s.output = k;
+    }
+    statics_[n.output(k)] = std::move(s);
+  }
+}
+
+void Builder::add_layer(int index, graph::Model& model) {
+  const pb::NodeProto& n = a_.node(index);
+  graph::Layer layer;
+  layer.name = a_.layer_names[index];
+  std::shared_ptr<torch::nn::Module> module;
+  std::map<std::string, torch::Tensor> held;  // initializer -> this layer's tensor
+  auto hold = [&](const std::string& state_name, torch::Tensor value, bool parameter) {
+    if (!module) module = std::make_shared<torch::nn::Module>("onnx::" + n.op_type());
+    const std::string key = fmt::format("t{}", layer.state_names.size());
+    layer.state_names[key] = state_name;
+    torch::Tensor& t = parameter ? module->register_parameter(key, value)
+                                 : module->register_buffer(key, value);
+    held[state_name] = t;
+    return t;
+  };
+  // An initializer's tensor, registered in this layer the first time it is used here.
+  auto state = [&](const std::string& name) {
+    if (auto it = held.find(name); it != held.end()) return it->second;
+    auto [owner, fresh] = owner_.emplace(name, layer.name);
+    TANDEM_CHECK(fresh,
+                 "initializer '{}' is used by ONNX nodes '{}' and '{}', which tandem runs as two "
+                 "layers; each layer owns its parameters, so tied weights are not supported",
+                 name, owner->second, layer.name);
+    const pb::TensorProto& proto = *a_.initializers.at(name);
+    torch::Tensor value = to_tensor(proto, fmt::format("initializer '{}'", name));
+    return hold(name, value, a_.roles.at(name) == Role::kParameter);
+  };
+  std::function<Operand(const Static&)> operand = [&](const Static& s) -> Operand {
+    if (s.constant.defined()) return [c = s.constant](const graph::Tensors&) { return c; };
+    if (!s.state.empty()) return [t = state(s.state)](const graph::Tensors&) { return t; };
+    if (!s.fn) return [](const graph::Tensors&) { return torch::Tensor(); };
+    std::vector<Operand> args;
+    for (const Static& arg : s.args) args.push_back(operand(arg));
+    return [fn = s.fn, args, k = s.output](const graph::Tensors& in) {
+      graph::Tensors values;
+      for (const Operand& arg : args) values.push_back(arg(in));
+      return fn(values)[static_cast<size_t>(k)];
+    };
+  };
+  std::vector<Operand> operands;
+  for (const auto& t : n.input()) {
+    if (t.empty()) {
+      operands.push_back([](const graph::Tensors&) { return torch::Tensor(); });
+    } else if (a_.batched.count(t)) {
+      auto pos = std::find(layer.inputs.begin(), layer.inputs.end(), t);
+      if (pos == layer.inputs.end()) pos = layer.inputs.insert(layer.inputs.end(), t);
+      const size_t k = static_cast<size_t>(pos - layer.inputs.begin());
+      operands.push_back([k](const graph::Tensors& in) { return in[k]; });
+    } else {
+      operands.push_back(operand(statics_.at(t)));
+    }
+  }
+  StateSink sink = [&](const std::string& name, torch::Tensor init) {
+    return hold(name, std::move(init), /*parameter=*/false);
+  };
+  const Node node(n, layer.name, a_.opset, node_inputs(n), output_shapes(n), sink);
+  const Op op = find_operator(n.op_type())->make(node);
+  std::vector<size_t> kept;  // the node's outputs a later node or the loss reads
+  for (int k = 0; k < n.output_size(); ++k) {
+    const std::string& t = n.output(k);
+    if (t.empty() || (!a_.readers.count(t) && t != a_.output)) continue;
+    if (k >= op.outputs)
+      node.refuse(fmt::format("its output {} ('{}') is read, but tandem computes only its first {}",
+                              k, t, op.outputs));
+    kept.push_back(static_cast<size_t>(k));
+    layer.outputs.push_back(t);
+  }
+  layer.module = module;
+  layer.forward_flops_per_sample = op.flops_per_sample;
+  layer.forward = [fn = op.fn, operands, kept](const graph::Tensors& in) {
+    graph::Tensors args;
+    args.reserve(operands.size());
+    for (const Operand& o : operands) args.push_back(o(in));
+    graph::Tensors all = fn(args);
+    graph::Tensors out;
+    for (size_t k : kept) out.push_back(std::move(all[k]));
+    return out;
+  };
+  model.layers.push_back(std::move(layer));
+}
+
+graph::Model Builder::build() {
+  for (const auto& [name, proto] : a_.initializers) {
+    Static s;
+    if (a_.roles.count(name)) {
+      s.state = name;
+    } else {
+      s.constant = to_tensor(*proto, fmt::format("initializer '{}'", name));
+    }
+    statics_[name] = std::move(s);
+  }
+  graph::Model model;
+  model.name = "onnx:" + (a_.graph->name().empty() ? std::string("graph") : a_.graph->name());
+  model.input = a_.input;
+  model.output = a_.output;
+  model.input_shape = a_.input_shape;
+  for (int i = 0; i < a_.graph->node_size(); ++i) {
+    if (!a_.needed[static_cast<size_t>(i)]) continue;
+    bool per_sample = false;
+    for (const auto& t : a_.node(i).input()) per_sample = per_sample || a_.batched.count(t);
+    if (per_sample) {
+      add_layer(i, model);
+    } else {
+      add_static(i);
+    }
+  }
+  model.loss = a_.loss->loss(a_.taken_over);
+  model.metric = a_.loss->metric(a_.taken_over);
+  model.metric_name = a_.loss->metric_name;
+  model.validate();
+  return model;
+}
+
+}  // namespace
+}  // namespace detail
+
+graph::Model load(const std::string& path, const LoadOptions& options) {
+  const detail::pb::ModelProto proto = detail::read_model_file(path);
+  const detail::Analysis analysis = detail::analyze(proto, path, options.loss, options.output);
+  return detail::Builder(analysis).build();
+}
+
+bool is_model_file(const std::string& model) {
+  const std::string suffix = ".onnx";
+  return model.size() > suffix.size() &&
+         model.compare(model.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::vector<std::string> supported_operators() { return detail::supported_operators(); }
+std::vector<std::string> losses() { return detail::loss_names(); }
+
+}  // namespace tandem::onnx

@@ -1,0 +1,128 @@
+// Conv and ConvTranspose over 1 to 3 spatial axes: x [B,C_in,D...], weight [C_out,C_in/g,k...]
+// (ConvTranspose: [C_in,C_out/g,k...]), optional bias [C_out]. Both map to at::convolution, the
+// call PyTorch's own Conv and ConvTranspose modules make, so an exported module computes here
+// what it computed in PyTorch.
+#include "ops.h"
+#include "window.h"
+
+namespace tandem::onnx::detail {
+namespace {
+
+// Multiply-adds per sample: 2 x (C_in/g) x C_out x kernel volume x output positions, from the
+// weight and output shapes when shape inference knows them (ConvTranspose: per input position).
+double conv_flops(const Node& n, bool transposed) {
+  const Shape& w = n.input_shape(1);
+  const Shape& positions = transposed ? n.input_shape(0) : n.output_shape(0);
+  if (!w || !positions || positions->size() < 2) return 0;
+  double weights = 1;
+  for (int64_t d : *w) {
+    if (d < 0) return 0;
+    weights *= static_cast<double>(d);
+  }
+  const double channels = static_cast<double>((*positions)[1]);
+  const double spatial = per_sample_elements(positions) / channels;
+  return channels > 0 ? 2.0 * weights * spatial : 0;
+}
+
+Op conv(const Node& n) {
+  const Window window = read_window(n);
+  const int64_t groups = n.get_int("group", 1);
+  const std::string name = n.name();
+  Op op;
+  op.flops_per_sample = conv_flops(n, false);
+  op.fn = [window, groups, name](const graph::Tensors& in) {
+    const torch::Tensor& x = in[0];
+    check_spatial(name, "Conv", x);
+    const torch::Tensor& weight = in[1];
+    const size_t dims = static_cast<size_t>(x.dim() - 2);
+    const Window w = window.filled(dims, weight.sizes().slice(2));
+    const Padding p = resolve_padding(w, x.sizes().slice(2));
+    torch::Tensor input = x;
+    std::vector<int64_t> padding = p.begin;
+    if (!p.symmetric()) {
+      input = pad_spatial(x, p, 0.0);
+      padding.assign(dims, 0);
+    }
+    return graph::Tensors{at::convolution(input, weight, in.size() > 2 ? in[2] : torch::Tensor(),
+                                          w.strides, padding, w.dilations, /*transposed=*/false,
+                                          std::vector<int64_t>(dims, 0), groups)};
+  };
+  return op;
+}
+
+Op conv_transpose(const Node& n) {
+  const Window window = read_window(n);
+  const int64_t groups = n.get_int("group", 1);
+  const std::vector<int64_t> output_padding_attr = n.get_ints("output_padding");
+  const std::vector<int64_t> output_shape = n.get_ints("output_shape");
+  const std::string name = n.name();
+  Op op;
+  op.flops_per_sample = conv_flops(n, true);
+  op.fn = [=](const graph::Tensors& in) {
+    const torch::Tensor& x = in[0];
+    check_spatial(name, "ConvTranspose", x);
+    const torch::Tensor& weight = in[1];
+    const torch::Tensor bias = in.size() > 2 ? in[2] : torch::Tensor();
+    const size_t dims = static_cast<size_t>(x.dim() - 2);
+    Window w = window.filled(dims, weight.sizes().slice(2));
+    std::vector<int64_t> output_padding =
+        output_padding_attr.empty() ? std::vector<int64_t>(dims, 0) : output_padding_attr;
+    // Padding: from output_shape (or auto_pad SAME: output = input x stride) by the formula of
+    // the ONNX specification, else the pads attribute.
+    Padding p;
+    p.begin.assign(w.pads.begin(), w.pads.begin() + static_cast<int64_t>(dims));
+    p.end.assign(w.pads.begin() + static_cast<int64_t>(dims), w.pads.end());
+    const bool same = w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER";
+    if (!output_shape.empty() || same) {
+      for (size_t i = 0; i < dims; ++i) {
+        const int64_t reach = (w.kernel[i] - 1) * w.dilations[i] + 1;
+        const int64_t target = output_shape.empty() ? x.size(static_cast<int64_t>(i) + 2) * w.strides[i]
+                                                    : output_shape[output_shape.size() - dims + i];
+        const int64_t total = w.strides[i] * (x.size(static_cast<int64_t>(i) + 2) - 1) +
+                              output_padding[i] + reach - target;
+        TANDEM_CHECK(total >= 0,
+                     "ONNX node '{}' (ConvTranspose) asks for output size {} on spatial axis {}, "
+                     "larger than its input can give",
+                     name, target, i);
+        const int64_t half = total / 2;
+        p.begin[i] = w.auto_pad == "SAME_UPPER" ? half : total - half;
+        p.end[i] = total - p.begin[i];
+      }
+    } else if (w.auto_pad == "VALID") {
+      p.begin.assign(dims, 0);
+      p.end.assign(dims, 0);
+    }
+    bool torch_path = p.symmetric();
+    for (size_t i = 0; i < dims; ++i)
+      torch_path = torch_path && output_padding[i] < std::max(w.strides[i], w.dilations[i]);
+    if (torch_path) {
+      return graph::Tensors{at::convolution(x, weight, bias, w.strides, p.begin, w.dilations,
+                                            /*transposed=*/true, output_padding, groups)};
+    }
+    // Asymmetric padding: the full output, output_padding more positions at the end of each
+    // axis (they receive no input, only the bias), then the pads cut off, then the bias.
+    torch::Tensor y =
+        at::convolution(x, weight, torch::Tensor(), w.strides, std::vector<int64_t>(dims, 0),
+                        w.dilations, /*transposed=*/true, std::vector<int64_t>(dims, 0), groups);
+    Padding crop;
+    for (size_t i = 0; i < dims; ++i) {
+      crop.begin.push_back(-p.begin[i]);
+      crop.end.push_back(output_padding[i] - p.end[i]);
+    }
+    y = pad_spatial(y, crop, 0.0);
+    if (bias.defined()) {
+      std::vector<int64_t> shape(static_cast<size_t>(y.dim()), 1);
+      shape[1] = bias.size(0);
+      y = y + bias.reshape(shape);
+    }
+    return graph::Tensors{y};
+  };
+  return op;
+}
+
+}  // namespace
+
+Op make_conv(const Node& n) { return conv(n); }
+Op make_conv_transpose(const Node& n) { return conv_transpose(n); }
+
+}  // namespace tandem::onnx::detail

@@ -1,0 +1,412 @@
+"""Writes the ONNX test fixtures into a folder (python3 fixtures.py DIR), with Debian's
+python3-torch and python3-onnx. Everything is made from fixed seeds, at test time:
+
+  <model>.onnx, <model>_forward.pt, <model>_batches.pt   PyTorch exports (torch_models.py):
+                                                          the graph, its outputs in training
+                                                          and evaluation mode, training batches
+  keras.onnx, keras_forward.pt                            a graph as tf2onnx writes a Keras
+                                                          model (examples/onnx/keras_graph.py)
+  ops/<case>.onnx, ops/<case>.pt                          one operator (or two) per graph with
+                                                          input and expected output, computed
+                                                          here by PyTorch or by loops
+  refused/<case>.onnx                                     graphs tandem must refuse
+
+.pt files are plain dicts of at least two tensors (what LibTorch 1.13's reader takes).
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+import torch
+import torch.nn.functional as F
+from onnx import TensorProto, helper, numpy_helper
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, here)
+sys.path.insert(0, os.path.join(here, "..", "..", "examples", "onnx"))
+import keras_graph  # noqa: E402
+import torch_models  # noqa: E402
+
+OPSET = 13
+
+
+def tensor(name, array):
+    return numpy_helper.from_array(np.asarray(array), name)
+
+
+def save_model(path, nodes, inputs, outputs, initializers=(), opset=OPSET, check=True):
+    graph = helper.make_graph(nodes, os.path.basename(path)[:-5], inputs, outputs,
+                              list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 7  # what onnx 1.12 checks for opsets up to 15, and reads up to 17
+    if check:
+        onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+def value(name, shape, elem=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def rand(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+# ---------------------------------------------------------------------------------------------
+# Single-operator cases: (nodes, input tensor, initializers, expected output, opset)
+
+def op_cases():
+    cases = {}
+
+    def case(name, nodes, x, expected, inits=(), opset=OPSET, **extra):
+        cases[name] = (nodes, x, list(inits), expected, opset, extra)
+
+    x = rand(2, 4, 7, 9, seed=1)
+    w = rand(6, 2, 3, 3, seed=2)
+    b = rand(6, seed=3)
+    case("conv2d_asymmetric",
+         [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[0, 1, 1, 2], strides=[2, 1],
+                           dilations=[1, 2], group=2)],
+         x, F.conv2d(F.pad(x, (1, 2, 0, 1)), w, b, stride=(2, 1), dilation=(1, 2), groups=2),
+         [tensor("w", w), tensor("b", b)])
+    x = rand(2, 3, 10, seed=4)
+    w = rand(5, 3, 4, seed=5)
+    case("conv1d_same_upper",
+         [helper.make_node("Conv", ["x", "w"], ["y"], auto_pad="SAME_UPPER", strides=[2])],
+         x, F.conv1d(F.pad(x, (1, 1)), w, stride=2), [tensor("w", w)])
+    w3 = rand(5, 3, 3, seed=6)
+    case("conv1d_same_lower",
+         [helper.make_node("Conv", ["x", "w"], ["y"], auto_pad="SAME_LOWER", strides=[2])],
+         x, F.conv1d(F.pad(x, (1, 0)), w3, stride=2), [tensor("w", w3)])
+    x = rand(1, 2, 5, 6, 7, seed=7)
+    w = rand(3, 2, 3, 3, 3, seed=8)
+    b = rand(3, seed=9)
+    case("conv3d", [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1] * 6)],
+         x, F.conv3d(x, w, b, padding=1), [tensor("w", w), tensor("b", b)])
+    x = rand(2, 4, 5, 5, seed=10)
+    w = rand(4, 3, 3, 3, seed=11)
+    b = rand(3, seed=12)
+    case("conv_transpose2d",
+         [helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 2],
+                           pads=[1, 1, 1, 1], output_padding=[1, 1])],
+         x, F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
+         [tensor("w", w), tensor("b", b)])
+    x = rand(1, 4, 4, 4, seed=13)
+    w = rand(4, 2, 3, 3, seed=14)
+    b = rand(4, seed=15)
+    full = F.conv_transpose2d(x, w, None, stride=2, groups=2)
+    case("conv_transpose_asymmetric",
+         [helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 2],
+                           pads=[0, 1, 1, 0], group=2)],
+         x, full[:, :, 0:-1, 1:] + b.reshape(1, 4, 1, 1), [tensor("w", w), tensor("b", b)])
+    x = rand(1, 2, 3, 3, seed=16)
+    w = rand(2, 2, 3, 3, seed=17)
+    case("conv_transpose_output_shape",
+         [helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2],
+                           output_shape=[6, 6])],
+         x, F.conv_transpose2d(x, w, stride=2)[:, :, 1:, 1:], [tensor("w", w)])
+    x = rand(1, 3, 2, 3, 2, seed=18)
+    w = rand(3, 2, 2, 2, 2, seed=19)
+    case("conv_transpose3d",
+         [helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2, 2])],
+         x, F.conv_transpose3d(x, w, stride=2), [tensor("w", w)])
+
+    x = rand(3, 4, seed=20)
+    wb = rand(4, 5, seed=21)
+    c = rand(5, seed=22)
+    case("gemm_alpha_beta",
+         [helper.make_node("Gemm", ["x", "w", "c"], ["y"], alpha=0.5, beta=2.0)],
+         x, 0.5 * x @ wb + 2.0 * c, [tensor("w", wb), tensor("c", c)])
+    wt = rand(5, 4, seed=23)
+    c2 = rand(1, 5, seed=24)
+    case("gemm_trans_b", [helper.make_node("Gemm", ["x", "w", "c"], ["y"], transB=1)],
+         x, x @ wt.t() + c2, [tensor("w", wt), tensor("c", c2)])
+    x = rand(2, 3, 4, seed=25)
+    wm = rand(4, 6, seed=26)
+    bm = rand(6, seed=27)
+    case("matmul_add_bias",
+         [helper.make_node("MatMul", ["x", "w"], ["h"]),
+          helper.make_node("Add", ["h", "bias"], ["y"])],
+         x, x @ wm + bm, [tensor("w", wm), tensor("bias", bm)])
+    # A weight used through a Transpose (PyTorch's Linear on 3-D input, without folding).
+    case("matmul_transposed_weight",
+         [helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0]),
+          helper.make_node("MatMul", ["x", "wt"], ["y"])],
+         x, x @ wm, [tensor("w", wm.t().contiguous())])
+    c = rand(3, 1, seed=28)
+    for op, f in [("Add", torch.add), ("Sub", torch.sub), ("Mul", torch.mul),
+                  ("Div", torch.div)]:
+        case(f"{op.lower()}_broadcast", [helper.make_node(op, ["x", "c"], ["y"])],
+             x, f(x, c), [tensor("c", c)])
+    case("leaky_relu", [helper.make_node("LeakyRelu", ["x"], ["y"], alpha=0.2)],
+         x, F.leaky_relu(x, 0.2))
+    case("sigmoid_tanh_relu",
+         [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Tanh", ["s"], ["t"]),
+          helper.make_node("Sub", ["t", "half"], ["u"]), helper.make_node("Relu", ["u"], ["y"])],
+         x, torch.relu(torch.tanh(torch.sigmoid(x)) - 0.5), [tensor("half", np.float32(0.5))])
+    case("softmax_axis2", [helper.make_node("Softmax", ["x"], ["y"], axis=2)],
+         x, torch.softmax(x, 2))
+    case("softmax_opset11_coerced", [helper.make_node("Softmax", ["x"], ["y"], axis=1)],
+         x, torch.softmax(x.reshape(2, 12), 1).reshape(2, 3, 4), opset=11)
+    case("log_softmax_last", [helper.make_node("LogSoftmax", ["x"], ["y"], axis=-1)],
+         x, torch.log_softmax(x, -1))
+
+    x = rand(1, 2, 8, 8, seed=29)
+    case("maxpool_pads_ceil",
+         [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[3, 3], strides=[2, 2],
+                           pads=[1, 1, 1, 1], ceil_mode=1)],
+         x, F.max_pool2d(x, 3, 2, 1, ceil_mode=True))
+    x5 = rand(1, 1, 5, 5, seed=30)
+    case("maxpool_asymmetric",
+         [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2],
+                           pads=[0, 0, 1, 1])],
+         x5, F.max_pool2d(F.pad(x5, (0, 1, 0, 1), value=float("-inf")), 2, 2))
+    x3 = rand(1, 1, 5, 5, 5, seed=31)
+    case("maxpool3d_dilated",
+         [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2, 2], dilations=[2, 2, 2])],
+         x3, F.max_pool3d(x3, 2, 1, 0, dilation=2))
+    case("avgpool_exclude_pad",
+         [helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+         x, F.avg_pool2d(x, 3, 1, 1, count_include_pad=False))
+    # pads [h_begin=1, w_begin=0, h_end=0, w_end=1], kernel 2, stride 1: averages of the input
+    # values under each window, by loops.
+    xa = x5[0, 0].numpy()
+    ya = np.zeros((5, 5), np.float32)
+    for i in range(5):
+        for j in range(5):
+            vals = [xa[r, s] for r in (i - 1, i) for s in (j, j + 1) if 0 <= r < 5 and 0 <= s < 5]
+            ya[i, j] = np.mean(vals)
+    case("avgpool_asymmetric",
+         [helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], pads=[1, 0, 0, 1])],
+         x5, torch.from_numpy(ya).reshape(1, 1, 5, 5))
+    case("global_average_pool", [helper.make_node("GlobalAveragePool", ["x"], ["y"])],
+         x, x.mean((2, 3), keepdim=True))
+
+    x = rand(3, 4, 5, 6, seed=32)
+    scale, bias = rand(4, seed=33), rand(4, seed=34)
+    mean, var = rand(4, seed=35), rand(4, seed=36).abs() + 0.5
+    case("batch_normalization",
+         [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], epsilon=1e-3)],
+         x, F.batch_norm(x, mean, var, scale, bias, training=False, eps=1e-3),
+         [tensor("s", scale), tensor("b", bias), tensor("m", mean), tensor("v", var)],
+         train=F.batch_norm(x, None, None, scale, bias, training=True, eps=1e-3))
+    case("instance_normalization",
+         [helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=1e-4)],
+         x, F.instance_norm(x, weight=scale, bias=bias, eps=1e-4),
+         [tensor("s", scale), tensor("b", bias)])
+
+    x = rand(2, 3, 4, 5, seed=37)
+    case("concat_last", [helper.make_node("Relu", ["x"], ["r"]),
+                         helper.make_node("Concat", ["r", "x"], ["y"], axis=-1)],
+         x, torch.cat([torch.relu(x), x], -1))
+    case("flatten", [helper.make_node("Flatten", ["x"], ["y"])], x, x.reshape(2, 60))
+    case("reshape_copy_dims",
+         [helper.make_node("Reshape", ["x", "shape"], ["y"])],
+         x, x.reshape(2, 12, 5), [tensor("shape", np.array([0, -1, 5], np.int64))])
+    case("reshape_batch_minus_one",
+         [helper.make_node("Reshape", ["x", "shape"], ["y"])],
+         x, x.reshape(2, 60), [tensor("shape", np.array([-1, 60], np.int64))])
+    case("transpose", [helper.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1])],
+         x, x.permute(0, 2, 3, 1))
+    xs = rand(2, 1, 3, 1, seed=38)
+    case("squeeze_axes_input",
+         [helper.make_node("Squeeze", ["x", "axes"], ["y"])],
+         xs, xs.reshape(2, 1, 3), [tensor("axes", np.array([3], np.int64))])
+    case("squeeze_opset11_attribute", [helper.make_node("Squeeze", ["x"], ["y"], axes=[1])],
+         xs, xs.reshape(2, 3, 1), opset=11)
+    xu = rand(2, 3, seed=39)
+    case("unsqueeze_axes_input",
+         [helper.make_node("Unsqueeze", ["x", "axes"], ["y"])],
+         xu, xu.reshape(2, 1, 3, 1), [tensor("axes", np.array([1, -1], np.int64))])
+    case("unsqueeze_opset11_attribute",
+         [helper.make_node("Unsqueeze", ["x"], ["y"], axes=[2])], xu, xu.reshape(2, 3, 1),
+         opset=11)
+
+    x = rand(2, 3, 4, 5, seed=40)
+    empty = tensor("roi", np.zeros(0, np.float32))
+    case("resize_nearest_asymmetric_floor",
+         [helper.make_node("Resize", ["x", "roi", "scales"], ["y"], mode="nearest",
+                           coordinate_transformation_mode="asymmetric", nearest_mode="floor")],
+         x, F.interpolate(x, scale_factor=2, mode="nearest"),
+         [empty, tensor("scales", np.array([1, 1, 2, 2], np.float32))])
+    case("resize_linear_half_pixel",
+         [helper.make_node("Resize", ["x", "roi", "scales"], ["y"], mode="linear")],
+         x, F.interpolate(x, scale_factor=(2, 3), mode="bilinear", align_corners=False),
+         [empty, tensor("scales", np.array([1, 1, 2, 3], np.float32))])
+    case("resize_linear_align_corners_sizes",
+         [helper.make_node("Resize", ["x", "roi", "", "sizes"], ["y"], mode="linear",
+                           coordinate_transformation_mode="align_corners")],
+         x, F.interpolate(x, size=(7, 9), mode="bilinear", align_corners=True),
+         [empty, tensor("sizes", np.array([2, 3, 7, 9], np.int64))])
+    # Nearest with half_pixel and round_prefer_floor, from 4x5 to 6x7, by the formula.
+    xn = x.numpy()
+    yn = np.zeros((2, 3, 6, 7), np.float32)
+
+    def nearest(o, n_in, n_out):
+        s = (o + 0.5) * n_in / n_out - 0.5
+        r = int(np.floor(s)) if s - np.floor(s) <= 0.5 else int(np.ceil(s))
+        return min(max(r, 0), n_in - 1)
+    for i in range(6):
+        for j in range(7):
+            yn[:, :, i, j] = xn[:, :, nearest(i, 4, 6), nearest(j, 5, 7)]
+    case("resize_nearest_half_pixel_sizes",
+         [helper.make_node("Resize", ["x", "roi", "", "sizes"], ["y"], mode="nearest")],
+         x, torch.from_numpy(yn), [empty, tensor("sizes", np.array([2, 3, 6, 7], np.int64))])
+    x3 = rand(1, 2, 3, 4, 5, seed=41)
+    case("resize_trilinear",
+         [helper.make_node("Resize", ["x", "roi", "scales"], ["y"], mode="linear")],
+         x3, F.interpolate(x3, scale_factor=2, mode="trilinear", align_corners=False),
+         [empty, tensor("scales", np.array([1, 1, 2, 2, 2], np.float32))])
+    case("upsample_nearest",
+         [helper.make_node("Upsample", ["x", "scales"], ["y"], mode="nearest")],
+         x, F.interpolate(x, scale_factor=2, mode="nearest"),
+         [tensor("scales", np.array([1, 1, 2, 2], np.float32))], opset=11, check=False)
+
+    case("pad_constant",
+         [helper.make_node("Pad", ["x", "pads", "value"], ["y"])],
+         x, F.pad(x, (0, 0, 2, 1, 1, 3), value=1.5),
+         [tensor("pads", np.array([0, 1, 2, 0, 0, 3, 1, 0], np.int64)),
+          tensor("value", np.float32(1.5))])
+    case("pad_reflect", [helper.make_node("Pad", ["x", "pads"], ["y"], mode="reflect")],
+         x, F.pad(x, (2, 1, 1, 2), mode="reflect"),
+         [tensor("pads", np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64))])
+    case("pad_edge_3d", [helper.make_node("Pad", ["x", "pads"], ["y"], mode="edge")],
+         x3, F.pad(x3, (1, 0, 0, 2, 1, 1), mode="replicate"),
+         [tensor("pads", np.array([0, 0, 1, 0, 1, 0, 0, 1, 2, 0], np.int64))])
+    case("constant_identity",
+         [helper.make_node("Constant", [], ["k"],
+                           value=helper.make_tensor("k", TensorProto.FLOAT, [5], [1, 2, 3, 4, 5])),
+          helper.make_node("Mul", ["x", "k"], ["m"]), helper.make_node("Identity", ["m"], ["y"])],
+         x, x * torch.tensor([1.0, 2, 3, 4, 5]))
+    case("dropout", [helper.make_node("Dropout", ["x", "ratio", "training"], ["y"])],
+         x, x, [tensor("ratio", np.float32(0.3)), tensor("training", np.bool_(True))])
+    return cases
+
+
+def write_op_cases(folder):
+    os.makedirs(folder, exist_ok=True)
+    for name, (nodes, x, inits, expected, opset, extra) in op_cases().items():
+        save_model(os.path.join(folder, name + ".onnx"), nodes,
+                   [value("x", ["batch"] + list(x.shape[1:]))],
+                   [value("y", ["batch"] + list(expected.shape[1:]))], inits, opset=opset,
+                   check=extra.get("check", True))
+        data = {"input": x.contiguous(), "expected": expected.contiguous()}
+        if "train" in extra:
+            data["train"] = extra["train"].contiguous()
+        torch.save(data, os.path.join(folder, name + ".pt"))
+
+
+# ---------------------------------------------------------------------------------------------
+# A Keras model as tf2onnx writes it (examples/onnx/keras_graph.py): NHWC input, a Transpose to
+# NCHW before the convolution and back after it, a Reshape to [-1, features], a Gemm with the
+# kernel stored transposed, and a Softmax output; initializer names with the slashes and colons
+# of TensorFlow.
+
+def keras_reference(path):
+    """examples/onnx/keras_graph.py's graph, and its outputs by PyTorch's functions."""
+    gen = torch.Generator().manual_seed(5)
+    model, kernel, dense = keras_graph.graph(gen)
+    onnx.save(model, path)
+    x = torch.randn(3, 28, 28, 1, generator=gen)
+    h = torch.relu(F.conv2d(x.permute(0, 3, 1, 2), torch.from_numpy(kernel), padding=1))
+    h = F.max_pool2d(h, 2).permute(0, 2, 3, 1).reshape(3, -1)
+    y = torch.softmax(F.linear(h, torch.from_numpy(dense)), -1)
+    return {"input": x, "train": y, "eval": y}
+
+
+# ---------------------------------------------------------------------------------------------
+# Graphs tandem refuses: (nodes, inputs, outputs, initializers, opset)
+
+def refused_cases():
+    x = value("x", ["batch", 3, 4])
+    y = value("y", None)
+    w = tensor("w", rand(4, 4, seed=50))
+    shape = tensor("shape", np.array([2, 12], np.int64))
+    cases = {
+        "unsupported_operator": ([helper.make_node("Erf", ["x"], ["y"], name="erf0")], [x], [y],
+                                 [], OPSET),
+        "custom_domain": ([helper.make_node("Gelu", ["x"], ["y"], domain="com.example",
+                                            name="gelu0")], [x], [y], [], OPSET),
+        "second_input": ([helper.make_node("Add", ["x", "x2"], ["y"])],
+                         [x, value("x2", ["batch", 3, 4])], [y], [], OPSET),
+        "reshape_fixed_batch": ([helper.make_node("Reshape", ["x", "shape"], ["y"],
+                                                  name="flat")], [x], [y], [shape], OPSET),
+        # PyTorch's x.view(x.size(0), -1): the shape is computed from the input at run time.
+        "shape_from_input": ([
+            helper.make_node("Shape", ["x"], ["s"], name="shape_of_x"),
+            helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape")], [x], [y], [], OPSET),
+        "reshape_by_batched_tensor": ([
+            helper.make_node("Relu", ["x"], ["r"]),
+            helper.make_node("Reshape", ["x", "r"], ["y"], name="reshape")], [x], [y], [], OPSET),
+        "transpose_batch": ([helper.make_node("Transpose", ["x"], ["y"], perm=[1, 0, 2],
+                                              name="swap")], [x], [y], [], OPSET),
+        "flatten_axis0": ([helper.make_node("Flatten", ["x"], ["y"], axis=0, name="flat0")],
+                          [x], [y], [], OPSET),
+        "concat_batch_axis": ([helper.make_node("Concat", ["x", "x"], ["y"], axis=0,
+                                                name="cat0")], [x], [y], [], OPSET),
+        "softmax_batch_axis": ([helper.make_node("Softmax", ["x"], ["y"], axis=0,
+                                                 name="soft0")], [x], [y], [], OPSET),
+        "unsqueeze_batch_axis": ([helper.make_node("Unsqueeze", ["x", "axes"], ["y"],
+                                                   name="unsq0")], [x], [y],
+                                 [tensor("axes", np.array([0], np.int64))], OPSET),
+        "opset_10": ([helper.make_node("Relu", ["x"], ["y"])], [x], [y], [], 10),
+        "opset_18": ([helper.make_node("Relu", ["x"], ["y"])], [x], [y], [], 18),
+        "tied_weights": ([helper.make_node("MatMul", ["x", "w"], ["h"], name="first"),
+                          helper.make_node("Relu", ["h"], ["r"]),
+                          helper.make_node("MatMul", ["r", "w"], ["y"], name="second")],
+                         [x], [y], [w], OPSET),
+        "batchnorm_statistics_read": ([
+            helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"],
+                             ["n", "mean_out", "var_out"], name="bn", training_mode=1),
+            helper.make_node("Add", ["n", "mean_out"], ["y"])],
+            [x], [y], [tensor("s", np.ones(3, np.float32)), tensor("b", np.zeros(3, np.float32)),
+                       tensor("m", np.zeros(3, np.float32)), tensor("v", np.ones(3, np.float32))],
+            15),
+        "maxpool_indices_read": ([
+            helper.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=[2], name="pool"),
+            helper.make_node("Identity", ["i"], ["y"])], [x], [y], [], OPSET),
+        "two_outputs": ([helper.make_node("Relu", ["x"], ["a"]),
+                         helper.make_node("Sigmoid", ["x"], ["b"])],
+                        [x], [value("a", None), value("b", None)], [], OPSET),
+        "softmax_not_over_classes": ([helper.make_node("Softmax", ["x"], ["y"], axis=2,
+                                                       name="soft2")], [x], [y], [], OPSET),
+        "double_weights": ([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [x], [y],
+                           [tensor("w", np.ones((4, 4), np.float64))], OPSET),
+        "integer_input": ([helper.make_node("Identity", ["x"], ["y"])],
+                          [value("x", ["batch", 3], TensorProto.INT64)], [y], [], OPSET),
+    }
+    return cases
+
+
+def write_refused(folder):
+    os.makedirs(folder, exist_ok=True)
+    for name, (nodes, inputs, outputs, inits, opset) in refused_cases().items():
+        save_model(os.path.join(folder, name + ".onnx"), nodes, inputs, outputs, inits,
+                   opset=opset, check=False)
+    with open(os.path.join(folder, "not_onnx.onnx"), "w") as f:
+        f.write("this is not a protobuf\n")
+    # An initializer kept in an external file.
+    relu = helper.make_node("MatMul", ["x", "w"], ["y"])
+    graph = helper.make_graph([relu], "external", [value("x", ["batch", 4])], [value("y", None)],
+                              [tensor("w", np.ones((4, 4), np.float32))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    onnx.save(model, os.path.join(folder, "external_data.onnx"), save_as_external_data=True,
+              all_tensors_to_one_file=True, location="external_data.bin", size_threshold=0)
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    for name, (_, _, _, _, shape, _) in torch_models.MODELS.items():
+        torch_models.export(torch_models.build(name), os.path.join(out, name + ".onnx"), shape)
+        torch.save(torch_models.forward_reference(name), os.path.join(out, name + "_forward.pt"))
+        torch.save(torch_models.batches(name), os.path.join(out, name + "_batches.pt"))
+    torch.save(keras_reference(os.path.join(out, "keras.onnx")),
+               os.path.join(out, "keras_forward.pt"))
+    write_op_cases(os.path.join(out, "ops"))
+    write_refused(os.path.join(out, "refused"))
+
+
+if __name__ == "__main__":
+    main()

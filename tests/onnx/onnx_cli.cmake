@@ -1,0 +1,123 @@
+# The command line on ONNX models, as README shows it: export from PyTorch (examples/onnx),
+# train split across devices and ranks, consolidate and load into PyTorch, export the trained
+# ONNX model (onnx.checker accepts it; tandem eval scores it as the checkpoint), Keras-style
+# graphs, and every refusal's exit status.
+set(onnx_cli ${PROJECT_BINARY_DIR}/onnx_cli)
+set(tandem $<TARGET_FILE:tandem_cli>)
+set(examples ${PROJECT_SOURCE_DIR}/examples/onnx)
+set(same_metric ${PROJECT_SOURCE_DIR}/tests/cli/same_metric.cmake)
+add_test(NAME onnx_cli_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${onnx_cli})
+add_test(NAME onnx_cli_folder COMMAND ${CMAKE_COMMAND} -E make_directory ${onnx_cli})
+set_tests_properties(onnx_cli_clean onnx_cli_folder PROPERTIES FIXTURES_SETUP onnx_cli_clean)
+set_tests_properties(onnx_cli_folder PROPERTIES DEPENDS onnx_cli_clean)
+function(onnx_cli_fixtures test)
+  set_tests_properties(${test} PROPERTIES TIMEOUT 600
+    FIXTURES_REQUIRED "onnx_fixtures;onnx_cli_clean")
+endfunction()
+
+# PyTorch CNN with batch norm on MNIST across 4 devices: the run's own test accuracy, tandem
+# eval of its checkpoint, and tandem eval of the exported ONNX file agree exactly; the
+# consolidated state dict loads strictly into the PyTorch module; onnx.checker accepts the
+# export, whose initializers are the consolidated tensors.
+set(cnn ${onnx_cli}/cnn.onnx)
+set(eval_same --data mnist --batch 32 --microbatches 4 --eval-batch 5000)
+add_test(NAME onnx_cli_pytorch_roundtrip
+  COMMAND ${CMAKE_COMMAND} -DKEY=test_accuracy
+    "-DCMD0=${TANDEM_PYTHON};${examples}/from_pytorch.py;export;${cnn}"
+    "-DCMD1=${tandem};train;--model;${cnn};${eval_same};--progress;none;--devices;4;--steps;3;--save-dir;${onnx_cli}/ckpt"
+    "-DCMD2=${tandem};consolidate;${onnx_cli}/ckpt;-o;${onnx_cli}/trained.pt"
+    "-DCMD3=${TANDEM_PYTHON};${examples}/from_pytorch.py;load;${onnx_cli}/trained.pt"
+    "-DCMD4=${tandem};export;--checkpoint;${onnx_cli}/ckpt;--onnx;${cnn};-o;${onnx_cli}/trained.onnx"
+    "-DCMD5=${TANDEM_PYTHON};${onnx_dir}/check_export.py;${onnx_cli}/trained.onnx;${onnx_cli}/trained.pt"
+    "-DCMD6=${tandem};eval;--model;${onnx_cli}/trained.onnx;${eval_same};--devices;4"
+    "-DCMD7=${tandem};eval;--model;${cnn};--checkpoint;${onnx_cli}/ckpt;${eval_same};--devices;4"
+    -P ${same_metric}
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+onnx_cli_fixtures(onnx_cli_pytorch_roundtrip)
+
+# The same model under mpirun -n 2 (one stage per rank): its consolidated weights load into
+# PyTorch, and tandem eval in one process scores its checkpoint as the ranks did.
+if(TANDEM_WITH_MPI)
+  add_test(NAME onnx_cli_pytorch_mpi_n2
+    COMMAND ${CMAKE_COMMAND} -DKEY=test_accuracy
+      "-DCMD0=${TANDEM_PYTHON};${examples}/from_pytorch.py;export;${onnx_cli}/cnn_mpi.onnx"
+      "-DCMD1=${TANDEM_MPIRUN};-n;2;${tandem};train;--model;${onnx_cli}/cnn_mpi.onnx;${eval_same};--progress;none;--steps;2;--save-dir;${onnx_cli}/mpi_ckpt"
+      "-DCMD2=${tandem};consolidate;${onnx_cli}/mpi_ckpt;-o;${onnx_cli}/mpi_trained.pt"
+      "-DCMD3=${TANDEM_PYTHON};${examples}/from_pytorch.py;load;${onnx_cli}/mpi_trained.pt"
+      "-DCMD4=${tandem};eval;--model;${onnx_cli}/cnn_mpi.onnx;--checkpoint;${onnx_cli}/mpi_ckpt;${eval_same};--devices;2"
+      -P ${same_metric}
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  onnx_cli_fixtures(onnx_cli_pytorch_mpi_n2)
+  set_tests_properties(onnx_cli_pytorch_mpi_n2 PROPERTIES LABELS mpi)
+endif()
+
+# A 3D U-Net with instance norm on the spheres volumes, Dice + BCE with the final Sigmoid taken
+# into the loss, on 2 devices with recomputation, a zero-bubble schedule and a trace; and the
+# memory plan of an ONNX model.
+set(unet ${onnx_fixtures}/unet3d.onnx)
+set(unet_run train --model ${unet} --data spheres --volume 8 --loss dice+bce --batch 4
+  --train-samples 8 --test-samples 4 --progress none)
+function(onnx_cli_test name status match)
+  add_test(NAME onnx_cli_${name}
+    COMMAND ${CMAKE_COMMAND} "-DCMD=${tandem};${ARGN}" -DSTATUS=${status} "-DMATCH=${match}"
+            -P ${PROJECT_SOURCE_DIR}/tests/cli/expect_exit.cmake
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  onnx_cli_fixtures(onnx_cli_${name})
+endfunction()
+onnx_cli_test(unet_trains 0 "result: steps=2 loss=[0-9.]+ test_dice=[0-9.]+ " ${unet_run}
+  --devices 2 --microbatches 2 --steps 2 --recompute stage --schedule zb-h1
+  --trace ${onnx_cli}/unet_trace.json)
+onnx_cli_test(unet_plan_only 0 "memory plan .*planned peaks fit --device-memory" ${unet_run}
+  --devices 2 --microbatches 2 --partition memory --device-memory 64MiB --plan-only)
+# A spatial split needs layers written for slabs (halo exchanges); an ONNX graph's are not.
+onnx_cli_test(refuses_spatial 2 "--spatial 2 cuts every sample into depth slabs.*a model from an ONNX file runs whole samples"
+  ${unet_run} --devices 2 --microbatches 2 --spatial 2 --steps 1)
+onnx_cli_test(unet_volume_mismatch 2 "takes samples of shape \\[1,8,8,8\\].*data gives samples of shape \\[1,16,16,16\\]"
+  train --model ${unet} --data spheres --volume 16 --loss dice --steps 1 --progress none)
+
+# Folders of one's own (tests/data/make_fixtures.py, the data_folders fixture of the CLI
+# tests): the ONNX U-Net on 8^3 crops of the MRI written as a NIfTI pair, and an npy folder
+# whose samples do not fit the ONNX MLP's [3,4] input, found at start.
+onnx_cli_test(unet_nifti 0 "result: steps=2 loss=[0-9.]+ test_dice=none "
+  train --model ${unet} --data nifti:${fx}/ch2 --test-files 0 --volume 8 --loss dice+bce
+  --batch 4 --train-samples 8 --devices 2 --microbatches 2 --steps 2 --progress none)
+onnx_cli_test(npy_shape_mismatch 2 "takes samples of shape \\[3,4\\].*data gives samples of shape \\[6,6\\]"
+  train --model ${onnx_fixtures}/mlp.onnx --data npy:${fx}/npy_mlp --classes 3 --batch 8
+  --microbatches 2 --steps 1 --progress none)
+set_tests_properties(onnx_cli_unet_nifti onnx_cli_npy_shape_mismatch PROPERTIES
+  FIXTURES_REQUIRED "onnx_fixtures;onnx_cli_clean;data_folders")
+
+# A graph as tf2onnx writes a Keras model (NHWC input, Transposes, Gemm with the kernel
+# transposed, Softmax): MNIST's [B,1,28,28] feeds its [B,28,28,1], and it learns (after 60
+# steps of Adam, far above the 0.1 of guessing: 0.64 here).
+add_test(NAME onnx_cli_keras_trains
+  COMMAND ${CMAKE_COMMAND} "-DCMD=${tandem};train;--model;${onnx_fixtures}/keras.onnx;--data;mnist;--devices;2;--microbatches;2;--batch;64;--steps;60;--eval-batch;5000;--progress;none"
+          -DSTATUS=0 "-DMATCH=result: steps=60 loss=[0-9.]+ test_accuracy=0[.][5-9]"
+          -P ${PROJECT_SOURCE_DIR}/tests/cli/expect_exit.cmake
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+onnx_cli_fixtures(onnx_cli_keras_trains)
+
+# Refusals end the run at start with status 2, naming node, operator and the supported ones.
+onnx_cli_test(refuses_unsupported_operator 2
+  "ONNX node 'erf0' uses operator 'Erf', which tandem does not run; tandem runs Add, "
+  train --model ${onnx_fixtures}/refused/unsupported_operator.onnx --steps 1)
+foreach(refusal "second_input;a second graph input 'x2'"
+                "reshape_fixed_batch;fixes axis 0, the batch"
+                "reshape_by_batched_tensor;a dynamic shape tandem cannot resolve"
+                "shape_from_input;uses operator 'Shape'"
+                "opset_18;tandem reads opsets 11 to 17"
+                "tied_weights;tied weights are not supported"
+                "two_outputs;name the one the loss reads with --output"
+                "not_onnx;is not an ONNX model")
+  list(GET refusal 0 name)
+  list(GET refusal 1 match)
+  onnx_cli_test(refuses_${name} 2 "${match}"
+    train --model ${onnx_fixtures}/refused/${name}.onnx --loss mse --steps 1)
+endforeach()
+onnx_cli_test(refuses_unknown_loss 2 "--loss hinge is unknown; use cross-entropy, dice, dice\\+bce, mse"
+  train --model ${onnx_fixtures}/mlp.onnx --loss hinge --steps 1)
+onnx_cli_test(loss_of_a_builtin_model 2 "--loss and --output choose the loss of a model from an ONNX file"
+  train --model mlp --loss mse --steps 1)
+onnx_cli_test(eval_builtin_needs_checkpoint 2 "eval needs --checkpoint" eval --model mlp)
+onnx_cli_test(export_missing_checkpoint 2 "no/such/ckpt: no such file or folder"
+  export --checkpoint no/such/ckpt --onnx ${onnx_fixtures}/mlp.onnx -o ${onnx_cli}/x.onnx)
