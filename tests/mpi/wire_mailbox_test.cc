@@ -62,7 +62,7 @@ TEST(Wire, RefusesHeadersTheReceiverCouldNotAllocateFrom) {
             "a tensor message header has a negative size -3");
   EXPECT_EQ(message({key, c10::kByte, {int64_t{1} << 40, int64_t{1} << 30}, 0}, nullptr),
             "a tensor message header announces more bytes than 2^63");
-  constexpr size_t kGradientAt = 16, kDtypeAt = 25;  // see the layout in wire.h
+  constexpr size_t kGradientAt = 16, kDtypeAt = 33;  // see the layout in wire.h
   EXPECT_EQ(message({key, c10::kFloat, {1}, 4}, [](std::vector<char>& b) { b[kGradientAt] = 2; }),
             "a tensor message header has gradient flag 2, not 0 or 1");
   EXPECT_EQ(message({key, c10::kFloat, {1}, 4}, [](std::vector<char>& b) { b[kDtypeAt] = 99; }),
