@@ -36,6 +36,17 @@ uint32_t parse_crc(const std::string& text) {
   return static_cast<uint32_t>(std::stoul(text, nullptr, 16));
 }
 
+// Every number a manifest holds is a whole number; converting another to an integer field would
+// be undefined (1e96 to int64), so a damaged file is refused first.
+void check_whole_numbers(const json& j, const std::string& path) {
+  TANDEM_CHECK(!j.is_number_float(),
+               "'{}' holds the number {} where a checkpoint file has whole numbers only: the "
+               "file is damaged.",
+               path, j.dump());
+  if (j.is_structured())
+    for (const json& item : j) check_whole_numbers(item, path);
+}
+
 ShardRecord shard_from_json(const json& j) {
   ShardRecord r;
   r.file = j.at("file").get<std::string>();
@@ -163,6 +174,7 @@ std::string to_json_text(const Manifest& m) {
 Manifest parse_manifest(const std::string& text, const std::string& path) {
   return parse_or_throw(path, "checkpoint manifest", [&] {
     json j = json::parse(text);
+    check_whole_numbers(j, path);
     const std::string format = j.at("format").get<std::string>();
     TANDEM_CHECK(format == kFormatName, "'{}' is not a tandem checkpoint manifest (format '{}').",
                  path, format);
@@ -213,7 +225,11 @@ Manifest read_manifest(const std::string& checkpoint) {
 std::string shard_record_to_json_text(const ShardRecord& r) { return shard_json(r).dump(1) + "\n"; }
 
 ShardRecord parse_shard_record(const std::string& text, const std::string& path) {
-  return parse_or_throw(path, "shard record", [&] { return shard_from_json(json::parse(text)); });
+  return parse_or_throw(path, "shard record", [&] {
+    const json j = json::parse(text);
+    check_whole_numbers(j, path);
+    return shard_from_json(j);
+  });
 }
 
 }  // namespace tandem::checkpoint

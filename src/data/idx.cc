@@ -142,7 +142,11 @@ torch::Tensor read_idx(const std::string& path) {
   int64_t count = 1;
   for (int d = 0; d < ndim; ++d) {
     dims[d] = load_be32(&bytes[4 + 4 * d]);
-    count *= dims[d];
+    // Dimensions whose product overflows describe more data than any file holds.
+    TANDEM_CHECK(!__builtin_mul_overflow(count, dims[d], &count) &&
+                     count <= static_cast<int64_t>(bytes.size()),
+                 "'{}' is truncated: its IDX dims {} need more bytes than the {} the file holds.",
+                 path, fmt::join(dims.begin(), dims.begin() + d + 1, "x"), bytes.size());
   }
   const size_t expected = header + static_cast<size_t>(count) * info.bytes;
   TANDEM_CHECK(bytes.size() >= expected,

@@ -50,6 +50,8 @@ class Reader {
 // The dtypes a tensor message may carry; a header naming anything else is corrupt.
 bool known_dtype(int16_t code) {
   using S = c10::ScalarType;
+  // ScalarType is 8 bits wide: a wider code would be cut to one that looks known.
+  if (code < 0 || code >= static_cast<int16_t>(S::NumOptions)) return false;
   switch (static_cast<S>(code)) {
     case S::Byte:
     case S::Char:
