@@ -158,6 +158,7 @@ torch::Tensor read_idx(const std::string& path) {
                "IDX file.",
                path, bytes.size() - expected, dims, expected);
   torch::Tensor out = torch::empty(dims, torch::TensorOptions().dtype(info.dtype));
+  if (count == 0) return out;  // no data: an empty tensor has no storage to copy into
   auto* dst = static_cast<uint8_t*>(out.data_ptr());
   std::memcpy(dst, bytes.data() + header, expected - header);
   swap_elements(dst, count, info.bytes);
