@@ -23,6 +23,10 @@ void check_loaded_tensor(const torch::Tensor& t, const std::string& path, const 
   valid =
       valid && !__builtin_mul_overflow(last + 1, static_cast<int64_t>(t.element_size()), &bytes);
   const auto storage = static_cast<int64_t>(t.storage().nbytes());
+  // A storage that claims bytes but holds none (a damaged archive) would be read through null.
+  TANDEM_CHECK(empty || t.storage().data() != nullptr,
+               "'{}' holds '{}' of shape [{}], whose storage has no data; the file is damaged",
+               path, name, fmt::join(t.sizes(), ", "));
   TANDEM_CHECK(valid && (empty || bytes <= storage),
                "'{}' holds '{}' of shape [{}] (strides [{}], offset {}), which reaches past the "
                "{} bytes of its storage; the file is damaged",

@@ -79,8 +79,12 @@ StageTensors decode_shard(const std::vector<char>& bytes, const std::string& pat
   c10::IValue value;
   try {
     value = torch::pickle_load(bytes);
-  } catch (const c10::Error& e) {
-    TANDEM_CHECK(false, "'{}' cannot be read as a shard: {}", path, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    // LibTorch's c10::Error, or a standard exception its unpickler throws on malformed bytes
+    // (std::out_of_range from a memo index past its table).
+    const auto* c10e = dynamic_cast<const c10::Error*>(&e);
+    TANDEM_CHECK(false, "'{}' cannot be read as a shard: {}", path,
+                 c10e != nullptr ? c10e->what_without_backtrace() : e.what());
   }
   TANDEM_CHECK(value.isGenericDict(), "'{}' is not a shard: it holds a {}, not a dict", path,
                value.tagKind());

@@ -81,12 +81,15 @@ std::map<std::string, torch::Tensor> load_state_dict_file(const std::string& pat
   c10::IValue value;
   try {
     value = torch::pickle_load(bytes);
-  } catch (const c10::Error& e) {
+  } catch (const std::exception& e) {
+    // LibTorch's c10::Error, or a standard exception its unpickler throws on malformed bytes
+    // (std::out_of_range from a memo index past its table).
+    const auto* c10e = dynamic_cast<const c10::Error*>(&e);
     TANDEM_CHECK(false,
                  "'{}' cannot be read as a state dict: {}. Write it from Python with "
                  "torch.save({{k: v for k, v in model.state_dict().items()}}, path) (a plain dict "
                  "of tensors), or with `tandem consolidate`.",
-                 path, e.what_without_backtrace());
+                 path, c10e != nullptr ? c10e->what_without_backtrace() : e.what());
   }
   TANDEM_CHECK(value.isGenericDict(),
                "'{}' holds a {}, not a dict of tensors; save a plain dict {{name: tensor}} "
