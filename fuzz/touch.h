@@ -12,7 +12,6 @@ namespace tandem::fuzz {
 
 inline void touch(const torch::Tensor& t) {
   if (!t.defined() || t.numel() == 0 || !t.has_storage()) return;
-  if (t.numel() == 0) return;  // no storage to read
   int64_t low = 0, high = 0;  // element offsets from data_ptr()
   for (int64_t d = 0; d < t.dim(); ++d) {
     const int64_t reach = (t.size(d) - 1) * t.stride(d);

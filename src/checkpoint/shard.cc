@@ -37,7 +37,8 @@ NamedTensors stage_buffers(const runtime::Pipeline& pipeline, int stage) {
   NamedTensors out;
   auto [b, e] = pipeline.partition().layers_of(stage);
   for (int i = b; i < e; ++i) {
-    for (auto& buf : graph::named_buffers(pipeline.model().layers[i])) out.push_back(std::move(buf));
+    for (auto& buf : graph::named_buffers(pipeline.model().layers[i]))
+      out.push_back(std::move(buf));
   }
   return out;
 }

@@ -9,7 +9,7 @@ namespace tandem::mpi {
 namespace {
 
 constexpr uint32_t kMagic = 0x746e646d;  // "tndm"
-constexpr uint32_t kVersion = 2;  // 2: MessageKey::run
+constexpr uint32_t kVersion = 2;         // 2: MessageKey::run
 
 template <typename T>
 void put(std::vector<char>& out, T value) {

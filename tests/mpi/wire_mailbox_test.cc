@@ -68,8 +68,8 @@ TEST(Wire, RefusesHeadersTheReceiverCouldNotAllocateFrom) {
   EXPECT_EQ(message({key, c10::kFloat, {1}, 4}, [](std::vector<char>& b) { b[kDtypeAt] = 99; }),
             "a tensor message header has dtype code 99, which is no dtype a tensor message "
             "carries");
-  EXPECT_EQ(message({key, c10::ScalarType::Undefined, {1}, 4}, nullptr).rfind(
-                "a tensor message header has dtype code", 0),
+  EXPECT_EQ(message({key, c10::ScalarType::Undefined, {1}, 4}, nullptr)
+                .rfind("a tensor message header has dtype code", 0),
             0u);
 }
 
