@@ -59,9 +59,9 @@ void MpiTransport::all_reduce_sum(int device, std::vector<torch::Tensor>& tensor
       case Completion::Outcome::kTimedOut:
         throw transport::CommTimeout(fmt::format(
             "{} rank {}: the all-reduce of {} {} tensors ({} elements) over data-parallel group "
-            "[{}] did not finish within {:g} s; a rank of the group did not join it",
+            "[{}] did not finish within {:g} s; a rank of the group did not join it{}",
             prefix_, rank_, indices.size(), c10::toString(dtype), buffer.numel(),
-            fmt::join(data_parallel_group(), ", "), options_.comm_timeout_s));
+            fmt::join(data_parallel_group(), ", "), options_.comm_timeout_s, group_note()));
     }
     int64_t offset = 0;
     for (size_t i : indices) {

@@ -14,20 +14,24 @@ void Mailbox::deliver(int peer, const transport::MessageKey& key, torch::Tensor 
 
 torch::Tensor Mailbox::take(int peer, const transport::MessageKey& key,
                             Clock::time_point deadline) {
-  // Counts this receiver in waiting_ from its first wait until it returns or throws.
-  struct WaitCount {
-    std::atomic<int>& n;
-    bool counted = false;
-    void raise() {
-      counted = true;
-      ++n;
+  // Counts this receiver in waiting_ and lists it in waits_ from its first wait until it
+  // returns or throws. raise() and the destructor run with mu_ held.
+  struct WaitRecord {
+    Mailbox& box;
+    std::optional<std::list<Wait>::iterator> entry;
+    void raise(Wait wait) {
+      ++box.waiting_;
+      entry = box.waits_.insert(box.waits_.end(), std::move(wait));
     }
-    ~WaitCount() {
-      if (counted) --n;
+    ~WaitRecord() {
+      if (!entry) return;
+      --box.waiting_;
+      box.waits_.erase(*entry);
     }
-  } count{waiting_};
+  };
 
   std::unique_lock<std::mutex> lock(mu_);
+  WaitRecord record{*this, std::nullopt};  // destroyed before `lock` releases mu_
   const auto slot = std::make_pair(peer, key);
   for (;;) {
     if (aborted_.load()) throw transport::Aborted("the transport was aborted: " + reason_);
@@ -38,9 +42,13 @@ torch::Tensor Mailbox::take(int peer, const transport::MessageKey& key,
       if (it->second.empty()) stash_.erase(it);
       return t;
     }
-    if (Clock::now() >= deadline) return {};
-    if (!count.counted) {
-      count.raise();
+    if (Clock::now() >= deadline) {
+      gave_up_ = record.entry ? **record.entry : Wait{peer, key, Clock::now()};
+      gave_up_->gave_up = true;
+      return {};
+    }
+    if (!record.entry) {
+      record.raise(Wait{peer, key, Clock::now()});
       if (on_wait_) {
         lock.unlock();
         on_wait_();
@@ -73,6 +81,15 @@ std::vector<transport::MessageKey> Mailbox::stashed(int peer) const {
     if (slot.first == peer) keys.insert(keys.end(), tensors.size(), slot.second);
   }
   return keys;
+}
+
+std::optional<Mailbox::Wait> Mailbox::longest_wait() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!waits_.empty()) return waits_.front();
+  if (!gave_up_) return std::nullopt;
+  Wait wait = *gave_up_;
+  wait.arrived_since = stash_.count({wait.peer, wait.key}) > 0;
+  return wait;
 }
 
 }  // namespace tandem::mpi

@@ -8,6 +8,7 @@
 #include "tandem/common/check.h"
 #include "tandem/mpi/collectives.h"
 #include "tandem/mpi/staging.h"
+#include "tandem/mpi/wait_query.h"
 #include "tandem/mpi/wire.h"
 
 namespace tandem::mpi {
@@ -17,6 +18,10 @@ namespace {
 // How long abort() lets the progress thread call MPI_Abort before calling it itself.
 constexpr std::chrono::seconds kAbortGrace{5};
 constexpr double kMinShutdownTimeout_s = 60.0;
+// How long a timed-out rank waits for each answer when it asks peers what they wait for: half
+// the communication timeout, within these bounds. A live rank answers within milliseconds.
+constexpr double kMinAnswerWindow_s = 0.5;
+constexpr double kMaxAnswerWindow_s = 3.0;
 
 }  // namespace
 
@@ -112,9 +117,18 @@ torch::Tensor MpiTransport::recv(int to_device, int from_device, const transport
       Mailbox::Clock::now() + std::chrono::duration_cast<Mailbox::Clock::duration>(timeout);
   torch::Tensor payload = mailbox_.take(from_device, key, deadline);
   if (!payload.defined()) {
+    std::vector<transport::MessageKey> late = mailbox_.stashed(from_device);
+    if (std::find(late.begin(), late.end(), key) != late.end()) {
+      throw transport::CommTimeout(fmt::format(
+          "{} rank {} waited {:g} s for message {} from rank {}, which arrived only after the "
+          "deadline: this rank was stopped or starved of CPU (a longer --comm-timeout helps "
+          "on a crowded machine)",
+          prefix_, rank_, options_.comm_timeout_s, key.to_string(), from_device));
+    }
     throw transport::CommTimeout(fmt::format(
-        "{} rank {} waited {:g} s for message {} from rank {} and it did not arrive; {}", prefix_,
-        rank_, options_.comm_timeout_s, key.to_string(), from_device, stashed_note(from_device)));
+        "{} rank {} waited {:g} s for message {} from rank {} and it did not arrive; {}{}", prefix_,
+        rank_, options_.comm_timeout_s, key.to_string(), from_device, stashed_note(from_device),
+        wait_chain(from_device)));
   }
   // What came through MPI was allocated by the progress thread, which charges no device; a
   // message to itself is a copy this thread made, charged already.
@@ -131,6 +145,81 @@ std::string MpiTransport::stashed_note(int peer) const {
   return fmt::format("{} message{} from rank {} arrived and wait{} unreceived: {}{}", keys.size(),
                      keys.size() == 1 ? "" : "s", peer, keys.size() == 1 ? "s" : "",
                      fmt::join(shown, ", "), keys.size() > kShown ? ", ..." : "");
+}
+
+double MpiTransport::answer_window_s() const {
+  return std::clamp(options_.comm_timeout_s / 2, kMinAnswerWindow_s, kMaxAnswerWindow_s);
+}
+
+std::optional<WaitAnswer> MpiTransport::ask_what_waits(int peer) {
+  auto question = std::make_shared<WaitQuestion>();
+  question->id = next_question_++;
+  engine_->submit(make_wait_question(tensor_comm_.get(), peer, question));
+  auto deadline =
+      Completion::Clock::now() + std::chrono::duration_cast<Completion::Clock::duration>(
+                                     std::chrono::duration<double>(answer_window_s()));
+  if (question->done->wait(deadline, [this] { return mailbox_.aborted(); }) !=
+      Completion::Outcome::kDone) {
+    question->abandoned.store(true);
+    return std::nullopt;
+  }
+  return question->answer;
+}
+
+std::string MpiTransport::describe_wait(int peer, const std::optional<WaitAnswer>& answer) const {
+  if (!answer) {
+    return fmt::format(
+        "rank {} does not answer what it waits for within {:g} s: it is stopped, hung, dead, or "
+        "stuck in a collective",
+        peer, answer_window_s());
+  }
+  if (answer->waits_for < 0) {
+    return fmt::format("rank {} waits for no message (it computes, or waits in a collective)",
+                       peer);
+  }
+  if (answer->arrived_since) {
+    return fmt::format(
+        "rank {} gave up waiting for message {} from rank {}, which arrived after its deadline "
+        "(rank {} was stopped or starved of CPU)",
+        peer, answer->key, answer->waits_for, peer);
+  }
+  return fmt::format("rank {} has itself waited {:.1f} s for message {} from rank {}{}", peer,
+                     answer->seconds, answer->key, answer->waits_for,
+                     answer->gave_up ? " (it gave up and reports too)" : "");
+}
+
+std::string MpiTransport::wait_chain(int peer) {
+  if (peer == rank_) return "";
+  std::vector<int> chain{rank_};  // chain[i] waits for chain[i + 1]
+  std::string text;
+  while (static_cast<int>(chain.size()) <= size_) {
+    chain.push_back(peer);
+    std::optional<WaitAnswer> answer = ask_what_waits(peer);
+    if (mailbox_.aborted()) break;
+    text += "; " + describe_wait(peer, answer);
+    if (!answer || answer->waits_for < 0 || answer->arrived_since) break;
+    peer = answer->waits_for;
+    auto again = std::find(chain.begin(), chain.end(), peer);
+    if (again != chain.end()) {
+      std::vector<int> cycle(again, chain.end());
+      cycle.push_back(peer);
+      text +=
+          fmt::format(": a deadlock, ranks {} each wait for the next", fmt::join(cycle, " -> "));
+      break;
+    }
+  }
+  return text;
+}
+
+std::string MpiTransport::group_note() {
+  std::vector<std::string> notes;
+  for (int peer : data_parallel_group()) {
+    if (peer == rank_) continue;
+    std::optional<WaitAnswer> answer = ask_what_waits(peer);
+    if (mailbox_.aborted()) break;
+    notes.push_back(describe_wait(peer, answer));
+  }
+  return notes.empty() ? "" : "; " + fmt::format("{}", fmt::join(notes, "; "));
 }
 
 void MpiTransport::abort(const std::string& reason, int exit_status) {

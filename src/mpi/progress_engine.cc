@@ -9,6 +9,7 @@
 #endif
 
 #include "tandem/common/check.h"
+#include "tandem/mpi/wait_query.h"
 
 namespace tandem::mpi {
 
@@ -102,6 +103,7 @@ void ProgressEngine::loop() {
         active.push_back(std::move(op));
       }
       progressed |= receive_headers(active);
+      progressed |= answer_wait_questions(options_.comm, mailbox_, active);
       auto finished =
           std::remove_if(active.begin(), active.end(),
                          [](const std::unique_ptr<Operation>& op) { return op->test(); });

@@ -81,7 +81,9 @@ TEST(MpiEvaluation, EvaluationsInARowEachGetTheirOwnMessages) {
     const runtime::StepStats got =
         across.forward_backward(across.needs_input() ? t.input : torch::Tensor(),
                                 across.needs_target() ? t.target : torch::Tensor(), 4);
-    if (across.owns_loss()) EXPECT_EQ(got.loss, want.loss) << "round " << round;
+    if (across.owns_loss()) {
+      EXPECT_EQ(got.loss, want.loss) << "round " << round;
+    }
   }
 }
 

@@ -4,6 +4,7 @@ set(tandem_mpi_test_srcs
   ${CMAKE_CURRENT_LIST_DIR}/mpi_test_main.cc
   ${CMAKE_CURRENT_LIST_DIR}/wire_mailbox_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/transport_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/wait_chain_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/cuda_path_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/collectives_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/buffer_pool_test.cc)

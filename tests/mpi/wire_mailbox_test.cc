@@ -12,6 +12,7 @@
 #include "tandem/mpi/environment.h"
 #include "tandem/mpi/layout.h"
 #include "tandem/mpi/mailbox.h"
+#include "tandem/mpi/wait_query.h"
 #include "tandem/mpi/wire.h"
 
 namespace tandem::mpi {
@@ -126,6 +127,52 @@ TEST(Mailbox, AbortWakesWaitersWithAborted) {
   EXPECT_TRUE(box.aborted());
   EXPECT_EQ(box.waiting(), 0);
   EXPECT_THROW(box.take(0, MessageKey{"later"}, Mailbox::Clock::now() + 1s), transport::Aborted);
+}
+
+TEST(Mailbox, TellsWhatItWaitsForAndWhatItGaveUpOn) {
+  Mailbox box;
+  EXPECT_FALSE(box.longest_wait().has_value());
+  MessageKey first{"first", 3, 0, false, 2, 1}, second{"second", 3, 1, false, 0, 1};
+  std::thread older([&] { box.take(2, first, Mailbox::Clock::now() + 200ms); });
+  while (box.waiting() < 1) std::this_thread::sleep_for(1ms);
+  std::thread younger([&] { box.take(0, second, Mailbox::Clock::now() + 10s); });
+  while (box.waiting() < 2) std::this_thread::sleep_for(1ms);
+  auto wait = box.longest_wait();
+  ASSERT_TRUE(wait.has_value());
+  EXPECT_EQ(wait->peer, 2);
+  EXPECT_EQ(wait->key, first);
+  EXPECT_FALSE(wait->gave_up);
+  older.join();  // its deadline passes: the younger one is the longest wait now
+  wait = box.longest_wait();
+  ASSERT_TRUE(wait.has_value());
+  EXPECT_EQ(wait->key, second);
+  box.deliver(0, second, torch::ones({1}));
+  younger.join();
+  // Nobody waits: what is left is the receive that gave up, until its message comes late.
+  wait = box.longest_wait();
+  ASSERT_TRUE(wait.has_value());
+  EXPECT_EQ(wait->key, first);
+  EXPECT_TRUE(wait->gave_up);
+  EXPECT_FALSE(wait->arrived_since);
+  box.deliver(2, first, torch::ones({1}));
+  EXPECT_TRUE(box.longest_wait()->arrived_since);
+}
+
+TEST(WaitQuery, AnswerRoundTripAndTruncation) {
+  WaitAnswer a{3, 2.5, true, false, "'h0' s1->s2 step 4 mb 0 fwd (run 4)"};
+  std::vector<char> bytes = encode_wait_answer(77, a);
+  auto [id, back] = decode_wait_answer(bytes.data(), bytes.size());
+  EXPECT_EQ(id, 77u);
+  EXPECT_EQ(back.waits_for, 3);
+  EXPECT_EQ(back.seconds, 2.5);
+  EXPECT_TRUE(back.gave_up);
+  EXPECT_FALSE(back.arrived_since);
+  EXPECT_EQ(back.key, a.key);
+  for (size_t n : {size_t{0}, size_t{7}, bytes.size() - 1}) {
+    EXPECT_THROW(decode_wait_answer(bytes.data(), n), Error) << n << " bytes";
+  }
+  bytes.push_back('x');
+  EXPECT_THROW(decode_wait_answer(bytes.data(), bytes.size()), Error);
 }
 
 TEST(Layout, MapsRanksAndGroups) {

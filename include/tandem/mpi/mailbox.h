@@ -15,8 +15,10 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <list>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,6 +51,19 @@ class Mailbox {
   // The keys of messages from `peer` that arrived and were not taken (for error messages).
   std::vector<transport::MessageKey> stashed(int peer) const;
 
+  // A receiver blocked in take(): what it waits for, and since when.
+  struct Wait {
+    int peer = -1;
+    transport::MessageKey key;
+    Clock::time_point since;
+    bool gave_up = false;        // its deadline passed: the message never came
+    bool arrived_since = false;  // gave up, and the message came after the deadline
+  };
+  // What this rank tells a peer that asks why it is silent (wait_query.h): the receiver that
+  // has waited longest right now, or else the last one whose deadline passed (a rank whose
+  // receive timed out stays stuck on it while it reports and ends the job), or nothing.
+  std::optional<Wait> longest_wait() const;
+
  private:
   std::function<void()> on_wait_;
   mutable std::mutex mu_;
@@ -57,6 +72,8 @@ class Mailbox {
   std::atomic<bool> aborted_{false};
   std::string reason_;  // guarded by mu_
   std::atomic<int> waiting_{0};
+  std::list<Wait> waits_;        // guarded by mu_; oldest first
+  std::optional<Wait> gave_up_;  // guarded by mu_
 };
 
 }  // namespace tandem::mpi

@@ -15,8 +15,10 @@
 // device, so a receive buffer can be allocated on it as soon as the header arrives.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,7 @@
 #include "tandem/mpi/layout.h"
 #include "tandem/mpi/mailbox.h"
 #include "tandem/mpi/progress_engine.h"
+#include "tandem/mpi/wait_query.h"
 #include "tandem/transport/transport.h"
 
 namespace tandem::mpi {
@@ -60,8 +63,10 @@ class MpiTransport : public transport::Transport {
   // from_device must be this rank. Throws transport::Aborted after abort().
   void send(int from_device, int to_device, const transport::MessageKey& key,
             const torch::Tensor& tensor, transport::ReadyEvent ready) override;
-  // to_device must be this rank. CommTimeout names this rank, the peer and the key, and lists
-  // the keys that did arrive from that peer.
+  // to_device must be this rank. CommTimeout names this rank, the peer and the key, lists the
+  // keys that did arrive from that peer, and follows the chain of waiting ranks (the peer waits
+  // for another rank, which waits for ...) to the rank that does not answer, waits for
+  // nothing, or closes a deadlock (wait_query.h).
   torch::Tensor recv(int to_device, int from_device, const transport::MessageKey& key,
                      c10::Device into) override;
   // Collective over the data-parallel group: all its ranks pass tensors of the same dtypes
@@ -97,6 +102,14 @@ class MpiTransport : public transport::Transport {
  private:
   void check_local(int device, const char* what) const;
   std::string stashed_note(int peer) const;
+  // Asks `peer` what it waits for; nothing when it does not answer within answer_window_s().
+  std::optional<WaitAnswer> ask_what_waits(int peer);
+  double answer_window_s() const;
+  std::string describe_wait(int peer, const std::optional<WaitAnswer>& answer) const;
+  // "; rank 2 has itself waited ... from rank 1; rank 1 does not answer ...", or "".
+  std::string wait_chain(int peer);
+  // What each other rank of the data-parallel group waits for, for an all-reduce timeout.
+  std::string group_note();
 
   int rank_;
   int size_;
@@ -108,6 +121,7 @@ class MpiTransport : public transport::Transport {
   Communicator control_comm_;
   Communicator data_parallel_comm_;
   Mailbox mailbox_;
+  std::atomic<uint64_t> next_question_{1};
   std::unique_ptr<ProgressEngine> engine_;  // last: its thread uses everything above
 };
 

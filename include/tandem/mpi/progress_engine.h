@@ -3,7 +3,8 @@
 //
 // Callers submit operations and wait on their completions; the thread starts them, polls them
 // with MPI_Test, and probes for arriving message headers (MPI_Improbe/MPI_Mrecv), posting the
-// matching payload receives and filing finished messages in the mailbox. It never blocks in
+// matching payload receives and filing finished messages in the mailbox. It also answers
+// peers that ask what this rank waits for (wait_query.h). It never blocks in
 // MPI except inside a submitted call (the collective helpers), so a slow peer delays nothing
 // else, and an abort is acted on within one polling interval.
 //

@@ -1,0 +1,160 @@
+#include "tandem/mpi/wait_query.h"
+
+#include <cstring>
+
+#include "tandem/common/check.h"
+
+namespace tandem::mpi {
+
+namespace {
+
+using Clock = Mailbox::Clock;
+
+template <typename T>
+void put(std::vector<char>& out, T value) {
+  const char* p = reinterpret_cast<const char*>(&value);
+  out.insert(out.end(), p, p + sizeof(T));
+}
+
+template <typename T>
+T take(const char* data, size_t size, size_t& pos) {
+  TANDEM_CHECK(pos + sizeof(T) <= size, "a wait answer of {} bytes ends early (at byte {})", size,
+               pos);
+  T value;
+  std::memcpy(&value, data + pos, sizeof(T));
+  pos += sizeof(T);
+  return value;
+}
+
+// Sends a few bytes it owns, on one tag.
+class BytesSendOp : public Operation {
+ public:
+  BytesSendOp(MPI_Comm comm, int peer, int tag, std::vector<char> bytes)
+      : comm_(comm), peer_(peer), tag_(tag), bytes_(std::move(bytes)) {}
+  void start() override {
+    check_mpi(MPI_Isend(bytes_.data(), static_cast<int>(bytes_.size()), MPI_BYTE, peer_, tag_,
+                        comm_, request_.ptr()),
+              "MPI_Isend");
+  }
+  bool test() override { return request_.test(); }
+
+ private:
+  MPI_Comm comm_;
+  int peer_;
+  int tag_;
+  std::vector<char> bytes_;
+  Request request_;
+};
+
+class WaitQuestionOp : public Operation {
+ public:
+  WaitQuestionOp(MPI_Comm comm, int peer, std::shared_ptr<WaitQuestion> question)
+      : comm_(comm), peer_(peer), question_(std::move(question)) {
+    put<uint64_t>(bytes_, question_->id);
+  }
+  void start() override {
+    check_mpi(MPI_Isend(bytes_.data(), static_cast<int>(bytes_.size()), MPI_BYTE, peer_,
+                        kWaitQueryTag, comm_, request_.ptr()),
+              "MPI_Isend");
+  }
+  bool test() override {
+    const bool sent = request_.test();
+    if (answered_ || question_->abandoned.load()) return sent;
+    for (;;) {
+      int found = 0;
+      MPI_Message message;
+      MPI_Status status;
+      check_mpi(MPI_Improbe(peer_, kWaitAnswerTag, comm_, &found, &message, &status),
+                "MPI_Improbe");
+      if (!found) return false;
+      int count = 0;
+      check_mpi(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
+      std::vector<char> bytes(count);
+      check_mpi(MPI_Mrecv(bytes.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+      auto [id, answer] = decode_wait_answer(bytes.data(), bytes.size());
+      if (id != question_->id) continue;  // the late answer to an abandoned question
+      question_->answer = std::move(answer);
+      answered_ = true;
+      question_->done->finish();
+      return sent;
+    }
+  }
+
+ private:
+  MPI_Comm comm_;
+  int peer_;
+  std::shared_ptr<WaitQuestion> question_;
+  std::vector<char> bytes_;
+  Request request_;
+  bool answered_ = false;
+};
+
+}  // namespace
+
+std::vector<char> encode_wait_answer(uint64_t id, const WaitAnswer& answer) {
+  std::vector<char> out;
+  put<uint64_t>(out, id);
+  put<int32_t>(out, answer.waits_for);
+  put<double>(out, answer.seconds);
+  put<uint8_t>(out, answer.gave_up ? 1 : 0);
+  put<uint8_t>(out, answer.arrived_since ? 1 : 0);
+  put<uint32_t>(out, static_cast<uint32_t>(answer.key.size()));
+  out.insert(out.end(), answer.key.begin(), answer.key.end());
+  return out;
+}
+
+std::pair<uint64_t, WaitAnswer> decode_wait_answer(const char* data, size_t size) {
+  size_t pos = 0;
+  WaitAnswer answer;
+  const auto id = take<uint64_t>(data, size, pos);
+  answer.waits_for = take<int32_t>(data, size, pos);
+  answer.seconds = take<double>(data, size, pos);
+  answer.gave_up = take<uint8_t>(data, size, pos) != 0;
+  answer.arrived_since = take<uint8_t>(data, size, pos) != 0;
+  const auto n = take<uint32_t>(data, size, pos);
+  TANDEM_CHECK(n == size - pos, "a wait answer of {} bytes announces a key of {} bytes", size, n);
+  answer.key.assign(data + pos, n);
+  return {id, std::move(answer)};
+}
+
+std::unique_ptr<Operation> make_wait_question(MPI_Comm comm, int peer,
+                                              std::shared_ptr<WaitQuestion> question) {
+  return std::make_unique<WaitQuestionOp>(comm, peer, std::move(question));
+}
+
+bool answer_wait_questions(MPI_Comm comm, const Mailbox& mailbox,
+                           std::vector<std::unique_ptr<Operation>>& active) {
+  bool any = false;
+  for (;;) {
+    int found = 0;
+    MPI_Message message;
+    MPI_Status status;
+    check_mpi(MPI_Improbe(MPI_ANY_SOURCE, kWaitQueryTag, comm, &found, &message, &status),
+              "MPI_Improbe");
+    if (!found) return any;
+    any = true;
+    int count = 0;
+    check_mpi(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
+    std::vector<char> bytes(count);
+    check_mpi(MPI_Mrecv(bytes.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+    TANDEM_CHECK(bytes.size() == sizeof(uint64_t),
+                 "a question from rank {} of what this rank waits for has {} bytes, not {}",
+                 status.MPI_SOURCE, bytes.size(), sizeof(uint64_t));
+    uint64_t id = 0;
+    std::memcpy(&id, bytes.data(), sizeof id);
+    WaitAnswer answer;
+    if (auto wait = mailbox.longest_wait()) {
+      answer.waits_for = wait->peer;
+      answer.seconds = std::chrono::duration<double>(Clock::now() - wait->since).count();
+      answer.gave_up = wait->gave_up;
+      answer.arrived_since = wait->arrived_since;
+      answer.key = wait->key.to_string();
+    }
+    auto op = std::make_unique<BytesSendOp>(comm, status.MPI_SOURCE, kWaitAnswerTag,
+                                            encode_wait_answer(id, answer));
+    op->start();
+    active.push_back(std::move(op));
+  }
+}
+
+}  // namespace tandem::mpi
