@@ -1,8 +1,11 @@
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -62,8 +65,7 @@ std::string header_problem(const std::string& path) {
   return fmt::format(
       "its NIfTI-{} header has dim [{}], datatype {} ({}) and magic \"{}\"; nifticlib needs "
       "dim[0] in 1..7, dim[1..dim[0]] >= 1 and a known datatype",
-      version == 2 ? 2 : 1, fmt::join(dim, ", "), datatype, nifti_datatype_string(datatype),
-      magic);
+      version == 2 ? 2 : 1, fmt::join(dim, ", "), datatype, nifti_datatype_string(datatype), magic);
 }
 
 // The header of `path`, checked; its voxels are not read. Call with the lock held.
@@ -86,9 +88,7 @@ nifti_lib::Image read_header(const std::string& path) {
 }
 
 // Colour channels per voxel: 3 for RGB24, 4 for RGBA32, else 1.
-int64_t colours(int datatype) {
-  return datatype == DT_RGB24 ? 3 : datatype == DT_RGBA32 ? 4 : 1;
-}
+int64_t colours(int datatype) { return datatype == DT_RGB24 ? 3 : datatype == DT_RGBA32 ? 4 : 1; }
 
 // [C,Z,Y,X]: dims beyond the third (and the colours of RGB) are channels.
 std::array<int64_t, 4> shape_of(const nifti_image& image) {
@@ -97,6 +97,19 @@ std::array<int64_t, 4> shape_of(const nifti_image& image) {
   int64_t channels = colours(image.datatype);
   for (int d = 4; d <= 7; ++d) channels *= dim(d);
   return {channels, dim(3), dim(2), dim(1)};
+}
+
+// Refuses dimensions whose product overflows (nifticlib's voxel count then wraps around).
+void check_dimensions(const nifti_image& image, const std::string& path) {
+  int64_t elements = 1;
+  bool overflow = false;
+  for (int64_t n : shape_of(image)) overflow |= __builtin_mul_overflow(elements, n, &elements);
+  TANDEM_CHECK(
+      !overflow && elements == image.nvox * colours(image.datatype),
+      "'{}' has dimensions [{}] whose product does not fit in 64 bits: its header is "
+      "damaged.",
+      path,
+      fmt::join(image.dim + 1, image.dim + 1 + std::clamp<int64_t>(image.dim[0], 0, 7), ", "));
 }
 
 // Converts `n` stored values of type T to float, scaling when slope != 0. Double arithmetic
@@ -122,17 +135,39 @@ torch::Tensor voxels(const nifti_image& image) {
   const double slope = image.scl_slope, inter = image.scl_inter;
   const void* in = image.data;
   switch (image.datatype) {
-    case DT_UINT8: convert<uint8_t>(in, n, slope, inter, dst); break;
-    case DT_INT8: convert<int8_t>(in, n, slope, inter, dst); break;
-    case DT_INT16: convert<int16_t>(in, n, slope, inter, dst); break;
-    case DT_UINT16: convert<uint16_t>(in, n, slope, inter, dst); break;
-    case DT_INT32: convert<int32_t>(in, n, slope, inter, dst); break;
-    case DT_UINT32: convert<uint32_t>(in, n, slope, inter, dst); break;
-    case DT_INT64: convert<int64_t>(in, n, slope, inter, dst); break;
-    case DT_UINT64: convert<uint64_t>(in, n, slope, inter, dst); break;
-    case DT_FLOAT32: convert<float>(in, n, slope, inter, dst); break;
-    case DT_FLOAT64: convert<double>(in, n, slope, inter, dst); break;
-    case DT_FLOAT128: convert<long double>(in, n, slope, inter, dst); break;
+    case DT_UINT8:
+      convert<uint8_t>(in, n, slope, inter, dst);
+      break;
+    case DT_INT8:
+      convert<int8_t>(in, n, slope, inter, dst);
+      break;
+    case DT_INT16:
+      convert<int16_t>(in, n, slope, inter, dst);
+      break;
+    case DT_UINT16:
+      convert<uint16_t>(in, n, slope, inter, dst);
+      break;
+    case DT_INT32:
+      convert<int32_t>(in, n, slope, inter, dst);
+      break;
+    case DT_UINT32:
+      convert<uint32_t>(in, n, slope, inter, dst);
+      break;
+    case DT_INT64:
+      convert<int64_t>(in, n, slope, inter, dst);
+      break;
+    case DT_UINT64:
+      convert<uint64_t>(in, n, slope, inter, dst);
+      break;
+    case DT_FLOAT32:
+      convert<float>(in, n, slope, inter, dst);
+      break;
+    case DT_FLOAT64:
+      convert<double>(in, n, slope, inter, dst);
+      break;
+    case DT_FLOAT128:
+      convert<long double>(in, n, slope, inter, dst);
+      break;
     case DT_RGB24:
     case DT_RGBA32: {
       // Stored [volume][voxel][colour] bytes; nifti1.h: no scaling for colours.
@@ -153,27 +188,68 @@ int64_t file_size(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
 }
 
+// Deflate shrinks data at most 1032 to 1: a .gz file cannot hold more than this many times
+// its own size.
+constexpr int64_t kMaxDeflateRatio = 1032;
+
+// Where the voxels of `image` (read from `path`) are.
+std::string data_file_of(const nifti_image& image, const std::string& path) {
+  return image.iname ? image.iname : path;
+}
+
+[[noreturn]] void fail_truncated(const nifti_image& image, const std::string& path,
+                                 const std::string& held) {
+  const int64_t declared = image.nvox > 0 && image.nvox <= INT64_MAX / image.nbyper
+                               ? image.iname_offset + image.nvox * image.nbyper
+                               : -1;
+  TANDEM_CHECK(false,
+               "'{}' is truncated: its header asks for {} voxels of {} bytes from byte {} ({} in "
+               "all), but '{}' holds {}. Copy it again.",
+               path, image.nvox, image.nbyper, image.iname_offset,
+               declared >= 0 ? fmt::format("{} bytes", declared) : "more than 2^63 bytes",
+               data_file_of(image, path), held);
+  std::abort();  // not reached
+}
+
+// Refuses a header that declares more voxel bytes than its data file can hold, before
+// nifticlib allocates them: a damaged or hostile header may declare terabytes. A .gz file is
+// only bounded here; nifti_image_load finds one that is cut short.
+void check_declared_size(const nifti_image& image, const std::string& path) {
+  const std::string data_file = data_file_of(image, path);
+  const bool gz = ends_with(data_file, ".gz");
+  const int64_t size = file_size(data_file);
+  TANDEM_CHECK(size >= 0, "cannot read the voxels of '{}': '{}' is missing ({}).", path, data_file,
+               std::strerror(errno));
+  const int64_t room = gz ? size * kMaxDeflateRatio : size;
+  const int64_t offset = std::max<int64_t>(image.iname_offset, 0);
+  const bool fits = image.nvox >= 0 && image.nbyper > 0 && offset <= room &&
+                    image.nvox <= (room - offset) / image.nbyper;
+  if (fits) return;
+  fail_truncated(image, path,
+                 gz ? fmt::format("{} compressed bytes, at most {} decompressed", size, room)
+                    : fmt::format("{} bytes", size));
+}
+
 }  // namespace
 
 std::array<int64_t, 4> read_nifti_shape(const std::string& path) {
   auto held = nifti_lib::lock();
-  return shape_of(*read_header(path));
+  nifti_lib::Image image = read_header(path);
+  check_dimensions(*image, path);
+  return shape_of(*image);
 }
 
 Volume read_nifti(const std::string& path) {
   auto held = nifti_lib::lock();
   nifti_lib::Image image = read_header(path);
+  check_dimensions(*image, path);
+  check_declared_size(*image, path);
   if (nifti_image_load(image.get()) != 0) {
-    const std::string data_file = image->iname ? image->iname : path;
+    const std::string data_file = data_file_of(*image, path);
     const bool gz = ends_with(data_file, ".gz");
-    const int64_t held_bytes = gz ? static_cast<int64_t>(read_file_bytes(data_file).size())
-                                  : file_size(data_file);
-    TANDEM_CHECK(false,
-                 "'{}' is truncated: its header asks for {} voxels of {} bytes from byte {} "
-                 "({} bytes in all), but '{}' holds {}{} bytes. Copy it again.",
-                 path, image->nvox, image->nbyper, image->iname_offset,
-                 image->iname_offset + image->nvox * image->nbyper, data_file, held_bytes,
-                 gz ? " decompressed" : "");
+    const int64_t held =
+        gz ? static_cast<int64_t>(read_file_bytes(data_file).size()) : file_size(data_file);
+    fail_truncated(*image, path, fmt::format("{}{} bytes", held, gz ? " decompressed" : ""));
   }
   Volume out;
   out.data = voxels(*image);

@@ -264,6 +264,28 @@ TEST(Nifti, BadDimsAndDatatypesRejected) {
   expect_error([&] { read_nifti(complex); }, {complex, "complex voxels (COMPLEX64)"});
 }
 
+// A damaged or hostile header may declare terabytes: refused from the file's size before any
+// allocation (nifticlib would allocate what the header declares, then read).
+TEST(Nifti, HeadersDeclaringHugeVolumesAreRefusedBeforeReading) {
+  const std::string huge = edited("huge.nii", [](nifti_1_header& h) {
+    h.dim[1] = h.dim[2] = h.dim[3] = 30000;
+  });
+  expect_error([&] { read_nifti(huge); },
+               {huge, "is truncated", "27000000000000 voxels of 4 bytes from byte 352",
+                "108000000000352 bytes in all", "holds 448 bytes"});
+  const std::string gz = temp_path("huge.nii.gz");
+  write_file_bytes(gz, read_file_bytes(huge), true);
+  expect_error([&] { read_nifti(gz); },
+               {gz, "is truncated", "27000000000000 voxels", "compressed bytes, at most"});
+  // Seven dimensions of 32767: the voxel count wraps around 64 bits.
+  const std::string wraps = edited("wraps.nii", [](nifti_1_header& h) {
+    h.dim[0] = 7;
+    for (int d = 1; d <= 7; ++d) h.dim[d] = 32767;
+  });
+  expect_error([&] { read_nifti_shape(wraps); }, {wraps, "does not fit in 64 bits"});
+  expect_error([&] { read_nifti(wraps); }, {wraps, "does not fit in 64 bits"});
+}
+
 TEST(Nifti, MissingFileNamesPath) {
   const std::string path = temp_path("missing.nii.gz");
   expect_error([&] { read_nifti(path); }, {path, "cannot open"});
