@@ -44,7 +44,8 @@ bool Executor::is_local(int stage) const { return (*plan_->stage_device)[stage] 
 
 transport::MessageKey Executor::key(const std::string& tensor, int mb, bool grad, int from,
                                     int to) const {
-  return transport::MessageKey{tensor, static_cast<int>(plan_->step), mb, grad, from, to, plan_->run};
+  return transport::MessageKey{tensor,    static_cast<int>(plan_->step), mb, grad, from, to,
+                               plan_->run};
 }
 
 DeviceResult Executor::run(const StepPlan& plan) {
@@ -148,7 +149,8 @@ void Executor::forward(int stage, int mb) {
   const bool loss_stage = stage == plan_->flow->loss_stage;
   for (const auto& c : plan_->flow->inputs[stage]) {
     if (c.from_stage < 0) {
-      st.inputs[c.tensor] = context_.copy_in(slab_of(plan_->input.narrow(0, offset, size)), nullptr);
+      st.inputs[c.tensor] =
+          context_.copy_in(slab_of(plan_->input.narrow(0, offset, size)), nullptr);
     } else {
       TANDEM_ASSERT(st.inputs.count(c.tensor), "stage {} mb {} misses input '{}' from stage {}",
                     stage, mb, c.tensor, c.from_stage);
@@ -198,6 +200,21 @@ torch::Tensor Executor::slab_of(const torch::Tensor& t) const {
   return t.narrow(plan_->layout->dim, s.offset, s.size);
 }
 
+graph::CallContext Executor::call_context(int stage, int mb, int layer, bool first_pass) const {
+  graph::CallContext ctx;
+  ctx.seed = plan_->seed;
+  ctx.step = plan_->step;
+  ctx.microbatch = mb;
+  ctx.layer = layer;
+  ctx.training = plan_->training;
+  ctx.sample_offset = plan_->first_sample + plan_->slices[mb].first;
+  ctx.stage = stage;
+  ctx.recomputing = !first_pass;
+  ctx.group = group();
+  ctx.microbatches = static_cast<int>(plan_->slices.size());
+  return ctx;
+}
+
 void Executor::run_layers(int stage, int mb, MicrobatchState& st, bool first_pass) {
   const auto& model = this->model();
   const auto [begin, end] = plan_->partition->layers_of(stage);
@@ -208,18 +225,8 @@ void Executor::run_layers(int stage, int mb, MicrobatchState& st, bool first_pas
     in.reserve(layer.inputs.size());
     for (const auto& name : layer.inputs) in.push_back(env.at(name));
     auto deferred = deferred_.find({stage, mb});
-    graph::CallContext ctx;
-    ctx.seed = plan_->seed;
-    ctx.step = plan_->step;
-    ctx.microbatch = mb;
-    ctx.layer = i;
-    ctx.training = plan_->training;
+    graph::CallContext ctx = call_context(stage, mb, i, first_pass);
     ctx.deferred = deferred == deferred_.end() ? nullptr : deferred->second.get();
-    ctx.sample_offset = plan_->first_sample + plan_->slices[mb].first;
-    ctx.stage = stage;
-    ctx.recomputing = !first_pass;
-    ctx.group = group();
-    ctx.microbatches = static_cast<int>(plan_->slices.size());
     graph::ScopedCall call(ctx);
     memory::ScopedWhere where_layer(layer.name);
     graph::Tensors out = layer.forward(in);
@@ -245,8 +252,8 @@ void Executor::run_layers(int stage, int mb, MicrobatchState& st, bool first_pas
     const torch::Tensor& output = env.at(model.output);
     // The loss and the metric are one more call: on slabs they sum over the whole sample with
     // the group (spatial/group_sum.h), and every slab computes the same value.
-    graph::ScopedCall call({plan_->seed, plan_->step, mb, static_cast<int>(model.layers.size()),
-                            plan_->training, nullptr, stage, !first_pass, group()});
+    graph::ScopedCall call(
+        call_context(stage, mb, static_cast<int>(model.layers.size()), first_pass));
     memory::ScopedWhere where_loss("loss");
     torch::Tensor loss = model.loss(output, st.target);
     TANDEM_CHECK(loss.dim() == 0, "the loss of model '{}' must be a scalar, not of shape {}",

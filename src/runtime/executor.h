@@ -16,6 +16,7 @@
 
 #include "tandem/common/core_share.h"
 #include "tandem/common/device.h"
+#include "tandem/graph/call_context.h"
 #include "tandem/graph/deferred.h"
 #include "tandem/graph/partition.h"
 #include "tandem/runtime/placement_log.h"
@@ -57,7 +58,7 @@ struct StepPlan {
   // Global index of this replica's first sample in the step's batch over all replicas (replica
   // r of batch B starts at r * B): micro-batch m starts at first_sample + slices[m].first.
   int64_t first_sample = 0;
-  TimePoint origin;          // timings are measured from here
+  TimePoint origin;                       // timings are measured from here
   PlacementLog* placement_log = nullptr;  // set: record where each layer ran
   CoreShare* cores = nullptr;             // set: CPU devices lend their cores while they wait
 };
@@ -115,6 +116,8 @@ class Executor {
   transport::MessageKey key(const std::string& tensor, int mb, bool grad, int from, int to) const;
 
   const graph::Model& model() const { return *plan_->models[device_]; }
+  // What layer `layer` (model.layers.size(): the loss) of micro-batch `mb` sees while it runs.
+  graph::CallContext call_context(int stage, int mb, int layer, bool first_pass) const;
   spatial::Group* group() const { return plan_->groups.empty() ? nullptr : plan_->groups[device_]; }
 
   int device_;  // of the pipeline

@@ -3,17 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <numeric>
 
 #include "pipeline_impl.h"
-#include "placement.h"
 #include "tandem/memory/context.h"
-#include "tandem/memory/cpu_allocator.h"
 #include "tandem/memory/cuda_stats.h"
 #include "tandem/memory/tracker.h"
 #include "tandem/runtime/worker_pool.h"
 #include "tandem/schedule/all.h"
-#include "tandem/transport/inprocess.h"
 
 namespace tandem::runtime {
 
@@ -24,31 +20,6 @@ bool Pipeline::Impl::reads_input() const {
       if (c.from_stage < 0) return true;
   }
   return false;
-}
-
-schedule::Schedule Pipeline::Impl::build_schedule(const std::string& name, int microbatches) const {
-  schedule::Options o;
-  o.stages = partition.num_stages;
-  o.microbatches = microbatches;
-  o.virtual_stages = options.virtual_stages;
-  if (name == "interleaved" || name == "zb-v") {
-    // These generators take the device count and place the stages themselves.
-    o.stages = groups;
-  }
-  schedule::Schedule s = schedule::make(name, o);
-  TANDEM_CHECK(s.num_stages == partition.num_stages,
-               "schedule '{}' on {} devices has {} stages but the partition has {}: give {} stages "
-               "(--balance with that many entries)",
-               name, groups, s.num_stages, partition.num_stages, s.num_stages);
-  if (!options.stage_device.empty()) {
-    s = place_stages(s, stage_graph, stage_device, groups);
-  } else if (s.num_devices != groups) {
-    TANDEM_CHECK(false, "schedule '{}' needs {} devices but {} are given", name, s.num_devices,
-                 groups);
-  }
-  schedule::Schedule lowered = schedule::lower(s, stage_graph);
-  schedule::validate(lowered, stage_graph);
-  return lowered;
 }
 
 std::vector<std::pair<int64_t, int64_t>> Pipeline::Impl::slices(int64_t batch) const {
@@ -74,186 +45,6 @@ std::vector<torch::Tensor> Pipeline::Impl::stage_parameters(int stage) const {
     for (auto& p : graph::named_parameters(model.layers[i])) params.push_back(p.second);
   }
   return params;
-}
-
-Pipeline::Pipeline(graph::Model model, graph::Partition partition, PipelineOptions options)
-    : impl_(std::make_unique<Impl>()) {
-  Impl& m = *impl_;
-  m.model = std::move(model);
-  m.partition = std::move(partition);
-  m.options = std::move(options);
-  m.flow = graph::analyze(m.model, m.partition);
-  m.stage_graph.num_stages = m.partition.num_stages;
-  m.stage_graph.consumers = m.flow.consumers();
-  m.pipeline_size = static_cast<int>(m.options.devices.size());
-  TANDEM_CHECK(m.pipeline_size >= 1, "a pipeline needs at least one device");
-  m.slabs = m.options.slabs;
-  TANDEM_CHECK(m.slabs >= 1, "PipelineOptions::slabs must be at least 1, not {}", m.slabs);
-  TANDEM_CHECK(m.pipeline_size % m.slabs == 0,
-               "{} devices cannot form groups of {} (PipelineOptions::slabs): give a multiple of "
-               "{} devices",
-               m.pipeline_size, m.slabs, m.slabs);
-  m.groups = m.pipeline_size / m.slabs;
-  if (m.slabs > 1) {
-    TANDEM_CHECK(m.model.slab_dim >= 0,
-                 "model '{}' has no volume to cut into slabs (graph::Model::slab_dim is unset): "
-                 "a spatial split needs a volumetric model such as conv3d-stack or unet3d",
-                 m.model.name);
-    TANDEM_CHECK(m.options.slab_extent > 0,
-                 "a spatial split needs the samples' planes along dimension {} "
-                 "(PipelineOptions::slab_extent)",
-                 m.model.slab_dim);
-    m.layout.dim = m.model.slab_dim;
-    m.layout.extent = m.options.slab_extent;
-    m.layout.slabs = spatial::split_extent(m.options.slab_extent, m.slabs, m.model.slab_multiple);
-  }
-  TANDEM_CHECK(m.options.microbatches >= 1, "--microbatches must be at least 1, not {}",
-               m.options.microbatches);
-  TANDEM_CHECK(m.options.replicas >= 1, "--replicas must be at least 1, not {}",
-               m.options.replicas);
-
-  // Stage -> device.
-  const int stages = m.partition.num_stages;
-  if (!m.options.stage_device.empty()) {
-    TANDEM_CHECK(static_cast<int>(m.options.stage_device.size()) == stages,
-                 "{} stage placements given for {} stages", m.options.stage_device.size(), stages);
-    for (int d : m.options.stage_device) {
-      TANDEM_CHECK(d >= 0 && d < m.groups, "a stage is placed on device {} but there are {}{}",
-                   d, m.groups, m.slabs > 1 ? " device groups" : " devices");
-    }
-    m.stage_device = m.options.stage_device;
-  }
-  m.train_schedule = m.build_schedule(m.options.schedule, m.options.microbatches);
-  m.stage_device = m.train_schedule.stage_device;
-  m.eval_schedule =
-      schedule::lower(place_stages(schedule::forward_only(stages, m.options.microbatches),
-                                   m.stage_graph, m.stage_device, m.groups),
-                      m.stage_graph);
-  schedule::validate(m.eval_schedule, m.stage_graph);
-
-  // Devices this process runs, and the transport between them.
-  const int world = m.pipeline_size * m.options.replicas;
-  if (m.options.transport) {
-    m.transport = m.options.transport;
-    TANDEM_CHECK(m.transport->num_devices() == world,
-                 "the transport connects {} devices but {} devices x {} replicas = {} are needed",
-                 m.transport->num_devices(), m.pipeline_size, m.options.replicas, world);
-    for (int g : m.transport->local_devices()) m.local.push_back(g % m.pipeline_size);
-    m.replica = m.transport->local_devices().front() / m.pipeline_size;
-  } else {
-    TANDEM_CHECK(m.options.replicas == 1,
-                 "{} replicas need one process per replica: run under mpirun with --replicas",
-                 m.options.replicas);
-    m.local.resize(m.pipeline_size);
-    std::iota(m.local.begin(), m.local.end(), 0);
-  }
-  m.contexts.resize(m.pipeline_size);
-  m.executors.resize(m.pipeline_size);
-  std::vector<const DeviceContext*> all(m.pipeline_size, nullptr);
-  for (int d : m.local) {
-    m.contexts[d] = std::make_unique<DeviceContext>(m.options.devices[d]);
-    m.executors[d] = std::make_unique<Executor>(d, m.slabs, *m.contexts[d]);
-    all[d] = m.contexts[d].get();
-  }
-  if (!m.transport) {
-    m.transport = std::make_shared<transport::InProcessTransport>(all, m.options.comm_timeout);
-  }
-  if (m.options.wrap_transport) {
-    m.transport = m.options.wrap_transport(m.transport);
-    TANDEM_CHECK(m.transport && m.transport->num_devices() == world,
-                 "PipelineOptions::wrap_transport must return a transport of the {} devices it "
-                 "was given",
-                 world);
-  }
-  // Models: the original on each group's lead, copies on the other local devices of a group.
-  m.device_model.assign(m.pipeline_size, nullptr);
-  std::vector<int> leads_seen;
-  m.copies.reserve(m.local.size());  // no reallocation: device_model points into it
-  for (int d : m.local) {
-    const bool lead = std::find(leads_seen.begin(), leads_seen.end(), d / m.slabs) == leads_seen.end();
-    if (lead) {
-      leads_seen.push_back(d / m.slabs);
-      m.device_model[d] = &m.model;
-    } else {
-      m.copies.push_back(graph::copy_model(m.model));
-      m.device_model[d] = &m.copies.back();
-    }
-  }
-  if (m.slabs > 1) {
-    m.slab_groups.resize(m.pipeline_size);
-    for (int d : m.local) {
-      std::vector<int> members;
-      for (int j = 0; j < m.slabs; ++j)
-        members.push_back(m.replica * m.pipeline_size + (d / m.slabs) * m.slabs + j);
-      m.slab_groups[d] = std::make_unique<spatial::Group>(
-          m.transport.get(), members, d % m.slabs, m.options.devices[d].device, m.layout);
-    }
-  }
-  // BLAS threads are process-wide: give it the smallest per-device budget so that devices
-  // working at once do not each start a pool over all cores (nested pools fight; measured in
-  // DESIGN.md). The count is fixed by the devices, never by timing: on some OpenBLAS kernels a
-  // product's last bits depend on it. Only with lend_idle_cores (opt-in, not bitwise) do
-  // several CPU devices here lend each other their cores while they wait; their pool is then
-  // their threads together, no more than the cores this process may use.
-  std::vector<int> own(m.pipeline_size, 0);  // threads of each local CPU device
-  int cpu_local = 0, own_sum = 0, narrowest = 0, widest = 0;
-  for (int d : m.local) {
-    if (!m.options.devices[d].device.is_cpu()) continue;
-    own[d] = m.options.devices[d].threads;
-    own_sum += own[d];
-    narrowest = cpu_local++ ? std::min(narrowest, own[d]) : own[d];
-    widest = std::max(widest, own[d]);
-  }
-  if (cpu_local > 0) set_blas_threads(narrowest);
-  if (m.options.lend_idle_cores && cpu_local > 1) {
-    m.cores =
-        std::make_unique<CoreShare>(own, std::max(widest, std::min(own_sum, available_cores())));
-    shorten_blas_spin();
-  }
-  m.pool = std::make_unique<WorkerPool>(static_cast<int>(m.local.size()), [&m](int w) {
-    m.contexts[m.local[w]]->enter_worker_thread();
-  });
-  if (m.options.log_placement) m.placement_log = std::make_unique<PlacementLog>();
-  // Memory: every CPU allocation is charged to the device whose worker makes it.
-  memory::install_cpu_accounting();
-  auto& tracker = memory::Tracker::global();
-  for (int d : m.local) {
-    const DeviceSpec& spec = m.options.devices[d];
-    tracker.register_device(d, spec.name);
-    if (spec.device.is_cpu()) {
-      tracker.set_budget(d, m.options.device_memory);
-    } else if (m.options.device_memory > 0) {
-      const double total = static_cast<double>(memory::cuda_total_bytes(spec.device.index()));
-      memory::cuda_set_memory_fraction(std::min(1.0, m.options.device_memory / total),
-                                       spec.device.index());
-    }
-  }
-  // Parameters move to their stage's device on that device's worker, which then owns (and is
-  // charged for) their memory.
-  m.optimizers.resize(stages);
-  auto errors = m.run_on_workers([&m](int w) {
-    const int d = m.local[w];
-    const DeviceSpec& spec = m.options.devices[d];
-    memory::ScopedWhere where(d, spec.name);
-    torch::NoGradGuard no_grad;
-    const graph::Model& model = *m.device_model[d];
-    for (int s = 0; s < m.partition.num_stages; ++s) {
-      if (m.stage_device[s] != d / m.slabs) continue;
-      memory::ScopedWhere phase(s, "parameters", -1);
-      auto [b, e] = m.partition.layers_of(s);
-      for (int i = b; i < e; ++i) {
-        const auto& module = model.layers[i].module;
-        if (!module) continue;
-        memory::ScopedWhere layer(model.layers[i].name);
-        module->to(spec.device);
-        if (spec.device.is_cpu()) {
-          for (auto& p : module->parameters()) p.set_data(p.data().clone());
-          for (auto& buf : module->buffers()) buf.set_data(buf.data().clone());
-        }
-      }
-    }
-  });
-  if (!errors.empty()) std::rethrow_exception(errors.front());
 }
 
 Pipeline::~Pipeline() = default;

@@ -28,15 +28,15 @@ struct Pipeline::Impl {
   schedule::StageGraph stage_graph;
   schedule::Schedule train_schedule;  // lowered
   schedule::Schedule eval_schedule;   // lowered, forward only
-  std::vector<int> stage_device;  // stage -> device of the schedule (group of `slabs` devices)
-  int pipeline_size = 0;          // devices of one replica: groups x slabs
-  int groups = 0;                 // the schedule's devices
+  std::vector<int> stage_device;      // stage -> device of the schedule (group of `slabs` devices)
+  int pipeline_size = 0;              // devices of one replica: groups x slabs
+  int groups = 0;                     // the schedule's devices
   int slabs = 1;
   spatial::SlabLayout layout;  // slabs > 1
   // The model each local device runs: `model` on the first local device of each group (the
   // lead, whose parameters the optimizer steps), copies on the others of one process.
   std::vector<graph::Model> copies;
-  std::vector<const graph::Model*> device_model;    // by device of the pipeline
+  std::vector<const graph::Model*> device_model;             // by device of the pipeline
   std::vector<std::unique_ptr<spatial::Group>> slab_groups;  // by device (local, slabs > 1)
   int replica = 0;
   std::vector<int> local;  // devices of the pipeline this process runs
@@ -58,6 +58,14 @@ struct Pipeline::Impl {
   // waits are on the GPU; the host waits for nothing but the jobs. Returns their exceptions.
   std::vector<std::exception_ptr> run_on_workers(const std::function<void(int)>& job);
   schedule::Schedule build_schedule(const std::string& name, int microbatches) const;
+  // The constructor's steps, in this order (pipeline_setup.cc).
+  void check_options();
+  void choose_stage_devices();
+  void connect_devices();
+  void make_device_models();
+  void share_cores();
+  void account_memory();
+  void move_parameters();
   std::vector<std::pair<int64_t, int64_t>> slices(int64_t batch) const;
   StepStats run(const torch::Tensor& input, const torch::Tensor& target, int64_t samples,
                 bool training);
