@@ -7,10 +7,13 @@
 # `full`. Bitwise, not within a tolerance: the learning rate is constant (the schedule does not
 # depend on --steps), every layer sees the same micro-batches with the same dropout masks in
 # the same order whatever the partition and transport, and consolidate writes the tensors in
-# model order, so equal values give equal files. As a control, the step-2 parameters differ.
+# model order, so equal values give equal files. Every device multiplies with one BLAS thread
+# (a rank would otherwise take the machine's cores, and an in-process device its share), since
+# some BLAS kernels round differently with another thread count. As a control, the step-2
+# parameters differ.
 file(REMOVE_RECURSE ${DIR})
 set(common --batch 32 --microbatches 4 --eval-batch 5000 --progress none --seed 3
-           --lr-schedule constant --comm-timeout 60)
+           --lr-schedule constant --comm-timeout 60 --threads-per-device 1 --idle-cores keep)
 
 function(run)
   string(REPLACE ";" " " shown "${ARGN}")
