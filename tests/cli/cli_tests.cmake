@@ -1,5 +1,31 @@
 # The command line as a user meets it: outputs, exit statuses and messages.
 set(expect ${CMAKE_CURRENT_LIST_DIR}/expect_exit.cmake)
+# What the command writes (TensorBoard event files, SVG timelines, merged MPI traces) is read
+# back by Python scripts with libraries that know nothing of tandem: the first interpreter that
+# imports protobuf and crcmod (Debian's python3-protobuf and python3-crcmod, which scripts/setup
+# installs; an interpreter earlier on PATH, e.g. pyenv's, may lack them), or TANDEM_PYTHON.
+set(TANDEM_PYTHON "" CACHE FILEPATH "Python 3 for the command-line output checks")
+set(tandem_python "${TANDEM_PYTHON}")
+if(NOT tandem_python)
+  foreach(candidate /usr/bin/python3 python3)
+    execute_process(COMMAND ${candidate} -c "import google.protobuf, crcmod"
+                    RESULT_VARIABLE missing OUTPUT_QUIET ERROR_QUIET)
+    if(missing STREQUAL "0")
+      set(tandem_python ${candidate})
+      break()
+    endif()
+  endforeach()
+  if(NOT tandem_python)
+    # The TensorBoard check then reports itself skipped (status 77) with what to install.
+    set(tandem_python python3)
+  endif()
+endif()
+# tandem_python_test(NAME SCRIPT ARGS...): a check in tests/cli/SCRIPT, skipped on status 77.
+function(tandem_python_test name script)
+  add_test(NAME ${name} COMMAND ${tandem_python} ${PROJECT_SOURCE_DIR}/tests/cli/${script} ${ARGN}
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
+endfunction()
 function(tandem_cli_test name status match)
   add_test(NAME cli_${name}
     COMMAND ${CMAKE_COMMAND} "-DCMD=$<TARGET_FILE:tandem_cli>;${ARGN}" -DSTATUS=${status}
@@ -26,35 +52,62 @@ add_test(NAME cli_report_json
           -P ${CMAKE_CURRENT_LIST_DIR}/report_json.cmake
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_report_json PROPERTIES TIMEOUT 180)
+# The outputs read back without tandem's own readers: the TensorBoard event file (record
+# framing, both CRCs, Event protos with the scalar tags and the run's values) and the SVG
+# timeline (a box for every action, on its device's row, in time order, where the trace puts it).
+tandem_python_test(cli_tensorboard_file tensorboard_check.py $<TARGET_FILE:tandem_cli>
+                   ${PROJECT_BINARY_DIR}/cli_tensorboard)
+tandem_python_test(cli_timeline_svg timeline_check.py $<TARGET_FILE:tandem_cli>
+                   ${PROJECT_BINARY_DIR}/cli_timeline)
 # Out of the budget while a stage's parameters move to its device: the stage and layer are named
 # (only stage 1 holds more than the budget).
 tandem_cli_test(out_of_memory_placing_parameters_exit_3 3 "cpu:1 is out of its 1.0 MiB budget: stage 1, layer conv3 \\(parameters\\) asked for 432.0 KiB" train --model conv3d-stack --convs 8 --filters 64 --data regression --volume 8 --devices 2 --balance 1,7 --batch 2 --microbatches 2 --steps 1 --device-memory 1MiB --progress none)
 # Out of the budget in the optimizer phase (Adam's state on the first step): status 3 as well.
 tandem_cli_test(out_of_memory_in_optimizer_exit_3 3 "stage 2 \\(optimizer\\) asked for .* Ways out: more devices or another --balance \\(fewer parameters on this device\\), or a larger --device-memory" train --model mlp --width 256 --blocks 4 --balance 1,1,9,1 --device-memory 6MiB --microbatches 4 --steps 2 --progress none)
 
-# Checkpoints through the command line: save, resume to the same result, consolidate, start
-# from the consolidated file. The fixtures order the steps.
+# Checkpoints through the command line: save, resume to the same weights, consolidate, start
+# from the consolidated file. The fixtures order the steps. The runs keep the default cosine
+# learning rate over their 4 steps, so a resumed run must also pick up the schedule where it was.
+# Each device multiplies with one thread of its own (--threads-per-device 1 --idle-cores keep):
+# with 2 and with 4 devices alike, so that BLAS kernels whose last bits depend on their thread
+# count, and the lending of idle cores (cli_idle_cores_*), stay out of the comparisons.
 set(ckpt ${PROJECT_BINARY_DIR}/cli_ckpt)
-set(common --batch 32 --microbatches 4 --eval-batch 5000 --progress none --seed 3 --steps 4 --lr-schedule constant)
+set(common --batch 32 --microbatches 4 --eval-batch 5000 --progress none --seed 3 --steps 4
+    --threads-per-device 1 --idle-cores keep)
 add_test(NAME cli_ckpt_clean COMMAND ${CMAKE_COMMAND} -E rm -rf ${ckpt})
-tandem_cli_test(ckpt_full 0 "result: steps=4 loss=([0-9.]+)" train ${common} --devices 2 --save-dir ${ckpt}/full)
-tandem_cli_test(ckpt_first_half 0 "result: steps=4" train ${common} --devices 2 --save-dir ${ckpt}/half --save-every 2)
-tandem_cli_test(ckpt_resume 0 "result: steps=4" train ${common} --devices 4 --resume ${ckpt}/half/step-2)
+tandem_cli_test(ckpt_full 0 "result: steps=4 loss=[0-9.]+ test_accuracy=0[.][0-9]+ " train ${common} --devices 2 --save-dir ${ckpt}/full)
+# Resumed from step 2 on 4 devices, a run ends with the weights and held-out accuracy of the
+# same run uninterrupted on 2 devices, byte for byte (its step-4 checkpoint); the step-2 weights
+# it resumed from differ from them, so the comparison sees a resume that trained nothing.
+add_test(NAME cli_ckpt_resume
+  COMMAND ${CMAKE_COMMAND} -DKEY=test_accuracy
+    "-DCMD0=$<TARGET_FILE:tandem_cli>;train;${common};--devices;2;--save-dir;${ckpt}/half;--save-every;2;--keep;0"
+    "-DCMD1=$<TARGET_FILE:tandem_cli>;train;${common};--devices;4;--resume;${ckpt}/half/step-2;--save-dir;${ckpt}/resumed"
+    "-DCMD2=$<TARGET_FILE:tandem_cli>;consolidate;${ckpt}/half/step-4;-o;${ckpt}/uninterrupted.pt"
+    "-DCMD3=$<TARGET_FILE:tandem_cli>;consolidate;${ckpt}/resumed;-o;${ckpt}/resumed.pt"
+    "-DCMD4=$<TARGET_FILE:tandem_cli>;consolidate;${ckpt}/half/step-2;-o;${ckpt}/step-2.pt"
+    "-DSAME=${ckpt}/uninterrupted.pt;${ckpt}/resumed.pt"
+    "-DDIFFERENT=${ckpt}/uninterrupted.pt;${ckpt}/step-2.pt"
+    -P ${CMAKE_CURRENT_LIST_DIR}/same_weights.cmake
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_ckpt_resume PROPERTIES TIMEOUT 300)
 tandem_cli_test(ckpt_consolidate 0 "result: tensors=" consolidate ${ckpt}/full -o ${ckpt}/model.pt)
 tandem_cli_test(ckpt_init_from 0 "result: steps=0 loss=none test_accuracy=" train ${common} --devices 3 --init-from ${ckpt}/model.pt --eval-only)
 tandem_cli_test(ckpt_resume_complete 0 "result: steps=4 loss=none test_accuracy=[0-9.]+ " train ${common} --devices 2 --resume ${ckpt}/full)
 tandem_cli_test(ckpt_resume_past_steps 2 "the checkpoint .*/full is at step 4, past the 2 steps of this run: give more --steps or --epochs to continue it" train --batch 32 --microbatches 4 --eval-batch 5000 --progress none --seed 3 --steps 2 --lr-schedule constant --devices 2 --resume ${ckpt}/full)
 tandem_cli_test(ckpt_wrong_model 2 "differ|shape|layer" train ${common} --devices 2 --width 64 --resume ${ckpt}/full)
 set_tests_properties(cli_ckpt_clean PROPERTIES FIXTURES_SETUP ckpt_clean)
-set_tests_properties(cli_ckpt_full cli_ckpt_first_half PROPERTIES FIXTURES_REQUIRED ckpt_clean FIXTURES_SETUP ckpt_saved)
-set_tests_properties(cli_ckpt_resume cli_ckpt_consolidate cli_ckpt_wrong_model cli_ckpt_resume_complete cli_ckpt_resume_past_steps PROPERTIES FIXTURES_REQUIRED ckpt_saved)
+set_tests_properties(cli_ckpt_full PROPERTIES FIXTURES_REQUIRED ckpt_clean FIXTURES_SETUP ckpt_saved)
+set_tests_properties(cli_ckpt_resume PROPERTIES FIXTURES_REQUIRED ckpt_clean)
+set_tests_properties(cli_ckpt_consolidate cli_ckpt_wrong_model cli_ckpt_resume_complete cli_ckpt_resume_past_steps PROPERTIES FIXTURES_REQUIRED ckpt_saved)
 set_tests_properties(cli_ckpt_consolidate PROPERTIES FIXTURES_SETUP ckpt_consolidated)
 set_tests_properties(cli_ckpt_init_from PROPERTIES FIXTURES_REQUIRED "ckpt_saved;ckpt_consolidated")
 
 # tandem eval: a checkpoint's held-out metric is the one its training run printed, on other
 # devices, partitions and schedules, and from its consolidated file. Each layer sees the same
 # micro-batches as in training (same --batch, --microbatches, --eval-batch), so the logits are
-# bitwise those of the training run's evaluation and the printed accuracy must be equal. The
+# bitwise those of the training run's evaluation and the printed accuracy must be equal: over
+# the 10,000 held-out images, 4 decimals print the count of right answers itself. The
 # last command's steps of 4990 leave 20 samples, too few for its 32 micro-batches: they join
 # the last step, and the accuracy is still over all 10000.
 set(eval_common --batch 32 --microbatches 4 --eval-batch 5000 --seed 3)

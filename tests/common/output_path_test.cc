@@ -38,7 +38,7 @@ class OutputPath : public ::testing::Test {
   void SetUp() override {
     dir_ =
         fs::temp_directory_path() /
-        ("tandem-output-path-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+        ("tandem-output-path-" + std::to_string(::getpid()) + "-" +
          "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);

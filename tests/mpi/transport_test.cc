@@ -65,8 +65,9 @@ TEST_F(MpiTransportTest, RingOfFloatAndInt64TensorsOfChangingShapes) {
 
 TEST_F(MpiTransportTest, OutOfOrderArrival) {
   MpiTransport t(env(), Layout{size_, 1}, MpiTransportOptions{30.0});
-  // Pairs (0,1), (2,3): the even rank sends A then B, the odd one receives B then A, after
-  // both have had time to arrive.
+  // Pairs (0,1), (2,3): the even rank sends A then B, the odd one receives B then A. MPI does
+  // not let B overtake A, so A always arrives first and waits while B is asked for, whenever
+  // the receiver asks (no delay needed to make it so).
   const int peer = rank_ ^ 1;
   if (peer >= size_) GTEST_SKIP() << "no partner rank";
   MessageKey a{"h", 1, 0, false, 0, 1}, b{"h", 1, 1, false, 0, 1};
@@ -74,7 +75,6 @@ TEST_F(MpiTransportTest, OutOfOrderArrival) {
     t.send(rank_, peer, a, torch::full({5}, 1.5), nullptr);
     t.send(rank_, peer, b, torch::full({2, 2}, -2.5), nullptr);
   } else {
-    std::this_thread::sleep_for(200ms);
     torch::Tensor tb = t.recv(rank_, peer, b, c10::kCPU);
     torch::Tensor ta = t.recv(rank_, peer, a, c10::kCPU);
     EXPECT_TRUE(tb.equal(torch::full({2, 2}, -2.5)));
@@ -188,6 +188,10 @@ TEST_F(MpiTransportTest, RecvTimesOutNamingRankPeerAndKey) {
     EXPECT_NE(m.find(never.to_string()), std::string::npos) << m;
     EXPECT_NE(m.find("arrived and waits unreceived: " + sent.to_string()), std::string::npos) << m;
   }
+  // Not before the 1 s timeout (the deadline is on the steady clock, read after `start`), and
+  // not at some other one: the default is 300 s, and what remains after the deadline is one
+  // wake-up and the error message, which two busy loops on two cores delay by milliseconds,
+  // not the 9 s this bound leaves.
   double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_GE(waited, 0.99);
   EXPECT_LT(waited, 10.0);

@@ -63,6 +63,9 @@ TEST_P(Failure, ReachesTheCallerWithDeviceStageActionAndMicrobatch) {
     }
     return std::string("no error");
   });
+  // The failure must end the step on every device at once. Without that the devices waiting for
+  // the failed one would sit out their 60 s comm timeout; the step's own work (16 samples of a
+  // small MLP) takes milliseconds, so 30 s tells the two apart on any load.
   ASSERT_EQ(fut.wait_for(std::chrono::seconds(30)), std::future_status::ready) << "the step hangs";
   const std::string what = fut.get();
   EXPECT_NE(what.find(in_backward ? "bad gradient" : "bad value"), std::string::npos) << what;
@@ -75,7 +78,8 @@ TEST_P(Failure, ReachesTheCallerWithDeviceStageActionAndMicrobatch) {
   // The pipeline stays usable: the next step (no failing micro-batch) succeeds.
   auto ok = std::async(std::launch::async,
                        [&] { return p.forward_backward(inputs(4, 12), labels(4, 5)); });
-  ASSERT_EQ(ok.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  ASSERT_EQ(ok.wait_for(std::chrono::seconds(30)), std::future_status::ready)
+      << "the step after a failure hangs";
   // 4 samples in 4 micro-batches: micro-batch 1 exists, so the failure repeats.
   EXPECT_THROW(ok.get(), runtime::StepError);
 }

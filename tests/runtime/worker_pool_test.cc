@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -25,14 +24,23 @@ std::string message(const std::exception_ptr& e) {
 TEST(WorkerPool, ErrorsComeBackInWorkerOrder) {
   WorkerPool pool(4, [](int) {});
   std::atomic<int> ran{0};
-  // Worker 3 throws at once, worker 1 after it: worker 1's error still comes first.
+  std::atomic<bool> three_threw{false};
+  // Worker 3 throws at once; worker 1 waits until worker 3's exception is on its way out (a
+  // condition, not a delay) and throws after it: worker 1's error still comes first.
   auto errors = pool.run([&](int w) {
     ++ran;
     if (w == 1) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      while (!three_threw.load()) std::this_thread::yield();
       throw std::runtime_error("worker 1");
     }
-    if (w == 3) throw std::runtime_error("worker 3");
+    if (w == 3) {
+      try {
+        throw std::runtime_error("worker 3");
+      } catch (...) {
+        three_threw = true;
+        throw;
+      }
+    }
   });
   EXPECT_EQ(ran.load(), 4);
   ASSERT_EQ(errors.size(), 2u);

@@ -5,6 +5,9 @@
 #include <algorithm>
 
 #include "tandem/common/check.h"
+#include "tandem/schedule/lower.h"
+#include "tandem/schedule/simulate.h"
+#include "tandem/schedule/validate.h"
 
 namespace tandem::schedule {
 namespace {
@@ -101,23 +104,76 @@ TEST(Generators, InterleavedWithOneChunkIsOneFOneB) {
   EXPECT_EQ(s, one_f_one_b(4, 6));
 }
 
+// The golden grids below are not snapshots: each is worked out from its generator's rule (the
+// comment above it, from the paper the rule follows), and each must also pass the validator
+// once lowered and meet the simulator's bubble formula for its schedule (simulate_test.cc): a
+// grid that was merely printed and pasted would have to be right on three counts.
+void expect_valid_with_idle(const Schedule& s, const Costs& costs, double ideal, double idle) {
+  const StageGraph chain = StageGraph::chain(s.num_stages);
+  EXPECT_NO_THROW(validate(lower(s, chain), chain)) << s;
+  const Timeline t = simulate(s, chain, costs);
+  EXPECT_EQ(t.makespan - ideal, idle) << s << format_timeline(t, s.num_devices);
+}
+
+Costs split_costs(int stages) {  // F = I = W = 1
+  Costs c;
+  c.forward.assign(stages, 1);
+  c.input.assign(stages, 1);
+  c.weight.assign(stages, 1);
+  return c;
+}
+
+// Megatron-LM's interleaved 1F1B, p = 2 devices, V = 2 chunks (device d: stages d and d + 2),
+// m = 4. Forward visits micro-batches in rounds of p: 0,1 on chunk 0, then 0,1 on chunk 1, then
+// 2,3 on chunk 0, ...; backward the same rounds with the chunks reversed (2B0 2B1 0B0 0B1 ...).
+// Device d warms up with min(2(p-d-1) + (V-1)p, Vm) forwards: 4 on d0 (0F0 0F1 2F0 2F1), 2 on
+// d1 (1F0 1F1); then it alternates the next forward and the next backward, and drains the
+// backwards. With F = B = 1 per chunk each device computes 2Vm = 16 and idles 2(p-1) = 2,
+// Megatron's bubble: 1F1B's divided by V.
 TEST(Generators, InterleavedVisitsMicroBatchesInRoundsOfP) {
-  EXPECT_EQ(format_grid(interleaved(2, 2, 4)),
+  const Schedule s = interleaved(2, 2, 4);
+  EXPECT_EQ(format_grid(s),
             "name=interleaved stages=4 microbatches=4 devices=2 stage_device=0,1,0,1\n"
             "d0 | 0F0 0F1 2F0 2F1 0F2 2B0 0F3 2B1 2F2 0B0 2F3 0B1 2B2 2B3 0B2 0B3\n"
             "d1 | 1F0 1F1 3F0 3B0 3F1 3B1 1F2 1B0 1F3 1B1 3F2 3B2 3F3 3B3 1B2 1B3\n");
+  expect_valid_with_idle(s, Costs::uniform(4), 16, 2);
 }
 
-TEST(Generators, ZeroBubbleGoldenGrids) {
-  EXPECT_EQ(format_grid(zb_h1(3, 4)),
+// zb-h1 (Qi et al. 2023, "ZB-H1"), p = 3, m = 4. Stage s keeps 1F1B's order of F and I: n =
+// min(p-s-1, m) warm-up forwards, then F(n+k) I(k) for k = 0.. (the F while one is left), and
+// W(k) moves from right after I(k) to right after I(k+s):
+//   s=0: n=2  F0 F1 | F2 I0 W0 | F3 I1 W1 | I2 W2 | I3 W3
+//   s=1: n=1  F0 | F1 I0 | F2 I1 W0 | F3 I2 W1 | I3 W2 | W3
+//   s=2: n=0  F0 I0 | F1 I1 | F2 I2 W0 | F3 I3 W1 | W2 W3
+// With F = I = W = 1 and m >= p a device computes 3m = 12 and idles p-1 = 2: a third of 1F1B's
+// 3(p-1).
+TEST(Generators, ZeroBubbleH1GoldenGrid) {
+  const Schedule s = zb_h1(3, 4);
+  EXPECT_EQ(format_grid(s),
             "name=zb-h1 stages=3 microbatches=4 devices=3 stage_device=0,1,2\n"
             "d0 | 0F0 0F1 0F2 0I0 0W0 0F3 0I1 0W1 0I2 0W2 0I3 0W3\n"
             "d1 | 1F0 1F1 1I0 1F2 1I1 1W0 1F3 1I2 1W1 1I3 1W2 1W3\n"
             "d2 | 2F0 2I0 2F1 2I1 2F2 2I2 2W0 2F3 2I3 2W1 2W2 2W3\n");
-  EXPECT_EQ(format_grid(zb_v(2, 3)),
+  expect_valid_with_idle(s, split_costs(3), 12, 2);
+}
+
+// zb-v (Qi et al. 2024, "ZB-V", as PyTorch's ScheduleZBVZeroBubble builds it), p = 2, m = 3,
+// counted for n = max(m, 2p-1) = 3 micro-batches (none dropped here). Device d holds chunk 0 =
+// stage d and chunk 1 = stage 2p-1-d (d0: stages 0 and 3, d1: 1 and 2). Its list:
+//   warm-up    2(p-d)-1 F0, then d times F1 F0, then p-d times F1 I1 W1
+//   steady     while F1 lags F0 or F0 < n: [F0 while < n] I0 W0 F1 I1 W1
+//   cool-down  d times I0 I1; p-d times I0 W0; the remaining W1; the remaining W0
+// d0: 0F0 0F1 0F2 | - | 3F0 3I0 3W0 3F1 3I1 3W1 | 0I0 0W0 3F2 3I2 3W2 | - | 0I1 0W1 0I2 0W2
+// d1: 1F0 | 2F0 1F1 | 2F1 2I0 2W0 | 1F2 1I0 1W0 2F2 2I1 2W1 | 1I1 2I2 | 1I2 1W1 | 2W2 | 1W2
+// With F = I = W = 1 per chunk and m >= 2p-1 a device computes 6m = 18 and idles p-1 = 1 (1F1B
+// on full stages idles 6(p-1)).
+TEST(Generators, ZeroBubbleVGoldenGrid) {
+  const Schedule s = zb_v(2, 3);
+  EXPECT_EQ(format_grid(s),
             "name=zb-v stages=4 microbatches=3 devices=2 stage_device=0,1,1,0\n"
             "d0 | 0F0 0F1 0F2 3F0 3I0 3W0 3F1 3I1 3W1 0I0 0W0 3F2 3I2 3W2 0I1 0W1 0I2 0W2\n"
             "d1 | 1F0 2F0 1F1 2F1 2I0 2W0 1F2 1I0 1W0 2F2 2I1 2W1 1I1 2I2 1I2 1W1 2W2 1W2\n");
+  expect_valid_with_idle(s, split_costs(4), 18, 1);
 }
 
 void expect_error(const std::string& name, Options o, const std::string& fragment) {

@@ -33,9 +33,41 @@ void erase(Schedule* s, const char* text) {
 
 const StageGraph kChain2 = StageGraph::chain(2);
 
-TEST(Validate, AcceptsTheBuiltIns) {
-  EXPECT_NO_THROW(validate(gpipe(2, 2), kChain2));
-  EXPECT_NO_THROW(validate(lower(gpipe(2, 2), kChain2), kChain2));
+// Every generator's schedules pass, compute-only and lowered, over a range of sizes; and the
+// acceptance is not vacuous: the same schedule with any one of its compute actions removed is
+// refused as missing that action (except the only backward of a one-micro-batch, one-stage
+// schedule: without it the schedule is a valid evaluation).
+TEST(Validate, AcceptsTheBuiltInsAndRefusesEachWithOneActionLess) {
+  int checked = 0;
+  for (const std::string& name : schedule_names()) {
+    for (int p = 1; p <= 4; ++p) {
+      for (int m = 1; m <= 8; ++m) {
+        Options o;
+        o.stages = p;
+        o.microbatches = m;
+        o.virtual_stages = name == "interleaved" && m % p == 0 ? 2 : 1;
+        const Schedule s = make(name, o);
+        const StageGraph chain = StageGraph::chain(s.num_stages);
+        EXPECT_NO_THROW(validate(s, chain)) << s;
+        EXPECT_NO_THROW(validate(lower(s, chain), chain)) << s;
+        ++checked;
+        if (p > 3 || m > 3) continue;  // one removal per action of the small ones is enough
+        int backwards = 0;
+        for (const auto& row : s.device_actions)
+          for (const Action& a : row) backwards += a.op != Op::kForward;
+        for (int d = 0; d < s.num_devices; ++d) {
+          for (size_t k = 0; k < s.device_actions[d].size(); ++k) {
+            Schedule less = s;
+            const Action gone = less.device_actions[d][k];
+            if (gone.op != Op::kForward && backwards == 1) continue;
+            less.device_actions[d].erase(less.device_actions[d].begin() + k);
+            expect_invalid(less, chain, {"missing", to_string(gone)});
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 7 * 4 * 8);
 }
 
 TEST(Validate, RejectsMissingAction) {

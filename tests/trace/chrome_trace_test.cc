@@ -1,6 +1,7 @@
 #include "tandem/trace/chrome_trace.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
@@ -43,7 +44,10 @@ Trace two_device_trace() {
   return t;
 }
 
-std::string temp_path(const std::string& name) { return ::testing::TempDir() + "tandem_" + name; }
+// Per process: suites of two checkouts may run at once on one machine.
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "tandem_" + std::to_string(::getpid()) + "_" + name;
+}
 
 std::vector<json> events_with(const json& doc, const std::string& phase) {
   std::vector<json> out;

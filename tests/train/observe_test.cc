@@ -5,6 +5,7 @@
 #include "tandem/train/observe.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -46,7 +47,8 @@ TEST(Trace, MeasuredStepsReadBackWithEveryPropertyAViewerNeeds) {
     const int stages = 4, mbs = 4, steps = 2;
     Traced t = run(schedule, stages, mbs, steps);
     const auto path =
-        std::filesystem::temp_directory_path() / ("tandem_trace_" + schedule + ".json");
+        std::filesystem::temp_directory_path() /
+        ("tandem_trace_" + std::to_string(::getpid()) + "_" + schedule + ".json");
     trace::write_chrome_trace(t.trace, path.string());
     trace::Trace back = trace::read_chrome_trace(path.string());
     std::filesystem::remove(path);
@@ -82,27 +84,98 @@ TEST(Trace, MeasuredStepsReadBackWithEveryPropertyAViewerNeeds) {
   }
 }
 
-TEST(Trace, ReportComparesMeasuredAndPredictedBubble) {
+// The report of a step whose timings are known: GPipe on 3 stages with 6 micro-batches, every
+// F 1 ms and every B 2 ms, timed as the simulator lays them out. Both bubbles are then the
+// textbook (p-1)/(m+p-1) = 2/8 (simulate_test.cc): measured from the timings, and predicted by
+// feeding their per-action means back to the simulator. Each device computes 18 of the 24 ms.
+// The FLOPs are 3 x the forward's (B counts twice) for the batch of 32: the small MLP's
+// layers 12x16, 16x16, 16x16 and 16x5 make 2 x 784 per sample.
+TEST(Trace, ReportOfKnownTimingsHasTheTextbookBubble) {
+  runtime::PipelineOptions o;
+  o.devices = parse_devices("3", 1);
+  o.schedule = "gpipe";
+  o.microbatches = 6;
+  graph::Model m = testing::small_mlp();
+  auto part = graph::partition_by_parameters(m, 3);
+  runtime::Pipeline p(std::move(m), part, o);
+  const schedule::Schedule s = schedule::compute_only(p.schedule());
+  const schedule::Timeline t =
+      schedule::simulate(s, schedule::StageGraph::chain(3), schedule::Costs::uniform(3, 1, 2));
+  ASSERT_EQ(t.makespan, 24.0);
+  std::vector<runtime::ActionTiming> timings;
+  for (const auto& a : t.actions)
+    timings.push_back({a.device, a.action, 1000 * a.start, 1000 * a.end});
+
+  const train::StepReport r = train::analyze_step(p, timings, 32);
+  EXPECT_DOUBLE_EQ(r.seconds, 0.024);
+  EXPECT_DOUBLE_EQ(r.measured_bubble, 0.25);
+  EXPECT_DOUBLE_EQ(r.predicted_bubble, 0.25);
+  EXPECT_EQ(r.busy, std::vector<double>(3, 0.75));
+  EXPECT_EQ(r.comm, std::vector<double>(3, 0.0));
+  EXPECT_EQ(r.flops, 3.0 * 2 * 784 * 32);
+
+  // Device 2's actions all 10 ms later (it ends at 30 ms instead of 20): the measured bubble
+  // grows to 1 - 3 x 18 / (3 x 30), the prediction from the same per-action times does not.
+  for (auto& timing : timings) {
+    if (timing.device == 2) timing.start_us += 10000, timing.end_us += 10000;
+  }
+  const train::StepReport late = train::analyze_step(p, timings, 32);
+  EXPECT_DOUBLE_EQ(late.seconds, 0.030);
+  EXPECT_DOUBLE_EQ(late.measured_bubble, 0.4);
+  EXPECT_DOUBLE_EQ(late.predicted_bubble, 0.25);
+}
+
+// The same report of real steps: its numbers hang together (the measured bubble is what the
+// devices did not compute, every device was busy, no device is more than fully occupied).
+TEST(Trace, ReportOfMeasuredStepsIsConsistent) {
   Traced t = run("gpipe", 3, 6, 2);
   for (const auto& r : t.reports) {
     EXPECT_GT(r.seconds, 0);
-    EXPECT_GE(r.measured_bubble, 0);
-    EXPECT_LT(r.measured_bubble, 1);
-    EXPECT_GT(r.predicted_bubble, 0);  // 3 stages, 6 micro-batches: never bubble-free
-    EXPECT_GT(r.flops, 0);
     ASSERT_EQ(r.busy.size(), 3u);
-    for (double b : r.busy) EXPECT_GT(b, 0);
+    double busy = 0;
+    for (int d = 0; d < 3; ++d) {
+      EXPECT_GT(r.busy[d], 0);
+      EXPECT_LE(r.busy[d] + r.comm[d], 1 + 1e-9);
+      busy += r.busy[d];
+    }
+    EXPECT_NEAR(r.measured_bubble, 1 - busy / 3, 1e-12);
+    EXPECT_GT(r.predicted_bubble, 0);  // 3 stages, 6 micro-batches: never bubble-free
+    EXPECT_LT(r.predicted_bubble, 1);
+    EXPECT_EQ(r.flops, 3.0 * 2 * 784 * 32);
   }
 }
 
+// A simulated timeline becomes spans in the measured format, 1 ms per cost unit, and the SVG
+// draws one box per span (its tooltip naming the action) on one row per device.
 TEST(Trace, SimulatedTimelineUsesTheSameFormat) {
   schedule::Schedule s = schedule::gpipe(4, 8);
   schedule::Timeline tl =
       schedule::simulate(s, schedule::StageGraph::chain(4), schedule::Costs::uniform(4));
   trace::Trace tr = train::simulated_trace(s, tl);
-  EXPECT_EQ(tr.spans.size(), 4u * 8 * 2);
+  ASSERT_EQ(tr.spans.size(), 4u * 8 * 2);
+  ASSERT_EQ(tl.actions.size(), tr.spans.size());
+  for (size_t i = 0; i < tr.spans.size(); ++i) {
+    const trace::Span& span = tr.spans[i];
+    const schedule::TimedAction& a = tl.actions[i];
+    EXPECT_EQ(span.name, schedule::to_string(a.action));
+    EXPECT_EQ(span.device, a.device);
+    EXPECT_EQ(span.track, "compute");
+    EXPECT_EQ(span.kind, static_cast<char>(a.action.op));
+    EXPECT_EQ(span.start_us, 1000 * a.start);
+    EXPECT_EQ(span.dur_us, 1000 * (a.end - a.start));
+  }
   const std::string svg = trace::render_svg(tr, {});
-  EXPECT_NE(svg.find("<svg"), std::string::npos);
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = svg.find(what); at != std::string::npos; at = svg.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
+  EXPECT_EQ(count("<rect class=\"span\""), tr.spans.size());
+  EXPECT_EQ(count("<rect class=\"idle\""), 4u);
+  for (int d = 0; d < 4; ++d) EXPECT_EQ(count(fmt::format(">device {}</text>", d)), 1u) << d;
+  for (const auto& span : tr.spans) EXPECT_EQ(count("<title>" + span.name + " "), 1u) << span.name;
+  EXPECT_EQ(svg.substr(svg.size() - 7), "</svg>\n");
 }
 
 // Devices that share a GPU count one memory: listed once, with its devices; CPU devices each
