@@ -153,6 +153,10 @@ def check_case(tandem, work, schedule, devices):
             if abs(x - want_x) > PX:
                 fail(f"{name} on cpu:{d} is at x={x}, but its span at {span['ts']} us puts it at "
                      f"{want_x:.3f}")
+            want_w = max(span["dur"] / (last - first) * width, 0.5)  # svg.cc: hairline 0.5 px
+            if abs(w - want_w) > 2 * PX:
+                fail(f"{name} on cpu:{d} is {w} px wide, but its span of {span['dur']} us makes "
+                     f"{want_w:.3f}")
             if previous is not None and x < previous[1] - PX:
                 fail(f"cpu:{d}: {name} (x={x}) is drawn before {previous[0]} (x={previous[1]}), "
                      f"which comes first in its list")
@@ -161,7 +165,9 @@ def check_case(tandem, work, schedule, devices):
                 if compute_end is not None and x < compute_end - PX:
                     fail(f"cpu:{d}: compute box {name} at x={x} overlaps the one before, which "
                          f"ends at {compute_end}")
-                compute_end = x + w
+                # Where the span ends, not the box: a span shorter than half a pixel is drawn
+                # as a 0.5 px hairline, which may reach past the next box's start.
+                compute_end = x0 + (span["ts"] + span["dur"] - first) / (last - first) * width
             if colours.get(kind_of(name)) != fill:
                 fail(f"{name} is filled {fill}, but the legend shows {kind_of(name)} as "
                      f"{colours.get(kind_of(name))}")

@@ -39,8 +39,11 @@ target_link_libraries(test_onnx PRIVATE tandem_onnx tandem_runtime GTest::gtest 
 target_compile_definitions(test_onnx PRIVATE TANDEM_ONNX_FIXTURES="${onnx_fixtures}")
 tandem_torch_pch(test_onnx)
 tandem_warnings(test_onnx)
-gtest_discover_tests(test_onnx DISCOVERY_TIMEOUT 120
-  PROPERTIES TIMEOUT 300 FIXTURES_REQUIRED onnx_fixtures WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+# One CTest entry for the binary, like tandem_test's (LibTorch starts once, not once per case).
+add_test(NAME test_onnx
+  COMMAND test_onnx --gtest_output=xml:${PROJECT_BINARY_DIR}/test-results/test_onnx.xml
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test_onnx PROPERTIES TIMEOUT 600 FIXTURES_REQUIRED onnx_fixtures)
 
 # Training equals PyTorch's: K steps of SGD on 1, 2 and 4 in-process devices (1F1B; uneven
 # micro-batches: 10 samples in 3, 5 in 2; one micro-batch for the batch-norm model, whose
