@@ -26,6 +26,21 @@ T take(const char* data, size_t size, size_t& pos) {
   return value;
 }
 
+// Takes a message of `tag` from `source` (MPI_ANY_SOURCE: any rank) that has arrived: its
+// sender and bytes, or nothing when none has.
+std::optional<std::pair<int, std::vector<char>>> take_arrived(MPI_Comm comm, int source, int tag) {
+  int found = 0;
+  MPI_Message message;
+  MPI_Status status;
+  check_mpi(MPI_Improbe(source, tag, comm, &found, &message, &status), "MPI_Improbe");
+  if (!found) return std::nullopt;
+  int count = 0;
+  check_mpi(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
+  std::vector<char> bytes(count);
+  check_mpi(MPI_Mrecv(bytes.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+  return std::make_pair(status.MPI_SOURCE, std::move(bytes));
+}
+
 // Sends a few bytes it owns, on one tag.
 class BytesSendOp : public Operation {
  public:
@@ -61,16 +76,9 @@ class WaitQuestionOp : public Operation {
     const bool sent = request_.test();
     if (answered_ || question_->abandoned.load()) return sent;
     for (;;) {
-      int found = 0;
-      MPI_Message message;
-      MPI_Status status;
-      check_mpi(MPI_Improbe(peer_, kWaitAnswerTag, comm_, &found, &message, &status),
-                "MPI_Improbe");
-      if (!found) return false;
-      int count = 0;
-      check_mpi(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
-      std::vector<char> bytes(count);
-      check_mpi(MPI_Mrecv(bytes.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+      auto arrived = take_arrived(comm_, peer_, kWaitAnswerTag);
+      if (!arrived) return false;
+      const std::vector<char>& bytes = arrived->second;
       auto [id, answer] = decode_wait_answer(bytes.data(), bytes.size());
       if (id != question_->id) continue;  // the late answer to an abandoned question
       question_->answer = std::move(answer);
@@ -126,20 +134,13 @@ bool answer_wait_questions(MPI_Comm comm, const Mailbox& mailbox,
                            std::vector<std::unique_ptr<Operation>>& active) {
   bool any = false;
   for (;;) {
-    int found = 0;
-    MPI_Message message;
-    MPI_Status status;
-    check_mpi(MPI_Improbe(MPI_ANY_SOURCE, kWaitQueryTag, comm, &found, &message, &status),
-              "MPI_Improbe");
-    if (!found) return any;
+    auto arrived = take_arrived(comm, MPI_ANY_SOURCE, kWaitQueryTag);
+    if (!arrived) return any;
     any = true;
-    int count = 0;
-    check_mpi(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
-    std::vector<char> bytes(count);
-    check_mpi(MPI_Mrecv(bytes.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+    const auto& [from, bytes] = *arrived;
     TANDEM_CHECK(bytes.size() == sizeof(uint64_t),
-                 "a question from rank {} of what this rank waits for has {} bytes, not {}",
-                 status.MPI_SOURCE, bytes.size(), sizeof(uint64_t));
+                 "a question from rank {} of what this rank waits for has {} bytes, not {}", from,
+                 bytes.size(), sizeof(uint64_t));
     uint64_t id = 0;
     std::memcpy(&id, bytes.data(), sizeof id);
     WaitAnswer answer;
@@ -150,8 +151,8 @@ bool answer_wait_questions(MPI_Comm comm, const Mailbox& mailbox,
       answer.arrived_since = wait->arrived_since;
       answer.key = wait->key.to_string();
     }
-    auto op = std::make_unique<BytesSendOp>(comm, status.MPI_SOURCE, kWaitAnswerTag,
-                                            encode_wait_answer(id, answer));
+    auto op =
+        std::make_unique<BytesSendOp>(comm, from, kWaitAnswerTag, encode_wait_answer(id, answer));
     op->start();
     active.push_back(std::move(op));
   }

@@ -3,8 +3,11 @@
 // SIGSTOP (tests/cli/mpi_faults.sh silent-rank).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -34,16 +37,22 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-// Rank r waits for rank r + 1; the last rank of the chain computes for 3 s, then sends, and
-// the chain unwinds. Rank 0 alone has a short timeout: it names each link and the end.
+// Rank r waits for rank r + 1; the last rank of the chain computes (it polls for a file, no
+// message) until rank 0 has its report, then sends, and the chain unwinds. Rank 0 alone has a
+// short timeout: it names each link and the end. No step depends on timing: rank 3 computes
+// for as long as rank 0 needs, and the others' 60 s timeouts are never waited out.
 TEST(WaitChain, NamesEachWaitingRankAndTheOneThatComputes) {
   Environment& env = test_environment();
   const int rank = env.rank(), size = env.size();
   if (size < 4) GTEST_SKIP() << "needs 4 ranks";
-  MpiTransport t(env, Layout{size, 1}, MpiTransportOptions{rank == 0 ? 1.0 : 30.0});
+  MpiTransport t(env, Layout{size, 1}, MpiTransportOptions{rank == 0 ? 1.0 : 60.0});
+  // Where rank 0 says it is done: a file named by rank 0's pid (all ranks share this machine).
+  const std::string done = ::testing::TempDir() + "tandem_wait_chain_" +
+                           t.all_gather_strings(std::to_string(::getpid()))[0];
   auto key = [](int from, int to) { return MessageKey{"h", 5, 0, false, from, to}; };
   if (rank == 0) {
     std::string m = timeout_message(t, 0, 1, key(1, 0));
+    std::ofstream(done) << "done\n";
     EXPECT_TRUE(contains(m, "rank 0 waited 1 s for message " + key(1, 0).to_string())) << m;
     EXPECT_TRUE(contains(m, "; rank 1 has itself waited ")) << m;
     EXPECT_TRUE(contains(m, "for message " + key(2, 1).to_string() +
@@ -56,12 +65,14 @@ TEST(WaitChain, NamesEachWaitingRankAndTheOneThatComputes) {
         << m;
     EXPECT_FALSE(contains(m, "deadlock")) << m;
   } else if (rank == 3) {
-    std::this_thread::sleep_for(3s);
+    while (!std::filesystem::exists(done)) std::this_thread::sleep_for(10ms);
     t.send(3, 2, key(3, 2), torch::ones({1}), nullptr);
   } else if (rank < 3) {
     t.recv(rank, rank + 1, key(rank + 1, rank), c10::kCPU);
     t.send(rank, rank - 1, key(rank, rank - 1), torch::ones({1}), nullptr);
   }
+  t.barrier();
+  if (rank == 0) std::filesystem::remove(done);
 }
 
 // Ranks 0 and 1 each wait for the other, which never sends: both name the deadlock, whichever
@@ -69,6 +80,8 @@ TEST(WaitChain, NamesEachWaitingRankAndTheOneThatComputes) {
 TEST(WaitChain, NamesADeadlock) {
   Environment& env = test_environment();
   const int rank = env.rank(), size = env.size();
+  // Rank 0 gives up after 1 s and asks rank 1, which still waits (its timeout is 3 s; rank 0's
+  // question takes a polling interval to answer, not seconds).
   MpiTransport t(env, Layout{size, 1}, MpiTransportOptions{rank == 0 ? 1.0 : 3.0});
   if (rank > 1) return;
   const int peer = 1 - rank;

@@ -130,32 +130,38 @@ TEST(Mailbox, AbortWakesWaitersWithAborted) {
   EXPECT_THROW(box.take(0, MessageKey{"later"}, Mailbox::Clock::now() + 1s), transport::Aborted);
 }
 
+// Every wait below ends by a delivery or by its own deadline passing in this thread; the 60 s
+// deadlines are never waited out, they only keep a stalled machine from ending a wait early.
 TEST(Mailbox, TellsWhatItWaitsForAndWhatItGaveUpOn) {
   Mailbox box;
   EXPECT_FALSE(box.longest_wait().has_value());
   MessageKey first{"first", 3, 0, false, 2, 1}, second{"second", 3, 1, false, 0, 1};
-  std::thread older([&] { box.take(2, first, Mailbox::Clock::now() + 200ms); });
-  while (box.waiting() < 1) std::this_thread::sleep_for(1ms);
-  std::thread younger([&] { box.take(0, second, Mailbox::Clock::now() + 10s); });
-  while (box.waiting() < 2) std::this_thread::sleep_for(1ms);
+  std::thread older([&] { box.take(2, first, Mailbox::Clock::now() + 60s); });
+  while (box.waiting() < 1) std::this_thread::yield();
+  std::thread younger([&] { box.take(0, second, Mailbox::Clock::now() + 60s); });
+  while (box.waiting() < 2) std::this_thread::yield();
   auto wait = box.longest_wait();
   ASSERT_TRUE(wait.has_value());
   EXPECT_EQ(wait->peer, 2);
   EXPECT_EQ(wait->key, first);
   EXPECT_FALSE(wait->gave_up);
-  older.join();  // its deadline passes: the younger one is the longest wait now
+  box.deliver(2, first, torch::ones({1}));
+  older.join();  // the younger one is the longest wait now
   wait = box.longest_wait();
   ASSERT_TRUE(wait.has_value());
   EXPECT_EQ(wait->key, second);
   box.deliver(0, second, torch::ones({1}));
   younger.join();
-  // Nobody waits: what is left is the receive that gave up, until its message comes late.
+  EXPECT_FALSE(box.longest_wait().has_value());
+  // A receive whose deadline passes: what is left is that receive, until its message comes late.
+  MessageKey late{"late", 4, 0, true, 3, 1};
+  EXPECT_FALSE(box.take(3, late, Mailbox::Clock::now() + 10ms).defined());
   wait = box.longest_wait();
   ASSERT_TRUE(wait.has_value());
-  EXPECT_EQ(wait->key, first);
+  EXPECT_EQ(wait->key, late);
   EXPECT_TRUE(wait->gave_up);
   EXPECT_FALSE(wait->arrived_since);
-  box.deliver(2, first, torch::ones({1}));
+  box.deliver(3, late, torch::ones({1}));
   EXPECT_TRUE(box.longest_wait()->arrived_since);
 }
 
