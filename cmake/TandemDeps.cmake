@@ -53,6 +53,11 @@ if(EXISTS "${_tandem_deps}/nifti/include/nifti/nifti2_io.h")
   set(TANDEM_NIFTI_ROOT "${_tandem_deps}/nifti" CACHE PATH "" FORCE)
 endif()
 
+# minizip: the headers and static library scripts/gpu-deps.sh carried (cmake/TandemMinizip.cmake).
+if(EXISTS "${_tandem_deps}/minizip/include/minizip/unzip.h")
+  set(TANDEM_MINIZIP_ROOT "${_tandem_deps}/minizip" CACHE PATH "" FORCE)
+endif()
+
 # zlib: the top level still calls find_package(ZLIB). Where the machine has the shared library
 # but no development files, point FindZLIB at the carried headers and the runtime library.
 if(EXISTS "${_tandem_deps}/zlib/include/zlib.h")

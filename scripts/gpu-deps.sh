@@ -10,6 +10,8 @@
 #   zlib/include    zlib.h and zconf.h, used only when the machine has no zlib headers
 #   nifti/          nifticlib (libnifti2-dev): include/nifti/ headers, lib/ static libnifti2.a
 #                   and libznz.a (position-independent, linked into tandem_data)
+#   minizip/        minizip (libminizip-dev): include/minizip/ headers, lib/libminizip.a
+#                   (position-independent, linked into tandem_checkpoint)
 #   mnist/          data/mnist/*-ubyte gzipped (the loaders read .gz), when data/mnist exists
 #
 # Google Benchmark is not copied: configure with -DTANDEM_BUILD_BENCH=OFF. Idempotent: the
@@ -30,10 +32,11 @@ need /usr/include/nlohmann/json.hpp nlohmann-json3-dev
 need /usr/include/CLI/CLI.hpp libcli11-dev
 need /usr/include/zlib.h zlib1g-dev
 need /usr/include/nifti/nifti2_io.h libnifti2-dev
+need /usr/include/minizip/unzip.h libminizip-dev
 
 rm -rf "$out"
 mkdir -p "$out"/fmt/include "$out"/nlohmann_json/include "$out"/cli11/include "$out"/zlib/include \
-  "$out"/nifti/include/nifti "$out"/nifti/lib
+  "$out"/nifti/include/nifti "$out"/nifti/lib "$out"/minizip/include/minizip "$out"/minizip/lib
 
 # googletest without googlemock (not used) and without the docs.
 mkdir -p "$out"/googletest
@@ -52,6 +55,8 @@ cp "$zconf" "$out"/zlib/include/
 cp /usr/include/nifti/{nifti1.h,nifti2.h,nifti2_io.h,znzlib.h} "$out"/nifti/include/nifti/
 libdir=/usr/lib/$(gcc -dumpmachine)
 cp "$libdir"/libnifti2.a "$libdir"/libznz.a "$out"/nifti/lib/
+cp /usr/include/minizip/{unzip.h,ioapi.h} "$out"/minizip/include/minizip/
+cp "$libdir"/libminizip.a "$out"/minizip/lib/
 
 if [ -d data/mnist ]; then
   mkdir -p "$out"/mnist
@@ -65,7 +70,8 @@ version() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo unknown; }
   echo "Filled by scripts/gpu-deps.sh on $(date -u +%Y-%m-%d) from Debian packages:"
   echo "googletest $(version googletest), libfmt-dev $(version libfmt-dev),"
   echo "nlohmann-json3-dev $(version nlohmann-json3-dev), libcli11-dev $(version libcli11-dev),"
-  echo "zlib1g-dev $(version zlib1g-dev), libnifti2-dev $(version libnifti2-dev)."
+  echo "zlib1g-dev $(version zlib1g-dev), libnifti2-dev $(version libnifti2-dev),"
+  echo "libminizip-dev $(version libminizip-dev)."
   echo "Configure with -DTANDEM_VENDORED_DEPS=<this folder>."
 } >"$out"/README
 

@@ -5,6 +5,7 @@
 
 #include "loaded_tensor.h"
 #include "tandem/common/check.h"
+#include "zip_check.h"
 
 namespace tandem::checkpoint::detail {
 namespace {
@@ -77,6 +78,7 @@ std::vector<char> encode_shard(const StageTensors& t) {
 }
 
 StageTensors decode_shard(const std::vector<char>& bytes, const std::string& path) {
+  check_zip_archive(bytes, path, "a shard");
   c10::IValue value;
   try {
     value = torch::pickle_load(bytes);

@@ -11,6 +11,7 @@
 #include "tandem/checkpoint/load.h"
 #include "tandem/common/check.h"
 #include "tandem/common/output_path.h"
+#include "zip_check.h"
 
 namespace tandem::checkpoint {
 namespace {
@@ -78,6 +79,7 @@ void save_state_dict_file(const std::map<std::string, torch::Tensor>& tensors,
 
 std::map<std::string, torch::Tensor> load_state_dict_file(const std::string& path) {
   const std::vector<char> bytes = read_file(path);
+  detail::check_zip_archive(bytes, path, "a state dict");
   c10::IValue value;
   try {
     value = torch::pickle_load(bytes);

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <iterator>
+#include <map>
 
 #include "helpers.h"
 #include "tandem/checkpoint/all.h"
@@ -116,6 +119,65 @@ TEST(StateDict, InitFromNamesMissingUnexpectedAndMismatchedTensors) {
   save_state_dict_file(doubles, dir / "double.pt");
   init_from(*q, dir / "double.pt");  // converted, as load_state_dict does
   expect_bitwise_equal(snapshot(*q), sd);
+}
+
+// A damaged or hostile zip archive is refused, naming what is wrong, before LibTorch's zip
+// reader (which trusts the directory) sees it. Offsets: APPNOTE.TXT 4.3.12 (central directory
+// header) and 4.3.16 (end of central directory record).
+TEST(StateDict, DamagedZipArchivesAreRefusedBeforeLibTorchReadsThem) {
+  TempDir dir;
+  std::map<std::string, torch::Tensor> sd{{"w", torch::arange(1000, torch::kFloat32)}};
+  save_state_dict_file(sd, dir / "good.pt");
+  std::vector<char> good;
+  {
+    std::ifstream in(dir / "good.pt", std::ios::binary);
+    good.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto find = [&](const std::vector<char>& b, const char* sig, size_t from = 0) {
+    for (size_t i = from; i + 4 <= b.size(); ++i)
+      if (std::memcmp(b.data() + i, sig, 4) == 0) return i;
+    return b.size();
+  };
+  const size_t central = find(good, "PK\x01\x02");
+  const size_t end = find(good, "PK\x05\x06");
+  ASSERT_LT(central, good.size());
+  ASSERT_LT(end, good.size());
+  auto write = [&](const std::string& name, const std::vector<char>& b) {
+    std::ofstream(dir / name, std::ios::binary).write(b.data(), b.size());
+    return dir / name;
+  };
+  auto put32 = [](std::vector<char>& b, size_t at, uint32_t v) { std::memcpy(&b[at], &v, 4); };
+  auto put16 = [](std::vector<char>& b, size_t at, uint16_t v) { std::memcpy(&b[at], &v, 2); };
+
+  std::vector<char> cut(good.begin(), good.begin() + good.size() / 2);
+  EXPECT_THROW_WITH(load_state_dict_file(write("cut.pt", cut)), "cut.pt",
+                    "cannot be read as a state dict", "not a zip archive");
+  std::vector<char> huge = good;  // the first entry claims 2 GB, stored
+  put32(huge, central + 20, 0x7ffffff0u);
+  put32(huge, central + 24, 0x7ffffff0u);
+  EXPECT_THROW_WITH(load_state_dict_file(write("huge.pt", huge)), "huge.pt",
+                    "declares 2147483632 bytes (2147483632 stored) in an archive of");
+  std::vector<char> moved = good;  // the first entry's local header lies past the end
+  put32(moved, central + 42, static_cast<uint32_t>(good.size() + 100));
+  EXPECT_THROW_WITH(load_state_dict_file(write("moved.pt", moved)), "moved.pt",
+                    "local header of zip entry", "missing or disagrees");
+  std::vector<char> bzip2 = good;
+  put16(bzip2, central + 10, 12);
+  EXPECT_THROW_WITH(load_state_dict_file(write("bzip2.pt", bzip2)), "bzip2.pt",
+                    "uses compression method 12");
+  // The end records announce one entry more than there are. PyTorch writes the zip64 end
+  // record (APPNOTE 4.3.14, entry counts at +24 and +32) as well as the classic one.
+  std::vector<char> count = good;
+  put16(count, end + 8, static_cast<uint16_t>(good[end + 8] + 1));
+  put16(count, end + 10, static_cast<uint16_t>(good[end + 10] + 1));
+  const size_t end64 = find(good, "PK\x06\x06");
+  if (end64 < good.size()) {
+    put32(count, end64 + 24, static_cast<uint32_t>(good[end64 + 24] + 1));
+    put32(count, end64 + 32, static_cast<uint32_t>(good[end64 + 32] + 1));
+  }
+  EXPECT_THROW_WITH(load_state_dict_file(write("count.pt", count)), "count.pt",
+                    "cannot be read as a state dict");
+  EXPECT_EQ(load_state_dict_file(dir / "good.pt").at("w").numel(), 1000);
 }
 
 TEST(StateDict, ReadingSomethingElseFailsClearly) {
