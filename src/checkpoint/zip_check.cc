@@ -28,7 +28,7 @@ voidpf ZCALLBACK open_memory(voidpf opaque, const void*, int) {
 uLong ZCALLBACK read_memory(voidpf, voidpf stream, void* buf, uLong size) {
   auto* m = static_cast<Memory*>(stream);
   const uint64_t n = std::min<uint64_t>(size, m->size - m->pos);
-  std::memcpy(buf, m->data + m->pos, n);
+  if (n > 0) std::memcpy(buf, m->data + m->pos, n);  // an empty vector's data() may be null
   m->pos += n;
   return static_cast<uLong>(n);
 }
