@@ -36,10 +36,9 @@ std::string error_of(const std::function<void()>& f) {
 class OutputPath : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ =
-        fs::temp_directory_path() /
-        ("tandem-output-path-" + std::to_string(::getpid()) + "-" +
-         "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("tandem-output-path-" + std::to_string(::getpid()) + "-" + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     std::ofstream(dir_ / "file.txt") << "x";

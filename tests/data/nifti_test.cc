@@ -66,17 +66,14 @@ TEST_P(NiftiRoundTrip, ValuesShapeAndSpacingSurvive) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllTypes, NiftiRoundTrip,
-    ::testing::Combine(::testing::Values(Case{NiftiType::kUInt8, 10, 5},
-                                         Case{NiftiType::kInt8, 5, -60},
-                                         Case{NiftiType::kInt16, 1000, -12000},
-                                         Case{NiftiType::kUInt16, 2000, 1000},
-                                         Case{NiftiType::kInt32, 80000000, -900000000},
-                                         Case{NiftiType::kUInt32, 150000000, 1},
-                                         Case{NiftiType::kInt64, 1e9, -3e9},
-                                         Case{NiftiType::kUInt64, 1e9, 7},
-                                         Case{NiftiType::kFloat32, 0.25, -3},
-                                         Case{NiftiType::kFloat64, 0.125, 1e-3}),
-                       ::testing::Bool()));
+    ::testing::Combine(
+        ::testing::Values(
+            Case{NiftiType::kUInt8, 10, 5}, Case{NiftiType::kInt8, 5, -60},
+            Case{NiftiType::kInt16, 1000, -12000}, Case{NiftiType::kUInt16, 2000, 1000},
+            Case{NiftiType::kInt32, 80000000, -900000000}, Case{NiftiType::kUInt32, 150000000, 1},
+            Case{NiftiType::kInt64, 1e9, -3e9}, Case{NiftiType::kUInt64, 1e9, 7},
+            Case{NiftiType::kFloat32, 0.25, -3}, Case{NiftiType::kFloat64, 0.125, 1e-3}),
+        ::testing::Bool()));
 
 // NIfTI-2 files as nibabel writes them (tests/data/make_fixtures.py, Debian's python3): the
 // ramp as float32 .nii, and stored as int16 in a .nii.gz with scl_slope 0.5 and scl_inter 10,
@@ -93,8 +90,8 @@ TEST(Nifti, Nifti2FromNibabel) {
     std::memcpy(&sizeof_hdr, read_file_prefix(path, 4).data(), 4);
     EXPECT_EQ(sizeof_hdr, 540) << path;
     const Volume r = read_nifti(path);
-    EXPECT_TRUE(torch::equal(r.data[0], scaled ? ramp(0.5, 10).data : ramp().data))
-        << path << "\n" << r.data;
+    EXPECT_TRUE(torch::equal(r.data[0], scaled ? ramp(0.5, 10).data : ramp().data)) << path << "\n"
+                                                                                    << r.data;
     EXPECT_EQ(r.spacing, ramp().spacing) << path;
   }
 }
@@ -178,8 +175,8 @@ TEST(Nifti, FourDimensionalImagesAreChannels) {
       },
       [] {
         Volume six = ramp();
-        six.data = torch::stack({six.data, six.data + 1, six.data + 2, six.data + 3,
-                                 six.data + 4, six.data + 5});
+        six.data = torch::stack(
+            {six.data, six.data + 1, six.data + 2, six.data + 3, six.data + 4, six.data + 5});
         return six;
       }());
   const Volume r = read_nifti(five);
@@ -267,9 +264,8 @@ TEST(Nifti, BadDimsAndDatatypesRejected) {
 // A damaged or hostile header may declare terabytes: refused from the file's size before any
 // allocation (nifticlib would allocate what the header declares, then read).
 TEST(Nifti, HeadersDeclaringHugeVolumesAreRefusedBeforeReading) {
-  const std::string huge = edited("huge.nii", [](nifti_1_header& h) {
-    h.dim[1] = h.dim[2] = h.dim[3] = 30000;
-  });
+  const std::string huge =
+      edited("huge.nii", [](nifti_1_header& h) { h.dim[1] = h.dim[2] = h.dim[3] = 30000; });
   expect_error([&] { read_nifti(huge); },
                {huge, "is truncated", "27000000000000 voxels of 4 bytes from byte 352",
                 "108000000000352 bytes in all", "holds 448 bytes"});

@@ -101,7 +101,8 @@ TEST_F(MpiCollectivesTest, AMismatchIsRefusedOnEveryRankNamingTheRank) {
   const int odd = size_ - 1;
   const bool differs = rank_ == odd;
   try {
-    t.agree_on(differs ? 2 : 1, differs ? "model=mlp stages=3 lr=0.1" : "model=mlp stages=2 lr=0.1");
+    t.agree_on(differs ? 2 : 1,
+               differs ? "model=mlp stages=3 lr=0.1" : "model=mlp stages=2 lr=0.1");
     ADD_FAILURE() << "a configuration mismatch was accepted";
   } catch (const Error& e) {
     std::string m = e.what();

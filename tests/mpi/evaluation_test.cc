@@ -53,15 +53,15 @@ TEST(MpiEvaluation, EvaluationsInARowEachGetTheirOwnMessages) {
   // number of BLAS threads that compute it.
   o.lend_idle_cores = false;
   runtime::PipelineOptions mpi_options = o;
-  mpi_options.transport = std::make_shared<mpi::MpiTransport>(
-      env, mpi::Layout{ranks, 1}, mpi::MpiTransportOptions{60.0});
+  mpi_options.transport = std::make_shared<mpi::MpiTransport>(env, mpi::Layout{ranks, 1},
+                                                              mpi::MpiTransportOptions{60.0});
   graph::Model m = wide_mlp();
   auto part = graph::partition_by_parameters(m, ranks);
   runtime::Pipeline across(wide_mlp(), part, mpi_options);
   runtime::Pipeline here(wide_mlp(), part, o);
   // 1000 samples of 256 floats: 0.5 MiB per micro-batch message, by rendezvous over TCP;
   // then 4 samples, 2 KiB, sent eagerly.
-  const std::vector<Batch> batches = {batch_of(1000, 1), batch_of(4, 2), batch_of(1000, 3),
+  const std::vector<Batch> batches = {batch_of(1000, 1), batch_of(4, 2),   batch_of(1000, 3),
                                       batch_of(4, 4),    batch_of(998, 5), batch_of(6, 6)};
   for (int round = 0; round < 3; ++round) {
     for (size_t k = 0; k < batches.size(); ++k) {

@@ -5,12 +5,13 @@
 // replicas the weight gradients are sums over ranks of partial batches: equal to one device
 // on the whole batch within the fp32 reordering tolerance of the in-process tests (1e-5 of
 // the tensor's largest magnitude).
+#include "tandem/runtime/pipeline.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "../runtime/test_models.h"
 #include "tandem/mpi/mpi_transport.h"
-#include "tandem/runtime/pipeline.h"
 
 namespace tandem::mpi {
 Environment& test_environment();
@@ -59,7 +60,8 @@ void check_case(const Case& c) {
   };
   const int features = c.skips ? 6 : 12, classes = c.skips ? 3 : 5;
   auto part = [&](const graph::Model& m) {
-    return c.skips ? graph::partition_by_balance(m, {1, 1, 1, 3}) : graph::partition_by_parameters(m, stages);
+    return c.skips ? graph::partition_by_balance(m, {1, 1, 1, 3})
+                   : graph::partition_by_parameters(m, stages);
   };
   Data whole = make_data(static_cast<int64_t>(c.batch) * c.replicas, features, classes, 21);
 
@@ -161,10 +163,10 @@ std::vector<Case> cases_for(int world) {
 
 TEST(MpiPipeline, EquivalentToInProcessAndOneDevice) {
   for (const Case& c : cases_for(mpi::test_environment().size())) {
-    SCOPED_TRACE(fmt::format("{} ranks per replica={} virtual stages={} replicas={} "
-                             "microbatches={} batch={} skips={}",
-                             c.schedule, c.stages, c.virtual_stages, c.replicas, c.microbatches,
-                             c.batch, c.skips));
+    SCOPED_TRACE(fmt::format(
+        "{} ranks per replica={} virtual stages={} replicas={} "
+        "microbatches={} batch={} skips={}",
+        c.schedule, c.stages, c.virtual_stages, c.replicas, c.microbatches, c.batch, c.skips));
     check_case(c);
   }
 }

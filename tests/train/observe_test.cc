@@ -5,8 +5,8 @@
 #include "tandem/train/observe.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <set>
@@ -46,9 +46,8 @@ TEST(Trace, MeasuredStepsReadBackWithEveryPropertyAViewerNeeds) {
   for (std::string schedule : {"gpipe", "1f1b", "zb-h1"}) {
     const int stages = 4, mbs = 4, steps = 2;
     Traced t = run(schedule, stages, mbs, steps);
-    const auto path =
-        std::filesystem::temp_directory_path() /
-        ("tandem_trace_" + std::to_string(::getpid()) + "_" + schedule + ".json");
+    const auto path = std::filesystem::temp_directory_path() /
+                      ("tandem_trace_" + std::to_string(::getpid()) + "_" + schedule + ".json");
     trace::write_chrome_trace(t.trace, path.string());
     trace::Trace back = trace::read_chrome_trace(path.string());
     std::filesystem::remove(path);
