@@ -49,16 +49,17 @@ Launch::Launch(train::Config& c) : mpi_(std::make_unique<Mpi>()) {
                "{} ranks cannot hold {} replicas: the world size must be stages x replicas", world_,
                c.replicas);
   const int stage_devices = world_ / c.replicas;
-  TANDEM_CHECK(c.spatial >= 1 && stage_devices % c.spatial == 0,
-               "{} ranks with --replicas {} give {} devices per replica, which make no whole groups "
-               "of --spatial {}: the world size must be stages x spatial x replicas",
-               world_, c.replicas, stage_devices, c.spatial);
-  TANDEM_CHECK(c.stages == 0 || c.stages * c.spatial == stage_devices ||
-                   c.schedule == "interleaved",
-               "{} ranks with --replicas {}{} give {} stage devices, but --stages is {}; run with "
-               "mpirun -n {}",
-               world_, c.replicas, c.spatial > 1 ? fmt::format(" and --spatial {}", c.spatial) : "",
-               stage_devices / c.spatial, c.stages, c.stages * c.spatial * c.replicas);
+  TANDEM_CHECK(
+      c.spatial >= 1 && stage_devices % c.spatial == 0,
+      "{} ranks with --replicas {} give {} devices per replica, which make no whole groups "
+      "of --spatial {}: the world size must be stages x spatial x replicas",
+      world_, c.replicas, stage_devices, c.spatial);
+  TANDEM_CHECK(
+      c.stages == 0 || c.stages * c.spatial == stage_devices || c.schedule == "interleaved",
+      "{} ranks with --replicas {}{} give {} stage devices, but --stages is {}; run with "
+      "mpirun -n {}",
+      world_, c.replicas, c.spatial > 1 ? fmt::format(" and --spatial {}", c.spatial) : "",
+      stage_devices / c.spatial, c.stages, c.stages * c.spatial * c.replicas);
   mpi::MpiTransportOptions options;
   options.comm_timeout_s = c.comm_timeout_s;
   options.cuda_path = mpi::parse_cuda_path(c.mpi_cuda);
@@ -79,10 +80,10 @@ Launch::Launch(train::Config& c) : mpi_(std::make_unique<Mpi>()) {
                  c.devices, specs.size(), stage_devices);
     options.device = specs[rank_ % stage_devices].device;
   }
-  // The ranks of a node share its cores: each rank's device gets cores / ranks threads (a count
-  // or a list of devices alike), which is what one process gives each of that many devices.
-  // The thread count decides how some BLAS kernels round, so the same devices in process and
-  // under MPI then compute the same bits.
+  // --threads-per-device auto: the ranks of a node share its cores, so each rank's device gets
+  // cores / ranks threads (a count or a list of devices alike), what one process gives each of
+  // that many devices. The thread count decides how products round, so the same devices in
+  // process and under MPI then compute the same bits, on this machine.
   if (c.threads_per_device == 0) c.threads_per_device = std::max(1, available_cores() / world_);
   mpi::Layout layout{stage_devices, c.replicas, c.spatial};
   auto t = std::make_shared<mpi::MpiTransport>(*mpi_->env, layout, options);

@@ -72,10 +72,24 @@ void add_placement_options(CLI::App& cmd, RunArgs& args) {
                  "a count of cpu devices (4) or a list (cpu:0,cpu:1 or cuda:0,cuda:0)")
       ->capture_default_str()
       ->each([&c](const std::string&) { c.devices_given = true; });
-  cmd.add_option("--threads-per-device", c.threads_per_device,
-                 "intra-op threads of each device (0: cores / devices)")
+  // A count the machine chooses would give the same command other bits on another machine (a
+  // product's last bits depend on its thread count): `auto` is an opt-in, never the default.
+  cmd.add_option_function<std::string>(
+         "--threads-per-device",
+         [&c](const std::string& v) { c.threads_per_device = v == "auto" ? 0 : std::stoi(v); },
+         "intra-op threads of each device: a count (the same command then gives the same bits "
+         "on any machine) | auto: the cores divided among the devices, faster on a machine "
+         "with many cores, but its bits depend on how many cores the machine has")
+      ->default_str("1")
+      ->check(CLI::IsMember({"auto"}) | CLI::Range(1, 1024));
+  cmd.add_option("--cpu-kernels", args.cpu_kernels,
+                 "portable: OpenBLAS's Haswell and ATen's AVX2 kernels on every x86-64 machine "
+                 "with AVX2, so the same command gives the same bits on any of them | native: "
+                 "the kernels the libraries choose for this processor (OPENBLAS_CORETYPE "
+                 "respected), on AVX-512 faster but with other bits than elsewhere")
       ->capture_default_str()
-      ->check(CLI::Range(0, 1024));
+      ->envname("TANDEM_CPU_KERNELS")
+      ->check(CLI::IsMember({"portable", "native"}));
   cmd.add_option_function<std::string>(
          "--idle-cores", [&c](const std::string& v) { c.lend_idle_cores = v == "lend"; },
          "keep: each device keeps its own threads, and the same command gives the same bits "
@@ -93,7 +107,8 @@ void add_placement_options(CLI::App& cmd, RunArgs& args) {
                  "most even FLOPs among the splits whose planned peaks fit --device-memory")
       ->capture_default_str()
       ->check(CLI::IsMember({"parameters", "memory", "fit"}));
-  cmd.add_option("--stages", c.stages, "pipeline stages (0: one per device, or per group of --spatial)")
+  cmd.add_option("--stages", c.stages,
+                 "pipeline stages (0: one per device, or per group of --spatial)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
   cmd.add_option("--spatial", c.spatial,

@@ -14,15 +14,17 @@ namespace tandem::cli {
 // that name them) when the run starts: see start_run().
 struct RunArgs {
   train::Config config;
-  std::string balance;        // --balance, e.g. "3,4,3"
-  std::string device_memory;  // --device-memory, e.g. "2GiB"
+  std::string balance;                   // --balance, e.g. "3,4,3"
+  std::string device_memory;             // --device-memory, e.g. "2GiB"
+  std::string cpu_kernels = "portable";  // --cpu-kernels: portable (AVX2 family) | native
 };
 
-// --model (with --loss and --output for ONNX files) and its shape (--width, --blocks, --dropout, --convs, --filters, --levels, --volume,
+// --model (with --loss and --output for ONNX files) and its shape (--width, --blocks, --dropout,
+// --convs, --filters, --levels, --volume,
 // --bce), --data, --data-dir, --train-samples, --test-samples.
 void add_model_options(CLI::App& cmd, train::Config& c);
 
-// --devices, --threads-per-device, --balance, --stages, --schedule, --microbatches,
+// --devices, --threads-per-device, --cpu-kernels, --balance, --stages, --schedule, --microbatches,
 // --virtual-stages, --replicas, --transport, --comm-timeout, --device-memory, --log-placement.
 void add_placement_options(CLI::App& cmd, RunArgs& args);
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "tandem/common/cpu_kernels.h"
 #include "tandem/common/launcher.h"
 #include "tandem/memory/bytes.h"
 #include "tandem/memory/out_of_memory.h"
@@ -55,6 +56,13 @@ bool Session::main_process() const {
 int start_session(RunArgs& args, Session& session,
                   const std::function<void(const Session&)>& check) {
   train::Config& c = args.config;
+  if (args.cpu_kernels == "portable") {
+    // Before any tensor operation and before MPI starts: it may start this program again.
+    const CpuKernels k = use_portable_cpu_kernels();
+    if (!k.portable)
+      std::fprintf(stderr, "tandem: warning: %s; results may differ from other machines' bits\n",
+                   k.why_not.c_str());
+  }
   try {
     if (!args.balance.empty()) c.balance = parse_int_list(args.balance, "--balance");
     if (!args.device_memory.empty()) {
@@ -106,6 +114,13 @@ void print_start(Session& session) {
   if (launch.mpi() ? launch.rank() == 0 : session.main_process())
     std::cout << prefix << "placement:\n" << table << std::flush;
   const auto& devices = t.pipeline().devices();
+  // More than one thread was asked for (a count, or auto): say how many, since it decides how
+  // products round.
+  for (const auto& d : devices)
+    if (d.device.is_cpu() && d.threads != 1 && session.main_process()) {
+      std::cout << prefix << "threads per cpu device: " << d.threads << "\n";
+      break;
+    }
   const bool on_gpus = std::any_of(devices.begin(), devices.end(),
                                    [](const DeviceSpec& d) { return d.device.is_cuda(); });
   if (launch.mpi() && launch.rank() == 0 && on_gpus)

@@ -133,23 +133,50 @@ tandem_cli_test(eval_not_a_state_dict 2 "cannot be read as a state dict" eval --
 tandem_cli_test(eval_wrong_model 2 "does not match model 'mlp': other shape: dense0.weight" eval --checkpoint ${ckpt}/full ${eval_common} --devices 2 --width 64)
 set_tests_properties(cli_eval_wrong_model PROPERTIES FIXTURES_REQUIRED ckpt_saved)
 
-# The same command gives the same weights, byte for byte in the consolidated state dict: run
-# twice more with two busy processes beside it (other timings), once with --idle-cores keep
-# spelled out (the default). 4 devices and 2 micro-batches, so that stages often compute alone,
-# where lending cores changed the BLAS thread count with the timing. Run under each OpenBLAS
-# kernel family (tests/CMakeLists.txt); lending, now opt-in, is not bitwise on all of them.
-set(same_common $<TARGET_FILE:tandem_cli> train --model mlp --width 512 --blocks 2 --devices 4 --microbatches 2 --batch 128 --steps 3 --eval-batch 5000 --progress none --seed 5)
+# The same command gives the same weights, byte for byte in the consolidated state dict:
+# - same_weights: run twice more with two busy processes beside it (other timings), once with
+#   --idle-cores keep spelled out (the default). 4 devices of 3 threads each and 2 micro-batches,
+#   so that stages often compute alone (where lending cores changed the BLAS thread count with
+#   the timing) and each product is split among threads.
+# - any_machine: on a machine of 1 core (taskset) and of all this machine's cores, one device
+#   gets the same thread count, so the same bits (the count once came from the cores); with the
+#   default count spelled out under load.
+# Each under each OpenBLAS kernel family (tests/CMakeLists.txt, --cpu-kernels native so that the
+# family is the one run): a product's last bits depend on its thread count on all of them.
+set(same_common $<TARGET_FILE:tandem_cli> train --model mlp --width 512 --blocks 2 --microbatches 2 --batch 128 --steps 3 --eval-batch 5000 --progress none --seed 5)
+set(threaded ${same_common} --devices 4 --threads-per-device 3)
+set(one_device ${same_common} --devices 1)
 foreach(kernel ${TANDEM_BLAS_KERNELS})
   set(name cli_same_command_same_weights_${kernel})
   add_test(NAME ${name}
     COMMAND ${CMAKE_COMMAND} -DTANDEM=$<TARGET_FILE:tandem_cli> -DDIR=${PROJECT_BINARY_DIR}/${name}
-      -DLOAD=ON "-DCMD0=${same_common}" "-DCMD1=${same_common}"
-      "-DCMD2=${same_common};--idle-cores;keep"
+      -DLOAD=ON "-DCMD0=${threaded}" "-DCMD1=${threaded}" "-DCMD2=${threaded};--idle-cores;keep"
       -P ${CMAKE_CURRENT_LIST_DIR}/same_state.cmake
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(${name} PROPERTIES TIMEOUT 300 LABELS blas
-                       ENVIRONMENT OPENBLAS_CORETYPE=${kernel})
+  set(name cli_same_command_any_machine_${kernel})
+  add_test(NAME ${name}
+    COMMAND ${CMAKE_COMMAND} -DTANDEM=$<TARGET_FILE:tandem_cli> -DDIR=${PROJECT_BINARY_DIR}/${name}
+      -DLOAD=ON "-DCMD0=taskset;-c;0;${one_device}" "-DCMD1=${one_device}"
+      "-DCMD2=${one_device};--threads-per-device;1"
+      -P ${CMAKE_CURRENT_LIST_DIR}/same_state.cmake
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cli_same_command_same_weights_${kernel} ${name} PROPERTIES TIMEOUT 300
+                       LABELS blas
+                       ENVIRONMENT "OPENBLAS_CORETYPE=${kernel};TANDEM_CPU_KERNELS=native")
 endforeach()
+# any_cpu: by default (--cpu-kernels portable) every x86-64 machine with AVX2 computes with the
+# AVX2 kernel families: the kernels an AVX-512 machine's libraries would choose (SkylakeX or
+# Cooperlake, ATen's AVX-512) are replaced, so the same bits as on this machine.
+add_test(NAME cli_same_command_any_cpu
+  COMMAND ${CMAKE_COMMAND} -DTANDEM=$<TARGET_FILE:tandem_cli>
+    -DDIR=${PROJECT_BINARY_DIR}/cli_same_command_any_cpu
+    "-DCMD0=${one_device}"
+    "-DCMD1=env;OPENBLAS_CORETYPE=SkylakeX;ATEN_CPU_CAPABILITY=avx512;${one_device}"
+    "-DCMD2=env;OPENBLAS_CORETYPE=Cooperlake;${one_device}"
+    "-DCMD3=env;OPENBLAS_CORETYPE=Zen;ATEN_CPU_CAPABILITY=default;${one_device};--cpu-kernels;portable"
+    -P ${CMAKE_CURRENT_LIST_DIR}/same_state.cmake
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_same_command_any_cpu PROPERTIES TIMEOUT 300 LABELS blas)
 # With --partition memory and a budget, the plan says whether its planned peaks fit: they do
 # not under 1 MiB (and the first step then stops out of memory), they do under 4 MiB.
 tandem_cli_test(memory_plan_over_budget 3 "warning: stage 1 on cpu:1 plans [0-9.]+ MiB, above --device-memory 1.0 MiB: expect the first step to stop out of memory.*cpu:1 is out of its 1.0 MiB budget" train --partition memory --device-memory 1MiB --steps 1 --progress none)

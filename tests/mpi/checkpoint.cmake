@@ -3,8 +3,9 @@
 # another partition; and `tandem eval` of a 2-rank checkpoint on 3 ranks, in process, and on 2
 # replicas that score one of the two evaluation steps each gives
 # the training run's own held-out accuracy.
-# Bitwise claims: over shared memory under each OpenBLAS kernel family (tests/CMakeLists.txt);
-# over TCP, where the claim under test is the transport's, under one.
+# Bitwise claims: over shared memory under each OpenBLAS kernel family (tests/CMakeLists.txt,
+# with --cpu-kernels native so that the family is the one run); over TCP, where the claim under
+# test is the transport's, under one.
 if(TANDEM_MPI_SUFFIX STREQUAL "")
   set(kernels ${TANDEM_BLAS_KERNELS})
 else()
@@ -18,12 +19,11 @@ foreach(kernel ${kernels})
             -P ${PROJECT_SOURCE_DIR}/tests/cli/mpi_resume.cmake
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(${name} PROPERTIES TIMEOUT 600
-                       LABELS "${TANDEM_MPI_LABELS};blas" ENVIRONMENT OPENBLAS_CORETYPE=${kernel})
+                       LABELS "${TANDEM_MPI_LABELS};blas" ENVIRONMENT "OPENBLAS_CORETYPE=${kernel};TANDEM_CPU_KERNELS=native")
 endforeach()
 
-# An in-process run and an MPI run of the same devices with the default threads (the cores
-# divided among the devices, or among the ranks: the same count) train the same weights, byte
-# for byte.
+# An in-process run and an MPI run of the same devices with the default threads (1 each)
+# train the same weights, byte for byte.
 set(mpi_same_common train --batch 32 --microbatches 4 --eval-batch 5000 --progress none --seed 3
                     --steps 3 --comm-timeout 60)
 foreach(kernel ${kernels})
@@ -35,7 +35,7 @@ foreach(kernel ${kernels})
       -P ${PROJECT_SOURCE_DIR}/tests/cli/same_state.cmake
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(${name} PROPERTIES TIMEOUT 300 LABELS "${TANDEM_MPI_LABELS};blas"
-                       ENVIRONMENT OPENBLAS_CORETYPE=${kernel})
+                       ENVIRONMENT "OPENBLAS_CORETYPE=${kernel};TANDEM_CPU_KERNELS=native")
 endforeach()
 
 set(mpi_eval_dir ${PROJECT_BINARY_DIR}/mpi_ckpt_eval${TANDEM_MPI_SUFFIX})

@@ -22,8 +22,9 @@ struct DeviceSpec {
 };
 
 // Parses "4" (four cpu devices), "cpu:0,cpu:1" or "cuda:0,cuda:0,...". `threads_per_device`
-// 0 means: the machine's cores divided among the cpu devices, at least 1.
-std::vector<DeviceSpec> parse_devices(const std::string& spec, int threads_per_device = 0);
+// 0 means: the machine's cores divided among the cpu devices, at least 1 (a product's last
+// bits depend on its thread count, so results then depend on the machine).
+std::vector<DeviceSpec> parse_devices(const std::string& spec, int threads_per_device = 1);
 
 // The execution context of one device's worker thread: its stream and the events that order
 // transfers. All methods are called from that worker thread only.

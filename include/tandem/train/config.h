@@ -34,7 +34,7 @@ struct Config {
   // Placement.
   std::string devices = "4";
   bool devices_given = false;            // --devices on the command line (MPI: a count must match)
-  int threads_per_device = 0;            // 0: cores / cpu devices
+  int threads_per_device = 1;            // 0: cores / cpu devices (bits depend on the machine)
   bool lend_idle_cores = false;          // waiting CPU devices lend cores: not bitwise repeatable
   std::vector<int> balance;              // layers per stage; empty: split by `partition`
   std::string partition = "parameters";  // parameters | memory (measured per layer)
