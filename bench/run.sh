@@ -73,6 +73,18 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo
   bash bench/idle-cores.sh "$build" 5
   echo
+  echo "## Portable kernels: what the same bits on every machine cost (bench/portable.sh)"
+  echo
+  echo "By default every x86-64 machine with AVX2 computes with OpenBLAS's Haswell and ATen's AVX2"
+  echo "kernels (\`--cpu-kernels portable\`; a machine whose OpenBLAS picked others starts tandem"
+  echo "again, one more library load), and each device has one thread (\`--threads-per-device 1\`),"
+  echo "so that the same command gives the same bits on any of them. The columns are the speed this"
+  echo "trades against the kernels this machine's libraries pick (\`native\`, with the AVX-512"
+  echo "kernels asked for as an AVX-512 machine would pick them) and against all the cores"
+  echo "(\`--threads-per-device auto\`)."
+  echo
+  bash bench/portable.sh "$build" 5
+  echo
   echo "## BLAS: which ways of computing a product keep its bits (bench_blas_split)"
   echo
   echo "Every product of a linear layer over a grid of shapes, computed with 2 BLAS threads and as"

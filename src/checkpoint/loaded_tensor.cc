@@ -1,5 +1,12 @@
 #include "loaded_tensor.h"
 
+#include <caffe2/serialize/in_memory_adapter.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/import_read.h>
+#include <torch/csrc/jit/serialization/storage_context.h>
+
+#include <memory>
+
 #include "tandem/common/check.h"
 
 namespace tandem::checkpoint::detail {
@@ -32,6 +39,28 @@ void check_loaded_tensor(const torch::Tensor& t, const std::string& path, const 
                "{} bytes of its storage; the file is damaged",
                path, name, fmt::join(t.sizes(), ", "), fmt::join(t.strides(), ", "),
                t.storage_offset(), storage);
+}
+
+c10::IValue pickle_load_sized(const std::vector<char>& bytes) {
+  namespace serialize = caffe2::serialize;
+  serialize::PyTorchStreamReader reader(std::make_shared<serialize::MemoryReadAdapter>(
+      bytes.data(), static_cast<off_t>(bytes.size())));
+  // The unpickler takes a storage from the context when it has one under the pickle's key (the
+  // record data/<key>), instead of sizing one from the pickle's element count.
+  auto storages = std::make_shared<torch::jit::DeserializationStorageContext>();
+  const std::string prefix = "data/";
+  for (const std::string& name : reader.getAllRecords()) {
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    auto [data, size] = reader.getRecord(name);
+    storages->addStorage(name.substr(prefix.size()),
+                         c10::Storage(c10::Storage::use_byte_size_t(), static_cast<int64_t>(size),
+                                      std::move(data), /*allocator=*/nullptr,
+                                      /*resizable=*/false));
+  }
+  return torch::jit::readArchiveAndTensors("data", /*pickle_prefix=*/"", /*tensor_prefix=*/"",
+                                           /*type_resolver=*/{}, /*obj_loader=*/{},
+                                           /*device=*/{}, reader,
+                                           torch::jit::Unpickler::defaultTypeParser, storages);
 }
 
 }  // namespace tandem::checkpoint::detail

@@ -2,9 +2,11 @@
 // Internal to the checkpoint part.
 #pragma once
 
+#include <ATen/core/ivalue.h>
 #include <torch/types.h>
 
 #include <string>
+#include <vector>
 
 namespace tandem::checkpoint::detail {
 
@@ -14,5 +16,12 @@ namespace tandem::checkpoint::detail {
 // storage, and reading it reads other memory. Throws tandem::Error naming `path` and `name`
 // unless `t` is a dense tensor whose every element lies in its storage.
 void check_loaded_tensor(const torch::Tensor& t, const std::string& path, const std::string& name);
+
+// torch::pickle_load of an archive written by torch::pickle_save or torch.save, except that each
+// storage is exactly the bytes the archive holds for it. LibTorch's reader sizes a storage by the
+// element count the pickle declares, and gives it the record's bytes, which may be fewer: a
+// tensor could then read past them. Here a tensor that the bytes cannot hold makes LibTorch
+// throw (its storage cannot grow), or check_loaded_tensor refuse it. Throws what LibTorch throws.
+c10::IValue pickle_load_sized(const std::vector<char>& bytes);
 
 }  // namespace tandem::checkpoint::detail

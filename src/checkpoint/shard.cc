@@ -81,7 +81,7 @@ StageTensors decode_shard(const std::vector<char>& bytes, const std::string& pat
   check_zip_archive(bytes, path, "a shard");
   c10::IValue value;
   try {
-    value = torch::pickle_load(bytes);
+    value = detail::pickle_load_sized(bytes);
   } catch (const std::exception& e) {
     // LibTorch's c10::Error, or a standard exception its unpickler throws on malformed bytes
     // (std::out_of_range from a memo index past its table).

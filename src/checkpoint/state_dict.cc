@@ -82,7 +82,7 @@ std::map<std::string, torch::Tensor> load_state_dict_file(const std::string& pat
   detail::check_zip_archive(bytes, path, "a state dict");
   c10::IValue value;
   try {
-    value = torch::pickle_load(bytes);
+    value = detail::pickle_load_sized(bytes);
   } catch (const std::exception& e) {
     // LibTorch's c10::Error, or a standard exception its unpickler throws on malformed bytes
     // (std::out_of_range from a memo index past its table).

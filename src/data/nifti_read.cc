@@ -202,13 +202,12 @@ std::string data_file_of(const nifti_image& image, const std::string& path) {
   const int64_t declared = image.nvox > 0 && image.nvox <= INT64_MAX / image.nbyper
                                ? image.iname_offset + image.nvox * image.nbyper
                                : -1;
-  TANDEM_CHECK(false,
-               "'{}' is truncated: its header asks for {} voxels of {} bytes from byte {} ({} in "
-               "all), but '{}' holds {}. Copy it again.",
-               path, image.nvox, image.nbyper, image.iname_offset,
-               declared >= 0 ? fmt::format("{} bytes", declared) : "more than 2^63 bytes",
-               data_file_of(image, path), held);
-  std::abort();  // not reached
+  throw Error(fmt::format(
+      "'{}' is truncated: its header asks for {} voxels of {} bytes from byte {} ({} in all), "
+      "but '{}' holds {}. Copy it again.",
+      path, image.nvox, image.nbyper, image.iname_offset,
+      declared >= 0 ? fmt::format("{} bytes", declared) : "more than 2^63 bytes",
+      data_file_of(image, path), held));
 }
 
 // Refuses a header that declares more voxel bytes than its data file can hold, before

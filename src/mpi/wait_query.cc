@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "bytes.h"
 #include "tandem/common/check.h"
 
 namespace tandem::mpi {
@@ -9,22 +10,6 @@ namespace tandem::mpi {
 namespace {
 
 using Clock = Mailbox::Clock;
-
-template <typename T>
-void put(std::vector<char>& out, T value) {
-  const char* p = reinterpret_cast<const char*>(&value);
-  out.insert(out.end(), p, p + sizeof(T));
-}
-
-template <typename T>
-T take(const char* data, size_t size, size_t& pos) {
-  TANDEM_CHECK(pos + sizeof(T) <= size, "a wait answer of {} bytes ends early (at byte {})", size,
-               pos);
-  T value;
-  std::memcpy(&value, data + pos, sizeof(T));
-  pos += sizeof(T);
-  return value;
-}
 
 // Takes a message of `tag` from `source` (MPI_ANY_SOURCE: any rank) that has arrived: its
 // sender and bytes, or nothing when none has.
@@ -112,16 +97,16 @@ std::vector<char> encode_wait_answer(uint64_t id, const WaitAnswer& answer) {
 }
 
 std::pair<uint64_t, WaitAnswer> decode_wait_answer(const char* data, size_t size) {
-  size_t pos = 0;
+  ByteReader r(data, size, "a wait answer");
   WaitAnswer answer;
-  const auto id = take<uint64_t>(data, size, pos);
-  answer.waits_for = take<int32_t>(data, size, pos);
-  answer.seconds = take<double>(data, size, pos);
-  answer.gave_up = take<uint8_t>(data, size, pos) != 0;
-  answer.arrived_since = take<uint8_t>(data, size, pos) != 0;
-  const auto n = take<uint32_t>(data, size, pos);
-  TANDEM_CHECK(n == size - pos, "a wait answer of {} bytes announces a key of {} bytes", size, n);
-  answer.key.assign(data + pos, n);
+  const auto id = r.get<uint64_t>();
+  answer.waits_for = r.get<int32_t>();
+  answer.seconds = r.get<double>();
+  answer.gave_up = r.get<uint8_t>() != 0;
+  answer.arrived_since = r.get<uint8_t>() != 0;
+  const auto n = r.get<uint32_t>();
+  TANDEM_CHECK(n == r.left(), "a wait answer of {} bytes announces a key of {} bytes", size, n);
+  answer.key = r.get_string(n);
   return {id, std::move(answer)};
 }
 

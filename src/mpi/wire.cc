@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "bytes.h"
 #include "tandem/common/check.h"
 
 namespace tandem::mpi {
@@ -10,42 +11,6 @@ namespace {
 
 constexpr uint32_t kMagic = 0x746e646d;  // "tndm"
 constexpr uint32_t kVersion = 2;         // 2: MessageKey::run
-
-template <typename T>
-void put(std::vector<char>& out, T value) {
-  const char* p = reinterpret_cast<const char*>(&value);
-  out.insert(out.end(), p, p + sizeof(T));
-}
-
-// Reads values from a header, refusing to run past its end.
-class Reader {
- public:
-  Reader(const char* data, size_t size) : data_(data), size_(size) {}
-  template <typename T>
-  T get() {
-    T value;
-    need(sizeof(T));
-    std::memcpy(&value, data_ + pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return value;
-  }
-  std::string get_string(size_t n) {
-    need(n);
-    std::string s(data_ + pos_, n);
-    pos_ += n;
-    return s;
-  }
-  bool done() const { return pos_ == size_; }
-
- private:
-  void need(size_t n) {
-    TANDEM_CHECK(pos_ + n <= size_, "a tensor message header of {} bytes ends early (at byte {})",
-                 size_, pos_);
-  }
-  const char* data_;
-  size_t size_;
-  size_t pos_ = 0;
-};
 
 // The dtypes a tensor message may carry; a header naming anything else is corrupt.
 bool known_dtype(int16_t code) {
@@ -94,7 +59,7 @@ std::vector<char> encode_header(const WireHeader& h) {
 }
 
 WireHeader decode_header(const char* data, size_t size) {
-  Reader r(data, size);
+  ByteReader r(data, size, "a tensor message header");
   uint32_t magic = r.get<uint32_t>();
   uint32_t version = r.get<uint32_t>();
   TANDEM_CHECK(magic == kMagic && version == kVersion,

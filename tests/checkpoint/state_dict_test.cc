@@ -212,6 +212,32 @@ TEST(StateDict, ATensorReachingPastItsStorageIsRefused) {
   }
 }
 
+// The pickle declares each storage's element count and the archive holds its bytes in a record
+// of its own: LibTorch sized the storage by the count, whatever the record held, so a file
+// declaring 60000 floats over a record of 1000 loaded, and reading the tensor read past the
+// record. Each storage is now the record's bytes (detail::pickle_load_sized), so the tensor
+// reaches past it and is refused.
+TEST(StateDict, AStorageLargerThanItsRecordIsRefused) {
+  TempDir dir;
+  save_state_dict_file({{"w", torch::ones({1000})}}, dir / "good.pt");
+  std::ifstream in(dir / "good.pt", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The pickle writes 1000 as BININT2 ('M', little endian): once as the storage's element
+  // count, once as the tensor's size. Both become 60000; the record keeps its 4000 bytes.
+  const std::string thousand("M\xe8\x03", 3), sixty_thousand("M\x60\xea", 3);
+  int replaced = 0;
+  for (size_t at = bytes.find(thousand); at != std::string::npos; at = bytes.find(thousand, at)) {
+    bytes.replace(at, 3, sixty_thousand);
+    ++replaced;
+  }
+  ASSERT_EQ(replaced, 2);
+  std::ofstream(dir / "crafted.pt", std::ios::binary) << bytes;
+  EXPECT_THROW_WITH(load_state_dict_file(dir / "crafted.pt"),
+                    "crafted.pt' holds 'w' of shape [60000] (strides [1], offset 0), which "
+                    "reaches past the 4000 bytes of its storage; the file is damaged");
+  EXPECT_EQ(load_state_dict_file(dir / "good.pt").at("w").numel(), 1000);
+}
+
 // Python reads the consolidated file with torch.load and compares every name and value with
 // the values C++ wrote as text (9 significant digits: exact for fp32); then writes a plain
 // dict with torch.save that init_from must accept.

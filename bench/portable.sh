@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# What the same bits on every machine cost: the defaults (--cpu-kernels portable, one thread per
+# device) against the fastest choice of this machine. Prints Markdown:
+# - kernels: --cpu-kernels portable (OpenBLAS's Haswell, ATen's AVX2) against native, with
+#   OpenBLAS's choice of this machine and with the kernels of AVX-512 machines asked for
+#   (OPENBLAS_CORETYPE=SkylakeX, Cooperlake), training samples/s from the result line;
+# - threads: --threads-per-device 1 (the default) against auto (the cores divided among the
+#   devices) on 1 and 2 devices.
+# Runs of the two are taken in turn. Usage: bench/portable.sh BUILD_DIR [REPEATS]
+set -euo pipefail
+build=${1:-build}
+repeats=${2:-5}
+args=(train --model mlp --width 1024 --blocks 4 --data mnist --microbatches 4 --batch 512
+  --steps 20 --optimizer adam --progress none --seed 0)
+
+# samples/s of a result line; median and min-max of a list; a / b.
+samples() { sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p'; }
+stats() {
+  awk '{ for (i = 1; i <= NF; i++) a[i] = $i; n = NF
+         for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+         printf "%.0f %.0f-%.0f", a[int((n + 1) / 2)], a[1], a[n] }' <<<"$1"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+
+echo "Each run: \`$build/tandem ${args[*]} ...\`; $repeats runs of each side, taken in turn."
+core=$(OPENBLAS_VERBOSE=2 "$build/tandem" schedule --help 2>&1 | sed -n 's/^Core: //p' | head -1)
+echo "OpenBLAS picks ${core:-unknown} kernels on this machine."
+echo
+echo "| OpenBLAS kernels asked for | portable: samples/s median | min-max | native: samples/s median | min-max | portable / native |"
+echo "|---|---|---|---|---|---|"
+for core in "" SkylakeX Cooperlake; do  # "": this machine's choice
+  p=""; n=""
+  for ((r = 0; r < repeats; r++)); do
+    p="$p $(env ${core:+OPENBLAS_CORETYPE=$core} "$build/tandem" "${args[@]}" --devices 1 --cpu-kernels portable | samples)"
+    n="$n $(env ${core:+OPENBLAS_CORETYPE=$core} "$build/tandem" "${args[@]}" --devices 1 --cpu-kernels native | samples)"
+  done
+  read -r pm pr <<<"$(stats "$p")"; read -r nm nr <<<"$(stats "$n")"
+  echo "| ${core:-none (this machine picks)} | $pm | $pr | $nm | $nr | $(ratio "$pm" "$nm") |"
+done
+echo
+echo "| devices | threads per device with auto | 1 thread: samples/s median | min-max | auto: samples/s median | min-max | 1 / auto |"
+echo "|---|---|---|---|---|---|---|"
+cores=$(nproc)
+for dev in 1 2; do
+  one=""; auto=""
+  for ((r = 0; r < repeats; r++)); do
+    one="$one $("$build/tandem" "${args[@]}" --devices $dev | samples)"
+    auto="$auto $("$build/tandem" "${args[@]}" --devices $dev --threads-per-device auto | samples)"
+  done
+  read -r om or <<<"$(stats "$one")"; read -r am ar <<<"$(stats "$auto")"
+  echo "| $dev | $(( cores / dev > 0 ? cores / dev : 1 )) | $om | $or | $am | $ar | $(ratio "$om" "$am") |"
+done
