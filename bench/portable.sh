@@ -28,25 +28,31 @@ echo "OpenBLAS picks ${core:-unknown} kernels on this machine."
 echo
 echo "| OpenBLAS kernels asked for | portable: samples/s median | min-max | native: samples/s median | min-max | portable / native |"
 echo "|---|---|---|---|---|---|"
-for core in "" SkylakeX Cooperlake; do  # "": this machine's choice
-  p=""; n=""
+# in_turn "A extra args" "B extra args" [ENV...]: $repeats runs of each, A and B in turn;
+# prints "medA min-maxA medB min-maxB A/B" (samples/s), the A and B columns of a row.
+in_turn() {
+  local a=$1 b=$2 sa="" sb="" ma ra mb rb
+  shift 2
   for ((r = 0; r < repeats; r++)); do
-    p="$p $(env ${core:+OPENBLAS_CORETYPE=$core} "$build/tandem" "${args[@]}" --devices 1 --cpu-kernels portable | samples)"
-    n="$n $(env ${core:+OPENBLAS_CORETYPE=$core} "$build/tandem" "${args[@]}" --devices 1 --cpu-kernels native | samples)"
+    # shellcheck disable=SC2086  # the extra arguments are words
+    sa="$sa $(env "$@" "$build/tandem" "${args[@]}" $a | samples)"
+    # shellcheck disable=SC2086
+    sb="$sb $(env "$@" "$build/tandem" "${args[@]}" $b | samples)"
   done
-  read -r pm pr <<<"$(stats "$p")"; read -r nm nr <<<"$(stats "$n")"
-  echo "| ${core:-none (this machine picks)} | $pm | $pr | $nm | $nr | $(ratio "$pm" "$nm") |"
+  read -r ma ra <<<"$(stats "$sa")"
+  read -r mb rb <<<"$(stats "$sb")"
+  echo "$ma | $ra | $mb | $rb | $(ratio "$ma" "$mb")"
+}
+for core in "" SkylakeX Cooperlake; do  # "": this machine's choice
+  row=$(in_turn "--devices 1 --cpu-kernels portable" "--devices 1 --cpu-kernels native" \
+    ${core:+OPENBLAS_CORETYPE=$core})
+  echo "| ${core:-none (this machine picks)} | $row |"
 done
 echo
 echo "| devices | threads per device with auto | 1 thread: samples/s median | min-max | auto: samples/s median | min-max | 1 / auto |"
 echo "|---|---|---|---|---|---|---|"
 cores=$(nproc)
 for dev in 1 2; do
-  one=""; auto=""
-  for ((r = 0; r < repeats; r++)); do
-    one="$one $("$build/tandem" "${args[@]}" --devices $dev | samples)"
-    auto="$auto $("$build/tandem" "${args[@]}" --devices $dev --threads-per-device auto | samples)"
-  done
-  read -r om or <<<"$(stats "$one")"; read -r am ar <<<"$(stats "$auto")"
-  echo "| $dev | $(( cores / dev > 0 ? cores / dev : 1 )) | $om | $or | $am | $ar | $(ratio "$om" "$am") |"
+  row=$(in_turn "--devices $dev" "--devices $dev --threads-per-device auto")
+  echo "| $dev | $(( cores / dev > 0 ? cores / dev : 1 )) | $row |"
 done
