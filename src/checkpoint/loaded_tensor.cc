@@ -7,6 +7,7 @@
 
 #include <memory>
 
+#include "pickle_scan.h"
 #include "tandem/common/check.h"
 
 namespace tandem::checkpoint::detail {
@@ -45,6 +46,11 @@ c10::IValue pickle_load_sized(const std::vector<char>& bytes) {
   namespace serialize = caffe2::serialize;
   serialize::PyTorchStreamReader reader(std::make_shared<serialize::MemoryReadAdapter>(
       bytes.data(), static_cast<off_t>(bytes.size())));
+  TANDEM_CHECK(reader.hasRecord("data.pkl"), "it holds no data.pkl");
+  {
+    const auto [pickle, size] = reader.getRecord("data.pkl");
+    check_pickle_lengths(static_cast<const char*>(pickle.get()), size);
+  }
   // The unpickler takes a storage from the context when it has one under the pickle's key (the
   // record data/<key>), instead of sizing one from the pickle's element count.
   auto storages = std::make_shared<torch::jit::DeserializationStorageContext>();

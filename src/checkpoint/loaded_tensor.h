@@ -21,7 +21,9 @@ void check_loaded_tensor(const torch::Tensor& t, const std::string& path, const 
 // storage is exactly the bytes the archive holds for it. LibTorch's reader sizes a storage by the
 // element count the pickle declares, and gives it the record's bytes, which may be fewer: a
 // tensor could then read past them. Here a tensor that the bytes cannot hold makes LibTorch
-// throw (its storage cannot grow), or check_loaded_tensor refuse it. Throws what LibTorch throws.
+// throw (its storage cannot grow), or check_loaded_tensor refuse it. The pickle's declared
+// lengths are checked first (check_pickle_lengths). Throws tandem::Error, or what LibTorch
+// throws.
 c10::IValue pickle_load_sized(const std::vector<char>& bytes);
 
 }  // namespace tandem::checkpoint::detail

@@ -238,6 +238,24 @@ TEST(StateDict, AStorageLargerThanItsRecordIsRefused) {
   EXPECT_EQ(load_state_dict_file(dir / "good.pt").at("w").numel(), 1000);
 }
 
+// A string in the pickle that declares 2 GB: LibTorch's unpickler reserved the declared length
+// before reading it (the fuzzers' out-of-memory inputs). The lengths are checked first.
+TEST(StateDict, APickleDeclaringMoreBytesThanItHoldsIsRefused) {
+  TempDir dir;
+  save_state_dict_file({{"w", torch::ones({4})}}, dir / "good.pt");
+  std::ifstream in(dir / "good.pt", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The key "w": BINUNICODE ('X'), a 4-byte length, the characters.
+  const std::string key("X\x01\x00\x00\x00w", 6);
+  const size_t at = bytes.find(key);
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at + 1, 4, std::string("\xff\xff\xff\x7f", 4));
+  std::ofstream(dir / "crafted.pt", std::ios::binary) << bytes;
+  EXPECT_THROW_WITH(load_state_dict_file(dir / "crafted.pt"), "crafted.pt",
+                    "cannot be read as a state dict: the opcode at byte",
+                    "of its pickle declares 2147483647 bytes, but only");
+}
+
 // Python reads the consolidated file with torch.load and compares every name and value with
 // the values C++ wrote as text (9 significant digits: exact for fp32); then writes a plain
 // dict with torch.save that init_from must accept.
