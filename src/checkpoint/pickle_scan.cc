@@ -76,6 +76,14 @@ void check_pickle_lengths(const char* data, size_t size) {
         break;
       case Arg::kFixed:
         TANDEM_CHECK(layout.bytes <= left, "its pickle ends inside the opcode at byte {}", at);
+        if (op == 'r') {  // LONG_BINPUT: LibTorch grows its memo table to the index
+          uint32_t index = 0;
+          std::memcpy(&index, data + pos, 4);
+          TANDEM_CHECK(index < size,
+                       "the opcode at byte {} of its pickle stores memo entry {}, more than a "
+                       "pickle of {} bytes can hold",
+                       at, index, size);
+        }
         pos += layout.bytes;
         break;
       case Arg::kLength: {

@@ -254,6 +254,13 @@ TEST(StateDict, APickleDeclaringMoreBytesThanItHoldsIsRefused) {
   EXPECT_THROW_WITH(load_state_dict_file(dir / "crafted.pt"), "crafted.pt",
                     "cannot be read as a state dict: the opcode at byte",
                     "of its pickle declares 2147483647 bytes, but only");
+  // The same for a memo index: the key's BINUNICODE becomes a LONG_BINPUT of 2^32-1 (and the
+  // key a stray 'w', never reached).
+  std::string memo = bytes;
+  memo.replace(at, 5, std::string("r\xff\xff\xff\xff", 5));
+  std::ofstream(dir / "memo.pt", std::ios::binary) << memo;
+  EXPECT_THROW_WITH(load_state_dict_file(dir / "memo.pt"), "memo.pt",
+                    "of its pickle stores memo entry 4294967295, more than a pickle of");
 }
 
 // Python reads the consolidated file with torch.load and compares every name and value with
