@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+#include <vector>
 
 #include "tandem/common/check.h"
 
@@ -59,16 +60,110 @@ bool layout_of(unsigned char op, Layout& out) {
   return false;
 }
 
+// The pickle machine's stack, counted: items above the last mark, and the counts below each
+// mark. LibTorch's unpickler pops without looking, so an opcode that needs more items than
+// are there (or a mark that is not there) reads past its stack.
+class StackCount {
+ public:
+  void push() { ++items_; }
+  void pop(size_t n, size_t at) {
+    TANDEM_CHECK(items_ >= n,
+                 "the opcode at byte {} of its pickle takes {} item(s) from a stack of {}", at, n,
+                 items_);
+    items_ -= n;
+  }
+  void mark() {
+    marks_.push_back(items_);
+    items_ = 0;
+  }
+  void pop_mark(size_t at) {
+    TANDEM_CHECK(!marks_.empty(), "the opcode at byte {} of its pickle needs a mark: none is set",
+                 at);
+    items_ = marks_.back();
+    marks_.pop_back();
+  }
+
+ private:
+  size_t items_ = 0;
+  std::vector<size_t> marks_;
+};
+
+// What an opcode does to the stack (pickletools' stack_before and stack_after): whether it sets
+// a mark, whether it takes the items down to the last mark first, how many items it then takes
+// and how many it leaves.
+struct Effect {
+  bool mark;
+  bool to_mark;
+  size_t takes;
+  size_t leaves;
+};
+
+Effect effect_of(unsigned char op) {
+  switch (op) {
+    case 0x80:
+    case 0x95:  // PROTO, FRAME
+      return {false, false, 0, 0};
+    case '(':  // MARK
+      return {true, false, 0, 0};
+    case '0':  // POP
+      return {false, false, 1, 0};
+    case '1':  // POP_MARK
+      return {false, true, 0, 0};
+    case '2':  // DUP
+      return {false, false, 1, 2};
+    case 'q':
+    case 'r':
+    case 'p':
+    case 0x94:  // BINPUT LONG_BINPUT PUT MEMOIZE
+    case 'Q':
+    case 0x85:
+    case 0x98:  // BINPERSID TUPLE1 READONLY_BUFFER
+      return {false, false, 1, 1};
+    case 'a':
+    case 'b':  // APPEND BUILD
+    case 'R':
+    case 0x81:
+    case 0x93:
+    case 0x86:  // REDUCE NEWOBJ STACK_GLOBAL TUPLE2
+      return {false, false, 2, 1};
+    case 's':
+    case 0x87:
+    case 0x92:  // SETITEM TUPLE3 NEWOBJ_EX
+      return {false, false, 3, 1};
+    case 'd':
+    case 'l':
+    case 't':
+    case 0x91:
+    case 'i':
+    case 'o':                      // DICT LIST TUPLE FROZENSET
+      return {false, true, 0, 1};  // INST OBJ
+    case 'e':
+    case 'u':
+    case 0x90:  // APPENDS SETITEMS ADDITEMS: onto the item below the mark
+      return {false, true, 1, 1};
+    case '.':  // STOP
+      return {false, false, 1, 0};
+    default:  // every other opcode leaves one item and takes none
+      return {false, false, 0, 1};
+  }
+}
+
 }  // namespace
 
 void check_pickle_lengths(const char* data, size_t size) {
   size_t pos = 0;
+  StackCount stack;
   while (pos < size) {
     const auto op = static_cast<unsigned char>(data[pos]);
     const size_t at = pos++;
     Layout layout{};
     TANDEM_CHECK(layout_of(op, layout), "byte {} of its pickle (0x{:02x}) is no pickle opcode", at,
                  op);
+    const Effect e = effect_of(op);
+    if (e.mark) stack.mark();
+    if (e.to_mark) stack.pop_mark(at);
+    stack.pop(e.takes, at);
+    for (size_t i = 0; i < e.leaves; ++i) stack.push();
     if (op == '.') return;  // STOP
     const size_t left = size - pos;
     switch (layout.arg) {

@@ -254,13 +254,27 @@ TEST(StateDict, APickleDeclaringMoreBytesThanItHoldsIsRefused) {
   EXPECT_THROW_WITH(load_state_dict_file(dir / "crafted.pt"), "crafted.pt",
                     "cannot be read as a state dict: the opcode at byte",
                     "of its pickle declares 2147483647 bytes, but only");
-  // The same for a memo index: the key's BINUNICODE becomes a LONG_BINPUT of 2^32-1 (and the
-  // key a stray 'w', never reached).
+  // The same for a memo index: the key becomes NONE and a LONG_BINPUT of 2^32-1.
   std::string memo = bytes;
-  memo.replace(at, 5, std::string("r\xff\xff\xff\xff", 5));
+  memo.replace(at, 6, std::string("Nr\xff\xff\xff\xff", 6));
   std::ofstream(dir / "memo.pt", std::ios::binary) << memo;
   EXPECT_THROW_WITH(load_state_dict_file(dir / "memo.pt"), "memo.pt",
                     "of its pickle stores memo entry 4294967295, more than a pickle of");
+}
+
+// An opcode that takes more items than the stack holds: LibTorch's unpickler pops without
+// looking and frees what is not there (a fuzz_state_dict input, "free(): invalid size").
+TEST(StateDict, APickleThatEmptiesItsStackIsRefused) {
+  TempDir dir;
+  save_state_dict_file({{"w", torch::ones({4})}}, dir / "good.pt");
+  std::ifstream in(dir / "good.pt", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = bytes.find(std::string("X\x01\x00\x00\x00w", 6));
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at, 6, std::string(")\x87\x87\x87\x87\x87", 6));  // EMPTY_TUPLE, TUPLE3 x5
+  std::ofstream(dir / "crafted.pt", std::ios::binary) << bytes;
+  EXPECT_THROW_WITH(load_state_dict_file(dir / "crafted.pt"), "crafted.pt",
+                    "of its pickle takes 3 item(s) from a stack of 1");
 }
 
 // Python reads the consolidated file with torch.load and compares every name and value with
