@@ -1,10 +1,12 @@
 #include "loaded_tensor.h"
 
-#include <caffe2/serialize/in_memory_adapter.h>
 #include <caffe2/serialize/inline_container.h>
+#include <caffe2/serialize/read_adapter_interface.h>
 #include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/csrc/jit/serialization/storage_context.h>
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
 
 #include "pickle_scan.h"
@@ -42,10 +44,28 @@ void check_loaded_tensor(const torch::Tensor& t, const std::string& path, const 
                t.storage_offset(), storage);
 }
 
+namespace {
+// The archive's bytes for LibTorch's zip reader. LibTorch's MemoryReadAdapter copies even 0
+// bytes, into the null buffer of an empty record (UBSan, found by fuzz_shard).
+class BytesReader final : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  explicit BytesReader(const std::vector<char>& bytes) : bytes_(bytes) {}
+  size_t size() const override { return bytes_.size(); }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
+    if (pos >= bytes_.size()) return 0;
+    n = std::min<size_t>(n, bytes_.size() - pos);
+    if (n > 0) std::memcpy(buf, bytes_.data() + pos, n);
+    return n;
+  }
+
+ private:
+  const std::vector<char>& bytes_;
+};
+}  // namespace
+
 c10::IValue pickle_load_sized(const std::vector<char>& bytes) {
   namespace serialize = caffe2::serialize;
-  serialize::PyTorchStreamReader reader(std::make_shared<serialize::MemoryReadAdapter>(
-      bytes.data(), static_cast<off_t>(bytes.size())));
+  serialize::PyTorchStreamReader reader(std::make_shared<BytesReader>(bytes));
   TANDEM_CHECK(reader.hasRecord("data.pkl"), "it holds no data.pkl");
   {
     const auto [pickle, size] = reader.getRecord("data.pkl");
