@@ -59,6 +59,12 @@ CpuKernels use_portable_cpu_kernels() {
 #endif
   setenv("ATEN_CPU_CAPABILITY", "avx2", /*overwrite=*/1);
   setenv("MKL_CBWR", "AVX2", /*overwrite=*/1);
+  // oneDNN, which LibTorch's convolutions call, picks its kernels from the processor: a 3D
+  // convolution trained to other bits under its AVX-512, AVX2 and SSE4.1 kernels. Capped at
+  // AVX2 like the others (read at its first primitive). ATen's own convolution would not depend
+  // on it but was 15 times slower on a U-Net.
+  setenv("ONEDNN_MAX_CPU_ISA", "AVX2", /*overwrite=*/1);
+  setenv("DNNL_MAX_CPU_ISA", "AVX2", /*overwrite=*/1);
   if (!out.blas_core.empty() && strcasecmp(out.blas_core.c_str(), kBlasCore) != 0) {
     // OpenBLAS chose its kernels when it loaded: only a new start chooses again.
     const char* before = std::getenv("OPENBLAS_CORETYPE");

@@ -21,7 +21,8 @@ struct CpuKernels {
 };
 
 // Call first thing in main, before any tensor operation. Sets ATEN_CPU_CAPABILITY=avx2 (and
-// MKL_CBWR=AVX2, for a LibTorch with MKL) for the libraries to read later. When OpenBLAS loaded
+// MKL_CBWR=AVX2, for a LibTorch with MKL, and ONEDNN_MAX_CPU_ISA=AVX2 for the oneDNN
+// convolutions) for the libraries to read later. When OpenBLAS loaded
 // other kernels than Haswell's, sets OPENBLAS_CORETYPE=Haswell and starts this program again in
 // this process (exec of /proc/self/exe with the arguments it was started with, so the pid and
 // open files stay): the call then returns only in the new start. Overrides these variables when the
