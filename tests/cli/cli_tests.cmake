@@ -38,6 +38,7 @@ tandem_cli_test(schedule_gpipe_bubble 0 "bubble=0.2727" schedule --schedule gpip
 tandem_cli_test(schedule_1f1b_grid 0 "d3 \\| 3F0 3B0 3F1 3B1" schedule --schedule 1f1b --stages 4 --microbatches 8)
 tandem_cli_test(help_lists_defaults 0 "--microbatches INT:INT in \\[1 - 1048576\\]=8" train --help)
 tandem_cli_test(bad_option 2 "tandem: " train --no-such-option)
+tandem_cli_test(unknown_model 2 "unknown model 'cnn'; use mlp, conv3d-stack, unet3d or a path to an .onnx file" train --model cnn --steps 1)
 tandem_cli_test(bad_schedule 2 "unknown schedule 'nope'; valid names: sequential, gpipe, 1f1b, interleaved, zb-h1, zb-v" train --schedule nope --steps 1)
 tandem_cli_test(balance_mismatch 2 "balance 3,4 covers 7 layers but the model has" train --balance 3,4 --steps 1)
 tandem_cli_test(too_many_microbatches 2 "micro-batches cannot be cut from a batch of 4" train --batch 4 --microbatches 8 --devices 2 --steps 1 --progress none)
@@ -177,6 +178,19 @@ add_test(NAME cli_same_command_any_cpu
     -P ${CMAKE_CURRENT_LIST_DIR}/same_state.cmake
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_same_command_any_cpu PROPERTIES TIMEOUT 300 LABELS blas)
+# The same for a convolutional model: oneDNN, which LibTorch's convolutions call, picks its
+# kernels from the processor (ONEDNN_MAX_CPU_ISA caps them here as an older machine's would be);
+# its AVX-512, AVX2 and SSE4.1 kernels trained a U-Net to three sets of bits.
+set(conv_common $<TARGET_FILE:tandem_cli> train --model unet3d --data spheres --volume 8 --levels 2 --filters 4 --batch 4 --microbatches 2 --devices 2 --steps 2 --test-samples 4 --progress none --seed 5)
+add_test(NAME cli_same_command_any_cpu_conv
+  COMMAND ${CMAKE_COMMAND} -DTANDEM=$<TARGET_FILE:tandem_cli>
+    -DDIR=${PROJECT_BINARY_DIR}/cli_same_command_any_cpu_conv
+    "-DCMD0=${conv_common}"
+    "-DCMD1=env;ONEDNN_MAX_CPU_ISA=AVX2;DNNL_MAX_CPU_ISA=AVX2;${conv_common}"
+    "-DCMD2=env;ONEDNN_MAX_CPU_ISA=SSE41;DNNL_MAX_CPU_ISA=SSE41;${conv_common}"
+    -P ${CMAKE_CURRENT_LIST_DIR}/same_state.cmake
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_same_command_any_cpu_conv PROPERTIES TIMEOUT 300 LABELS blas)
 # With --partition memory and a budget, the plan says whether its planned peaks fit: they do
 # not under 1 MiB (and the first step then stops out of memory), they do under 4 MiB.
 tandem_cli_test(memory_plan_over_budget 3 "warning: stage 1 on cpu:1 plans [0-9.]+ MiB, above --device-memory 1.0 MiB: expect the first step to stop out of memory.*cpu:1 is out of its 1.0 MiB budget" train --partition memory --device-memory 1MiB --steps 1 --progress none)
