@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "tandem/common/check.h"
+#include "tandem/data/moments.h"
 #include "tandem/data/nifti.h"
 #include "tandem/data/rng.h"
 
@@ -83,8 +84,8 @@ MriDataset::MriDataset(const std::string& image_path, const std::string& mask_pa
   torch::Tensor head = image.data.masked_select(image.data.gt(0)).to(torch::kFloat64);
   TANDEM_CHECK(head.numel() >= 2, "MriDataset: image '{}' has {} voxels > 0; it is empty.",
                image_path, head.numel());
-  const double mean = head.mean().item<double>();
-  const double std = head.std().item<double>();
+  const Moments m = moments(head);
+  const double mean = m.mean, std = m.stddev;
   TANDEM_CHECK(std > 0, "MriDataset: image '{}' is constant over its head ({}).", image_path, mean);
   image_ = ((image.data.to(torch::kFloat64) - mean) / std).to(torch::kFloat32);
 

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "tandem/common/check.h"
+#include "tandem/data/moments.h"
 #include "tandem/data/nifti.h"
 #include "tandem/data/rng.h"
 
@@ -52,9 +53,14 @@ std::string some(const torch::Tensor& values) {
 // (x - mean) / std per channel over all voxels, in double; std 0 divides by 1.
 torch::Tensor normalized(const torch::Tensor& image) {
   torch::Tensor x = image.to(torch::kFloat64);
-  torch::Tensor mean = x.mean({1, 2, 3}, /*keepdim=*/true);
-  torch::Tensor std = x.std({1, 2, 3}, /*unbiased=*/true, /*keepdim=*/true);
-  std = torch::where(std > 0, std, torch::ones_like(std));
+  const int64_t channels = x.size(0);
+  torch::Tensor mean = torch::empty({channels, 1, 1, 1}, torch::kFloat64);
+  torch::Tensor std = torch::empty({channels, 1, 1, 1}, torch::kFloat64);
+  for (int64_t c = 0; c < channels; ++c) {
+    const Moments m = moments(x[c]);
+    mean[c].fill_(m.mean);
+    std[c].fill_(m.stddev > 0 ? m.stddev : 1.0);
+  }
   return ((x - mean) / std).to(torch::kFloat32);
 }
 

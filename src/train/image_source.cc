@@ -5,6 +5,7 @@
 #include "tandem/common/check.h"
 #include "tandem/data/batching.h"
 #include "tandem/data/mnist.h"
+#include "tandem/data/moments.h"
 #include "tandem/train/source.h"
 
 namespace tandem::train {
@@ -71,10 +72,9 @@ class ImageSource : public Source {
                    "{} changed while it was read: {} training and {} test images, its headers "
                    "said {} and {}",
                    name_, d.train.size(), d.test.size(), train_size_, test_size_);
-      const double mean = d.train.images.mean().item<double>();
-      const double stddev = d.train.images.std().item<double>();
-      d.train.images = (d.train.images - mean) / stddev;
-      d.test.images = (d.test.images - mean) / stddev;
+      const data::Moments m = data::moments(d.train.images);
+      d.train.images = (d.train.images - m.mean) / m.stddev;
+      d.test.images = (d.test.images - m.mean) / m.stddev;
       data_ = std::move(d);
     });
     return data_;
@@ -86,7 +86,7 @@ class ImageSource : public Source {
   int64_t height_, width_;
   uint64_t seed_;
   mutable std::once_flag load_once_;
-  mutable Loaded data_;  // written once, under load_once_
+  mutable Loaded data_;             // written once, under load_once_
   mutable std::mutex order_mutex_;  // guards the epoch order cache below
   mutable int64_t order_epoch_ = -1;
   mutable std::vector<int64_t> order_;

@@ -1,0 +1,18 @@
+// The mean and standard deviation that data sets are standardized with, summed in one fixed
+// order: LibTorch's reductions split their sums among the calling thread's threads, so the last
+// bits of their mean would follow the thread count, and every step of a run after them.
+#pragma once
+
+#include <torch/types.h>
+
+namespace tandem::data {
+
+struct Moments {
+  double mean = 0;
+  double stddev = 0;  // with Bessel's correction (n - 1); 0 for fewer than 2 values
+};
+
+// Over every element of `values` (any real dtype), in double, element by element in order.
+Moments moments(const torch::Tensor& values);
+
+}  // namespace tandem::data
