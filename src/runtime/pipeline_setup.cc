@@ -1,4 +1,6 @@
 // Building a Pipeline: the constructor's steps, in order.
+#include <ATen/Parallel.h>
+
 #include <algorithm>
 #include <numeric>
 
@@ -170,6 +172,12 @@ void Pipeline::Impl::share_cores() {
     widest = std::max(widest, own[d]);
   }
   if (cpu_local > 0) set_blas_threads(narrowest);
+  // The calling thread, which loads and standardizes the data, computes with the same count as
+  // the devices. ATen's count is per thread: a thread takes the last count any thread set when it
+  // first computes, so without this the caller's count would be the cores' or a worker's,
+  // whichever came first.
+  if (!local.empty())
+    at::set_num_threads(cpu_local > 0 ? narrowest : options.devices[local[0]].threads);
   if (options.lend_idle_cores && cpu_local > 1) {
     cores =
         std::make_unique<CoreShare>(own, std::max(widest, std::min(own_sum, available_cores())));

@@ -8,6 +8,7 @@
 // threads. Registered under each OpenBLAS kernel family (tests/CMakeLists.txt):
 // with Haswell or Zen kernels a product's last bits depend on its BLAS thread count, so cores
 // lent while devices wait (--idle-cores lend, once the default) make these runs differ.
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -86,6 +87,26 @@ TEST(Determinism, RepeatedTrainingIsBitwiseEqualWhateverTheLoad) {
           << "difference " << (t - again.at(name)).abs().max().item<double>();
     }
   }
+}
+
+// ATen's thread count is per thread, and a thread takes the last count any thread set when it
+// first computes: the thread that builds the pipeline (and then loads and standardizes the data)
+// computes with the devices' count, not with whatever it had or the cores'.
+TEST(Determinism, TheCallingThreadComputesWithTheDevicesCount) {
+  const int before = at::get_num_threads();
+  at::set_num_threads(3);
+  {
+    models::MlpOptions mo;
+    mo.inputs = 8;
+    mo.width = 8;
+    graph::Model m = models::mlp(mo);
+    runtime::PipelineOptions o;
+    o.devices = parse_devices("2");  // one thread each, the default
+    auto part = graph::partition_by_parameters(m, 2);
+    runtime::Pipeline p(std::move(m), part, o);
+    EXPECT_EQ(at::get_num_threads(), 1);
+  }
+  at::set_num_threads(before);
 }
 
 }  // namespace
