@@ -38,6 +38,9 @@ graph::Model make_model(const Config& c, const std::vector<int64_t>& input_shape
     o.classes = c.classes;
     return models::mlp(o);
   }
+  TANDEM_CHECK(c.model == "conv3d-stack" || c.model == "unet3d",
+               "unknown model '{}'; use mlp, conv3d-stack, unet3d or a path to an .onnx file",
+               c.model);
   // [C,D,H,W]; the side for the FLOPs when the volume is a cube, else unknown (0).
   TANDEM_ASSERT(input_shape.size() == 4, "volume sources give [C,D,H,W]");
   const int64_t channels = input_shape[0];
@@ -61,8 +64,7 @@ graph::Model make_model(const Config& c, const std::vector<int64_t>& input_shape
     o.volume = side;
     return models::unet3d(o);
   }
-  TANDEM_CHECK(false, "unknown model '{}'; use mlp, conv3d-stack, unet3d or a path to an .onnx file",
-               c.model);
+  TANDEM_ASSERT(false, "model '{}' was checked above", c.model);
 }
 
 namespace {
