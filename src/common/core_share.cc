@@ -1,26 +1,18 @@
 #include "tandem/common/core_share.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cstdlib>
 
+#include "loaded_symbol.h"
 #include "tandem/common/check.h"
 #include "tandem/common/device.h"
 
 namespace tandem {
 
-namespace {
-// OpenBLAS is reached through the symbols LibTorch already loaded: the library its kernels
-// call is the one being set.
-template <typename Fn>
-Fn find_symbol(const char* name) {
-  return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, name));
-}
-}  // namespace
+using detail::loaded_symbol;
 
 int blas_threads() {
-  static const auto fn = find_symbol<int (*)()>("openblas_get_num_threads");
+  static const auto fn = loaded_symbol<int (*)()>("openblas_get_num_threads");
   return fn ? fn() : 0;
 }
 
@@ -29,10 +21,10 @@ bool shorten_blas_spin() {
   static bool done = false;
   std::call_once(once, [] {
     if (std::getenv("OPENBLAS_THREAD_TIMEOUT")) return;
-    const auto read_env = find_symbol<void (*)()>("openblas_read_env");
-    const auto shutdown = find_symbol<int (*)()>("blas_thread_shutdown_");
-    const auto get_threads = find_symbol<int (*)()>("openblas_get_num_threads");
-    const auto parallel = find_symbol<int (*)()>("openblas_get_parallel");
+    const auto read_env = loaded_symbol<void (*)()>("openblas_read_env");
+    const auto shutdown = loaded_symbol<int (*)()>("blas_thread_shutdown_");
+    const auto get_threads = loaded_symbol<int (*)()>("openblas_get_num_threads");
+    const auto parallel = loaded_symbol<int (*)()>("openblas_get_parallel");
     // openblas_get_parallel: 1 for the pthreads pool, 2 for OpenMP (no pool of its own).
     if (!read_env || !shutdown || !get_threads || !parallel || parallel() != 1) return;
     const int threads = get_threads();

@@ -1,6 +1,5 @@
 #include "tandem/common/cpu_kernels.h"
 
-#include <dlfcn.h>
 #include <strings.h>
 #include <unistd.h>
 
@@ -12,6 +11,7 @@
 #include <iterator>
 #include <vector>
 
+#include "loaded_symbol.h"
 #include "tandem/common/check.h"
 
 namespace tandem {
@@ -21,8 +21,7 @@ constexpr const char* kBlasCore = "Haswell";
 
 // OpenBLAS's chosen kernels, through the symbols LibTorch loaded; empty without OpenBLAS.
 std::string openblas_core() {
-  using CoreName = char* (*)();
-  const auto fn = reinterpret_cast<CoreName>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  const auto fn = detail::loaded_symbol<char* (*)()>("openblas_get_corename");
   const char* name = fn ? fn() : nullptr;
   return name ? std::string(name) : std::string();
 }

@@ -3,11 +3,11 @@
 #include <ATen/Parallel.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
-#include <dlfcn.h>
 #include <sched.h>
 
 #include <thread>
 
+#include "loaded_symbol.h"
 #include "tandem/common/check.h"
 
 namespace tandem {
@@ -147,8 +147,7 @@ void DeviceContext::synchronize() const {
 }
 
 bool set_blas_threads(int n) {
-  using SetThreads = void (*)(int);
-  auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  const auto fn = detail::loaded_symbol<void (*)(int)>("openblas_set_num_threads");
   if (!fn) return false;
   fn(n);
   return true;
