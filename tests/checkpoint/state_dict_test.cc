@@ -44,6 +44,18 @@ int run_python(const std::string& python, const TempDir& dir, const std::string&
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// The bytes of a state dict holding `w` alone, saved as DIR/good.pt: the start of a crafted
+// file (written with write_bytes).
+std::string saved_bytes(const TempDir& dir, const torch::Tensor& w) {
+  save_state_dict_file({{"w", w}}, dir / "good.pt");
+  std::ifstream in(dir / "good.pt", std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
 std::unique_ptr<runtime::Pipeline> trained(const Recipe& s, const TempDir& dir) {
   auto p = make_pipeline(s);
   train_until(*p, 2);
@@ -219,9 +231,7 @@ TEST(StateDict, ATensorReachingPastItsStorageIsRefused) {
 // reaches past it and is refused.
 TEST(StateDict, AStorageLargerThanItsRecordIsRefused) {
   TempDir dir;
-  save_state_dict_file({{"w", torch::ones({1000})}}, dir / "good.pt");
-  std::ifstream in(dir / "good.pt", std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes = saved_bytes(dir, torch::ones({1000}));
   // The pickle writes 1000 as BININT2 ('M', little endian): once as the storage's element
   // count, once as the tensor's size. Both become 60000; the record keeps its 4000 bytes.
   const std::string thousand("M\xe8\x03", 3), sixty_thousand("M\x60\xea", 3);
@@ -231,7 +241,7 @@ TEST(StateDict, AStorageLargerThanItsRecordIsRefused) {
     ++replaced;
   }
   ASSERT_EQ(replaced, 2);
-  std::ofstream(dir / "crafted.pt", std::ios::binary) << bytes;
+  write_bytes(dir / "crafted.pt", bytes);
   EXPECT_THROW_WITH(load_state_dict_file(dir / "crafted.pt"),
                     "crafted.pt' holds 'w' of shape [60000] (strides [1], offset 0), which "
                     "reaches past the 4000 bytes of its storage; the file is damaged");
@@ -242,22 +252,20 @@ TEST(StateDict, AStorageLargerThanItsRecordIsRefused) {
 // before reading it (the fuzzers' out-of-memory inputs). The lengths are checked first.
 TEST(StateDict, APickleDeclaringMoreBytesThanItHoldsIsRefused) {
   TempDir dir;
-  save_state_dict_file({{"w", torch::ones({4})}}, dir / "good.pt");
-  std::ifstream in(dir / "good.pt", std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes = saved_bytes(dir, torch::ones({4}));
   // The key "w": BINUNICODE ('X'), a 4-byte length, the characters.
   const std::string key("X\x01\x00\x00\x00w", 6);
   const size_t at = bytes.find(key);
   ASSERT_NE(at, std::string::npos);
   bytes.replace(at + 1, 4, std::string("\xff\xff\xff\x7f", 4));
-  std::ofstream(dir / "crafted.pt", std::ios::binary) << bytes;
+  write_bytes(dir / "crafted.pt", bytes);
   EXPECT_THROW_WITH(load_state_dict_file(dir / "crafted.pt"), "crafted.pt",
                     "cannot be read as a state dict: the opcode at byte",
                     "of its pickle declares 2147483647 bytes, but only");
   // The same for a memo index: the key becomes NONE and a LONG_BINPUT of 2^32-1.
   std::string memo = bytes;
   memo.replace(at, 6, std::string("Nr\xff\xff\xff\xff", 6));
-  std::ofstream(dir / "memo.pt", std::ios::binary) << memo;
+  write_bytes(dir / "memo.pt", memo);
   EXPECT_THROW_WITH(load_state_dict_file(dir / "memo.pt"), "memo.pt",
                     "of its pickle stores memo entry 4294967295, more than a pickle of");
 }
@@ -266,13 +274,11 @@ TEST(StateDict, APickleDeclaringMoreBytesThanItHoldsIsRefused) {
 // looking and frees what is not there (a fuzz_state_dict input, "free(): invalid size").
 TEST(StateDict, APickleThatEmptiesItsStackIsRefused) {
   TempDir dir;
-  save_state_dict_file({{"w", torch::ones({4})}}, dir / "good.pt");
-  std::ifstream in(dir / "good.pt", std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes = saved_bytes(dir, torch::ones({4}));
   const size_t at = bytes.find(std::string("X\x01\x00\x00\x00w", 6));
   ASSERT_NE(at, std::string::npos);
   bytes.replace(at, 6, std::string(")\x87\x87\x87\x87\x87", 6));  // EMPTY_TUPLE, TUPLE3 x5
-  std::ofstream(dir / "crafted.pt", std::ios::binary) << bytes;
+  write_bytes(dir / "crafted.pt", bytes);
   EXPECT_THROW_WITH(load_state_dict_file(dir / "crafted.pt"), "crafted.pt",
                     "of its pickle takes 3 item(s) from a stack of 1");
 }
