@@ -10,6 +10,7 @@
 #include "tandem/schedule/generators.h"
 #include "tandem/schedule/lower.h"
 #include "tandem/spatial/group.h"
+#include "tandem/spatial/slabs.h"
 
 namespace tandem::train {
 namespace {
@@ -103,6 +104,28 @@ MemoryPartition memory_partition(const graph::Model& model, const Config& c, int
         forecast->slowdown, sched.num_devices, forecast->bubble);
   }
   return out;
+}
+
+double largest_group_bytes(const std::vector<double>& planned, int groups) {
+  std::vector<double> sum(static_cast<size_t>(std::max(1, groups)), 0.0);
+  for (size_t s = 0; s < planned.size(); ++s) sum[s % sum.size()] += planned[s];
+  return *std::max_element(sum.begin(), sum.end());
+}
+
+SpatialFit spatial_that_fits(const graph::Model& model, const Config& c, int stages, int groups,
+                             const std::vector<DeviceSpec>& devices, bool per_rank,
+                             const Source& source, const OnceForTheJob& once,
+                             const graph::Partition& partition, int64_t depth) {
+  const int most = std::min(16, spatial::most_slabs(depth, model.slab_multiple));
+  for (int n = c.spatial + 1; n <= most; ++n) {
+    Config wider = c;
+    wider.spatial = n;
+    const MemoryPartition m =
+        memory_partition(model, wider, stages, devices, per_rank, source, once, &partition);
+    const double bytes = largest_group_bytes(m.planned, groups);
+    if (bytes <= static_cast<double>(c.device_memory)) return {n, bytes};
+  }
+  return {};
 }
 
 BudgetVerdict budget_verdict(const std::vector<double>& planned, const runtime::Pipeline& p,

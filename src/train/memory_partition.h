@@ -30,6 +30,24 @@ MemoryPartition memory_partition(const graph::Model& model, const Config& c, int
                                  const Source& source, const OnceForTheJob& once,
                                  const graph::Partition* given = nullptr);
 
+// A larger --spatial under which the same stages would fit --device-memory: each device then
+// plans a thinner slab of every activation.
+struct SpatialFit {
+  int spatial = 0;   // 0: none up to the most slabs the depth allows fits
+  double bytes = 0;  // the largest planned bytes of one group's stages under it
+};
+
+// Plans the stages of `partition` with --spatial N for N from c.spatial + 1 up to the most slabs
+// `depth` allows (at most 16), stage s on group s mod `groups`, and returns the first N whose
+// every group fits c.device_memory. Measures a slab of each N as memory_partition does.
+SpatialFit spatial_that_fits(const graph::Model& model, const Config& c, int stages, int groups,
+                             const std::vector<DeviceSpec>& devices, bool per_rank,
+                             const Source& source, const OnceForTheJob& once,
+                             const graph::Partition& partition, int64_t depth);
+
+// The largest planned bytes of one group, stage s on group s mod `groups`.
+double largest_group_bytes(const std::vector<double>& planned, int groups);
+
 struct BudgetVerdict {
   bool fits = true;
   std::string line;  // "planned peaks fit ..." or "warning: stage 1 on cpu:1 plans ..."

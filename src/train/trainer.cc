@@ -12,6 +12,7 @@
 #include "onnx_model.h"
 #include "tandem/checkpoint/all.h"
 #include "tandem/common/check.h"
+#include "tandem/memory/bytes.h"
 #include "tandem/models/conv3d_stack.h"
 #include "tandem/models/mlp.h"
 #include "tandem/models/unet3d.h"
@@ -296,6 +297,7 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
                "--microbatches {} or fewer",
                source_->test_size(), c.microbatches, source_->test_size());
   std::vector<double> planned;  // per stage, when there is a memory plan
+  std::string spatial_hint;     // a --spatial that would fit, when the plan does not
   graph::Partition partition;
   const bool given = !c.balance.empty() || c.partition == "parameters";
   if (!c.balance.empty()) partition = graph::partition_by_balance(model, c.balance);
@@ -310,6 +312,20 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
     partition = std::move(m.partition);
     memory_plan_ = std::move(m.plan);
     planned = std::move(m.planned);
+    // Over the budget: would thinner slabs of the same stages fit? (A volumetric model of
+    // tandem's own, its stages one per group or round-robin.)
+    if (c.device_memory > 0 && model.slab_dim >= 0 && !onnx_file(c) && !chunked &&
+        largest_group_bytes(planned, groups) > static_cast<double>(c.device_memory)) {
+      const SpatialFit fit = spatial_that_fits(model, c, stages, groups, leads,
+                                               transport != nullptr, *source_, once, partition,
+                                               depth);
+      if (fit.spatial > 0)
+        spatial_hint = fmt::format(
+            "--spatial {} would plan at most {} per device ({} devices: {} group{} of {}), within "
+            "the budget\n",
+            fit.spatial, memory::format_bytes(static_cast<uint64_t>(fit.bytes)),
+            groups * fit.spatial, groups, groups > 1 ? "s" : "", fit.spatial);
+    }
   }
   if (!chunked && stages != groups) {
     // More stages than devices: stage s on device s mod devices.
@@ -332,6 +348,7 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
     const BudgetVerdict v =
         budget_verdict(planned, *pipeline_, c.device_memory, transport != nullptr);
     memory_plan_ += v.line;
+    if (!v.fits) memory_plan_ += spatial_hint;
     plan_fits_ = v.fits;
   }
   if (!c.init_from.empty()) checkpoint::init_from(*pipeline_, c.init_from);

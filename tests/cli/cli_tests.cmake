@@ -207,6 +207,11 @@ tandem_cli_test(partition_parameters_over_the_same_budget 3 "cpu:[0-9] is out of
 tandem_cli_test(plan_only_fits 0 "memory plan .*from the FLOPs alone \\(B = 2F, messages free\\): a step takes [0-9.]+x the time of its work spread evenly over the 4 devices \\(bubble 0[.][0-9]+\\)\nplanned peaks fit --device-memory 4.0 MiB" train --plan-only --partition memory --device-memory 4MiB --progress none)
 tandem_cli_test(plan_only_over_budget 3 "warning: stage 1 on cpu:1 plans [0-9.]+ MiB, above --device-memory 1.0 MiB" train --plan-only --partition memory --device-memory 1MiB --progress none)
 tandem_cli_test(plan_only_when_the_parameters_alone_are_over 3 "warning: stage 0 on cpu:0 plans [0-9.]+ MiB, above --device-memory 1.0 MiB" train --plan-only --model conv3d-stack --convs 8 --filters 64 --data regression --volume 8 --devices 2 --device-memory 1MiB --progress none)
+# A plan over the budget names the smallest --spatial under which the same stages would fit, and
+# that --spatial does fit.
+set(slab_plan train --plan-only --model conv3d-stack --convs 4 --filters 16 --data regression --volume 24 --batch 4 --microbatches 1 --partition memory --device-memory 16MiB --progress none)
+tandem_cli_test(plan_over_budget_names_a_spatial_that_fits 3 "above --device-memory 16.0 MiB.*\n--spatial 2 would plan at most [0-9.]+ MiB per device \\(4 devices: 2 groups of 2\\), within the budget" ${slab_plan} --devices 2)
+tandem_cli_test(plan_with_the_spatial_named_fits 0 "planned peaks fit --device-memory 16.0 MiB" ${slab_plan} --devices 4 --spatial 2)
 tandem_cli_test(plan_only_of_a_balance 0 "memory plan [^\n]*\n[^\n]*\n0 +flatten..dense0 " train --plan-only --balance 2,2,2,2 --progress none)
 
 # What a run writes at its end is checked at its start: a missing folder ends it at once.
