@@ -102,6 +102,9 @@ struct StepStats {
 
 class Pipeline {
  public:
+  // Also sets the calling thread's ATen thread count (and OpenBLAS's) to the devices' count, so
+  // that what the caller computes next (the data, the evaluation's bookkeeping) does not depend
+  // on the cores or on which thread set a count first.
   Pipeline(graph::Model model, graph::Partition partition, PipelineOptions options);
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
