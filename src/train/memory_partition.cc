@@ -134,8 +134,7 @@ BudgetVerdict budget_verdict(const std::vector<double>& planned, const runtime::
   std::map<std::string, std::vector<int>> stages;
   for (size_t s = 0; s < planned.size(); ++s) {
     // A spatial group's first device: the largest slab.
-    const std::string memory =
-        memory_of(p.devices(), p.stage_device().at(s) * p.slabs(), per_rank);
+    const std::string memory = memory_of(p.devices(), p.stage_device().at(s) * p.slabs(), per_rank);
     bytes[memory] += planned[s];
     stages[memory].push_back(static_cast<int>(s));
   }

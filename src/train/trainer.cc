@@ -22,52 +22,6 @@
 
 namespace tandem::train {
 
-graph::Model make_model(const Config& c, const std::vector<int64_t>& input_shape) {
-  TANDEM_ASSERT(!input_shape.empty(), "a source gives the shape of its samples");
-  if (onnx_file(c)) return onnx_model(c);
-  TANDEM_CHECK(c.loss.empty() && c.output.empty(),
-               "--loss and --output choose the loss of a model from an ONNX file; the built-in "
-               "model {} has its own{}",
-               c.model, c.model == "unet3d" ? " (add --bce for Dice plus cross-entropy)" : "");
-  if (c.model == "mlp") {
-    models::MlpOptions o;
-    o.inputs = 1;
-    for (int64_t d : input_shape) o.inputs *= d;
-    o.width = c.width;
-    o.blocks = c.blocks;
-    o.dropout = c.dropout;
-    o.classes = c.classes;
-    return models::mlp(o);
-  }
-  TANDEM_CHECK(c.model == "conv3d-stack" || c.model == "unet3d",
-               "unknown model '{}'; use mlp, conv3d-stack, unet3d or a path to an .onnx file",
-               c.model);
-  // [C,D,H,W]; the side for the FLOPs when the volume is a cube, else unknown (0).
-  TANDEM_ASSERT(input_shape.size() == 4, "volume sources give [C,D,H,W]");
-  const int64_t channels = input_shape[0];
-  const bool cube = input_shape[1] == input_shape[2] && input_shape[2] == input_shape[3];
-  const int64_t side = cube ? input_shape[1] : 0;
-  if (c.model == "conv3d-stack") {
-    models::Conv3dStackOptions o;
-    o.convs = c.convs;
-    if (c.filters > 0) o.filters = c.filters;
-    o.in_channels = channels;
-    o.volume = side;
-    return models::conv3d_stack(o);
-  }
-  if (c.model == "unet3d") {
-    models::Unet3dOptions o;
-    o.levels = c.levels;
-    if (c.filters > 0) o.filters = c.filters;
-    o.in_channels = channels;
-    o.dropout = c.dropout;
-    o.bce = c.bce;
-    o.volume = side;
-    return models::unet3d(o);
-  }
-  TANDEM_ASSERT(false, "model '{}' was checked above", c.model);
-}
-
 namespace {
 
 // The devices' groups of a spatial split (--spatial N: N devices each), or the devices without
@@ -92,8 +46,7 @@ int spatial_groups(const graph::Model& model, const Config& c, int devices, int6
   const int64_t multiple = model.slab_multiple;
   const int most = spatial::most_slabs(depth, multiple);
   if (most < c.spatial) {
-    const std::string why =
-        multiple > 1 ? fmt::format(" with {} levels", c.levels) : std::string();
+    const std::string why = multiple > 1 ? fmt::format(" with {} levels", c.levels) : std::string();
     TANDEM_CHECK(false,
                  "--volume {}{} and --spatial {}: {} slabs of at least {} plane{} need a depth "
                  "of at least {}; use --volume {} or more{}",
@@ -111,7 +64,7 @@ ModelNeeds model_needs(const Config& c) {
   if (onnx_file(c)) {
     const bool mask = c.loss == "dice" || c.loss == "dice+bce";
     n.volumes = mask || c.data.rfind("nifti:", 0) == 0;
-    n.target = mask               ? ModelNeeds::Target::kMask
+    n.target = mask              ? ModelNeeds::Target::kMask
                : c.loss == "mse" ? ModelNeeds::Target::kReal
                                  : ModelNeeds::Target::kClasses;
     n.classes = c.classes;
@@ -122,7 +75,8 @@ ModelNeeds model_needs(const Config& c) {
              : c.model == "conv3d-stack" ? ModelNeeds::Target::kReal
                                          : ModelNeeds::Target::kClasses;
   n.classes = c.classes;
-  if (c.model == "unet3d" && c.levels >= 1 && c.levels < 32) n.divisor = int64_t{1} << (c.levels - 1);
+  if (c.model == "unet3d" && c.levels >= 1 && c.levels < 32)
+    n.divisor = int64_t{1} << (c.levels - 1);
   return n;
 }
 
@@ -136,11 +90,11 @@ std::unique_ptr<Source> make_source(const Config& c) {
     const std::string kind = c.data.substr(0, colon), dir = c.data.substr(colon + 1);
     TANDEM_CHECK(!dir.empty(), "--data {} names no folder; give {}DIR", c.data, c.data);
     if (kind == "nifti")
-      return make_nifti_source(dir, model_needs(c), c.volume, c.test_files, c.seed,
-                               c.train_samples, c.test_samples);
+      return make_nifti_source(dir, model_needs(c), c.volume, c.test_files, c.seed, c.train_samples,
+                               c.test_samples);
     if (kind == "npy") return make_npy_source(dir, model_needs(c), c.seed);
-    TANDEM_CHECK(false, "--data {}: unknown kind of folder '{}'; use nifti:DIR or npy:DIR",
-                 c.data, kind);
+    TANDEM_CHECK(false, "--data {}: unknown kind of folder '{}'; use nifti:DIR or npy:DIR", c.data,
+                 kind);
   }
   if (c.data == "mnist" || c.data == "fashion-mnist") {
     TANDEM_CHECK(
@@ -316,9 +270,8 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
     // tandem's own, its stages one per group or round-robin.)
     if (c.device_memory > 0 && model.slab_dim >= 0 && !onnx_file(c) && !chunked &&
         largest_group_bytes(planned, groups) > static_cast<double>(c.device_memory)) {
-      const SpatialFit fit = spatial_that_fits(model, c, stages, groups, leads,
-                                               transport != nullptr, *source_, once, partition,
-                                               depth);
+      const SpatialFit fit = spatial_that_fits(
+          model, c, stages, groups, leads, transport != nullptr, *source_, once, partition, depth);
       if (fit.spatial > 0)
         spatial_hint = fmt::format(
             "--spatial {} would plan at most {} per device ({} devices: {} group{} of {}), within "
@@ -339,8 +292,8 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
   if (pipeline_->needs_input() || pipeline_->needs_target()) source_->load();
   if (!pipeline_->model().input_shape.empty() && pipeline_->needs_input()) {
     // Samples that do not fit the model's declared input are found now, not at the first step.
-    const Batch one = source_->test_size() > 0 ? source_->test_batch(0, 1)
-                                               : source_->train_batch(0, 0, 1);
+    const Batch one =
+        source_->test_size() > 0 ? source_->test_batch(0, 1) : source_->train_batch(0, 0, 1);
     graph::fit_input(pipeline_->model(), one.input);
   }
   pipeline_->set_optimizer(make_optimizer(c));
@@ -474,8 +427,8 @@ double Trainer::evaluate() {
   int64_t count = 0;
   // Images evaluate in large chunks; volumes ([C,D,H,W] samples) in training-size batches (they
   // are large).
-  const bool volumes = onnx_file(config_) ? source_->input_shape().size() >= 4
-                                          : config_.model != "mlp";
+  const bool volumes =
+      onnx_file(config_) ? source_->input_shape().size() >= 4 : config_.model != "mlp";
   const int64_t per_step = volumes ? config_.batch : config_.eval_batch;
   const int64_t m = config_.microbatches;
   const int64_t chunk = std::max<int64_t>(per_step, m);
