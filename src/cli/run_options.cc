@@ -113,7 +113,8 @@ void add_placement_options(CLI::App& cmd, RunArgs& args) {
       ->check(CLI::Range(0, 1024));
   cmd.add_option("--spatial", c.spatial,
                  "slabs per sample: every stage runs on a group of this many devices, each "
-                 "holding one depth slab of every activation (volumetric models)")
+                 "holding one depth slab of every activation (volumetric models, and ONNX graphs "
+                 "whose nodes keep to slabs)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   cmd.add_option("--schedule", c.schedule, "sequential | gpipe | 1f1b | interleaved | zb-h1 | zb-v")

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "analysis.h"
+#include "slab_rules.h"
 #include "tandem/common/check.h"
 
 namespace tandem::onnx {
@@ -22,12 +23,70 @@ struct Static {
   int output = 0;
 };
 
-// One operand of a layer's node, evaluated at each forward from the layer's inputs.
-using Operand = std::function<torch::Tensor(const graph::Tensors& layer_inputs)>;
+// The tensors one layer owns (its initializers, parameters or buffers, under keys t0, t1, ...)
+// as a module LibTorch can clone for another device: reset() registers tensors of the same
+// shapes, which Cloneable::clone then fills with copies of the values.
+class LayerState : public torch::nn::Cloneable<LayerState> {
+ public:
+  explicit LayerState(const std::string& op) : torch::nn::Cloneable<LayerState>("onnx::" + op) {}
+
+  // Registers `value` under the next key; returns the key.
+  std::string add(torch::Tensor value, bool parameter) {
+    const std::string key = fmt::format("t{}", specs_.size());
+    specs_.push_back({key, value.sizes().vec(), value.options(), parameter});
+    if (parameter) {
+      register_parameter(key, std::move(value));
+    } else {
+      register_buffer(key, std::move(value));
+    }
+    return key;
+  }
+
+  void reset() override {
+    for (const Spec& s : specs_) {
+      torch::Tensor t = torch::empty(s.sizes, s.options);
+      if (s.parameter) {
+        register_parameter(s.key, t);
+      } else {
+        register_buffer(s.key, t);
+      }
+    }
+  }
+
+  // The module's tensors in key order (a clone's, for a clone).
+  static std::vector<torch::Tensor> tensors(const torch::nn::Module& m, size_t count) {
+    std::vector<torch::Tensor> out;
+    for (size_t k = 0; k < count; ++k) {
+      const std::string key = fmt::format("t{}", k);
+      const torch::Tensor* t = m.named_parameters(false).find(key);
+      if (!t) t = m.named_buffers(false).find(key);
+      TANDEM_ASSERT(t, "layer state {} is missing", key);
+      out.push_back(*t);
+    }
+    return out;
+  }
+
+ private:
+  struct Spec {
+    std::string key;
+    std::vector<int64_t> sizes;
+    torch::TensorOptions options;
+    bool parameter;
+  };
+  std::vector<Spec> specs_;
+};
+
+// One operand of a layer's node, evaluated at each forward from the layer's state tensors (in
+// key order) and the layer's inputs.
+using Operand = std::function<torch::Tensor(const std::vector<torch::Tensor>& state,
+                                            const graph::Tensors& layer_inputs)>;
 
 class Builder {
  public:
-  explicit Builder(const Analysis& a) : a_(a) {}
+  explicit Builder(const Analysis& a)
+      : a_(a),
+        slabs_(a.input,
+               a.input_shape.empty() ? 0 : 1 + static_cast<int64_t>(a.input_shape.size())) {}
 
   graph::Model build();
 
@@ -40,6 +99,7 @@ class Builder {
   const Analysis& a_;
   std::map<std::string, Static> statics_;
   std::map<std::string, std::string> owner_;  // initializer -> the layer that holds it
+  SlabWalk slabs_;
 };
 
 std::vector<NodeInput> Builder::node_inputs(const pb::NodeProto& n) const {
@@ -111,18 +171,16 @@ void Builder::add_layer(int index, graph::Model& model) {
   const pb::NodeProto& n = a_.node(index);
   graph::Layer layer;
   layer.name = a_.layer_names[index];
-  std::shared_ptr<torch::nn::Module> module;
-  std::map<std::string, torch::Tensor> held;  // initializer -> this layer's tensor
+  std::shared_ptr<LayerState> module;
+  std::map<std::string, size_t> held;  // initializer -> its index in the layer's state
   auto hold = [&](const std::string& state_name, torch::Tensor value, bool parameter) {
-    if (!module) module = std::make_shared<torch::nn::Module>("onnx::" + n.op_type());
-    const std::string key = fmt::format("t{}", layer.state_names.size());
-    layer.state_names[key] = state_name;
-    torch::Tensor& t = parameter ? module->register_parameter(key, value)
-                                 : module->register_buffer(key, value);
-    held[state_name] = t;
-    return t;
+    if (!module) module = std::make_shared<LayerState>(n.op_type());
+    const size_t index = layer.state_names.size();
+    layer.state_names[module->add(value, parameter)] = state_name;
+    held[state_name] = index;
+    return index;
   };
-  // An initializer's tensor, registered in this layer the first time it is used here.
+  // An initializer's index in the layer's state, registered the first time it is used here.
   auto state = [&](const std::string& name) {
     if (auto it = held.find(name); it != held.end()) return it->second;
     auto [owner, fresh] = owner_.emplace(name, layer.name);
@@ -134,36 +192,45 @@ void Builder::add_layer(int index, graph::Model& model) {
     torch::Tensor value = to_tensor(proto, fmt::format("initializer '{}'", name));
     return hold(name, value, a_.roles.at(name) == Role::kParameter);
   };
+  using State = std::vector<torch::Tensor>;
   std::function<Operand(const Static&)> operand = [&](const Static& s) -> Operand {
-    if (s.constant.defined()) return [c = s.constant](const graph::Tensors&) { return c; };
-    if (!s.state.empty()) return [t = state(s.state)](const graph::Tensors&) { return t; };
-    if (!s.fn) return [](const graph::Tensors&) { return torch::Tensor(); };
+    if (s.constant.defined())
+      return [c = s.constant](const State&, const graph::Tensors&) { return c; };
+    if (!s.state.empty())
+      return [k = state(s.state)](const State& st, const graph::Tensors&) { return st[k]; };
+    if (!s.fn) return [](const State&, const graph::Tensors&) { return torch::Tensor(); };
     std::vector<Operand> args;
     for (const Static& arg : s.args) args.push_back(operand(arg));
-    return [fn = s.fn, args, k = s.output](const graph::Tensors& in) {
+    return [fn = s.fn, args, k = s.output](const State& st, const graph::Tensors& in) {
       graph::Tensors values;
-      for (const Operand& arg : args) values.push_back(arg(in));
+      for (const Operand& arg : args) values.push_back(arg(st, in));
       return fn(values)[static_cast<size_t>(k)];
     };
   };
   std::vector<Operand> operands;
   for (const auto& t : n.input()) {
     if (t.empty()) {
-      operands.push_back([](const graph::Tensors&) { return torch::Tensor(); });
+      operands.push_back([](const State&, const graph::Tensors&) { return torch::Tensor(); });
     } else if (a_.batched.count(t)) {
       auto pos = std::find(layer.inputs.begin(), layer.inputs.end(), t);
       if (pos == layer.inputs.end()) pos = layer.inputs.insert(layer.inputs.end(), t);
       const size_t k = static_cast<size_t>(pos - layer.inputs.begin());
-      operands.push_back([k](const graph::Tensors& in) { return in[k]; });
+      operands.push_back([k](const State&, const graph::Tensors& in) { return in[k]; });
     } else {
       operands.push_back(operand(statics_.at(t)));
     }
   }
+  // State an operator keeps for itself (batch normalization's count of batches) is captured by
+  // its function: such a layer cannot be copied for another device.
+  bool keeps_state = false;
   StateSink sink = [&](const std::string& name, torch::Tensor init) {
-    return hold(name, std::move(init), /*parameter=*/false);
+    keeps_state = true;
+    return LayerState::tensors(*module, hold(name, std::move(init), /*parameter=*/false) + 1)
+        .back();
   };
   const Node node(n, layer.name, a_.opset, node_inputs(n), output_shapes(n), sink);
   const Op op = find_operator(n.op_type())->make(node);
+  slabs_.add(node);
   std::vector<size_t> kept;  // the node's outputs a later node or the loss reads
   for (int k = 0; k < n.output_size(); ++k) {
     const std::string& t = n.output(k);
@@ -174,17 +241,23 @@ void Builder::add_layer(int index, graph::Model& model) {
     kept.push_back(static_cast<size_t>(k));
     layer.outputs.push_back(t);
   }
-  layer.module = module;
   layer.forward_flops_per_sample = op.flops_per_sample;
-  layer.forward = [fn = op.fn, operands, kept](const graph::Tensors& in) {
-    graph::Tensors args;
-    args.reserve(operands.size());
-    for (const Operand& o : operands) args.push_back(o(in));
-    graph::Tensors all = fn(args);
-    graph::Tensors out;
-    for (size_t k : kept) out.push_back(std::move(all[k]));
-    return out;
+  graph::BindFn bind = [fn = op.fn, operands, kept,
+                        count = held.size()](const std::shared_ptr<torch::nn::Module>& m) {
+    State state = m ? LayerState::tensors(*m, count) : State{};
+    return graph::ForwardFn([fn, operands, kept, state](const graph::Tensors& in) {
+      graph::Tensors args;
+      args.reserve(operands.size());
+      for (const Operand& o : operands) args.push_back(o(state, in));
+      graph::Tensors all = fn(args);
+      graph::Tensors out;
+      for (size_t k : kept) out.push_back(std::move(all[k]));
+      return out;
+    });
   };
+  layer.module = module;
+  layer.forward = bind(module);
+  if (!keeps_state) layer.bind = std::move(bind);
   model.layers.push_back(std::move(layer));
 }
 
@@ -213,6 +286,7 @@ graph::Model Builder::build() {
       add_static(i);
     }
   }
+  slabs_.finish(a_.output, model);
   model.loss = a_.loss->loss(a_.taken_over);
   model.metric = a_.loss->metric(a_.taken_over);
   model.metric_name = a_.loss->metric_name;

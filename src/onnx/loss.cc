@@ -4,6 +4,7 @@
 
 #include "tandem/models/conv3d_stack.h"
 #include "tandem/models/unet3d.h"
+#include "tandem/spatial/group_sum.h"
 
 namespace tandem::onnx::detail {
 namespace {
@@ -17,10 +18,20 @@ torch::Tensor class_target(const torch::Tensor& scores, const torch::Tensor& tar
   return t.to(torch::kLong);
 }
 
+// Positions per sample of scores [B,C,...] over the whole volume (on a slab: the whole
+// sample's, not the slab's).
+double whole_positions(const torch::Tensor& scores) {
+  return static_cast<double>(spatial::whole_elements_per_sample(scores) / scores.size(1));
+}
+
 graph::LossFn cross_entropy(bool) {
-  // Log-softmax over axis 1 of the scores (logits or log-probabilities alike).
+  // Log-softmax over axis 1 of the scores (logits or log-probabilities alike); the mean over
+  // the samples and their positions, which on slabs is the slabs' sums added up.
   return [](const torch::Tensor& scores, const torch::Tensor& target) {
-    return F::cross_entropy(scores, class_target(scores, target));
+    if (!spatial::split()) return F::cross_entropy(scores, class_target(scores, target));
+    const torch::Tensor sum = spatial::group_sum(F::cross_entropy(
+        scores, class_target(scores, target), F::CrossEntropyFuncOptions().reduction(torch::kSum)));
+    return sum / (static_cast<double>(scores.size(0)) * whole_positions(scores));
   };
 }
 
@@ -29,8 +40,10 @@ graph::MetricFn accuracy(bool) {
   return [](const torch::Tensor& scores, const torch::Tensor& target) {
     const torch::Tensor right =
         scores.detach().argmax(1).eq(class_target(scores, target)).to(torch::kFloat64);
-    return right.dim() == 1 ? right.sum().item<double>()
-                            : right.flatten(1).mean(1).sum().item<double>();
+    if (right.dim() == 1) return right.sum().item<double>();
+    if (!spatial::split()) return right.flatten(1).mean(1).sum().item<double>();
+    const torch::Tensor per_sample = spatial::group_sum(right.flatten(1).sum(1));  // [B]
+    return (per_sample / whole_positions(scores)).sum().item<double>();
   };
 }
 
@@ -51,7 +64,13 @@ graph::LossFn dice_bce(bool logits) {
   return [logits](const torch::Tensor& output, const torch::Tensor& target) {
     const torch::Tensor dice = models::soft_dice_loss(probabilities(output, logits), target);
     if (!logits) return dice + models::bce_loss(output, target);
-    return dice + F::binary_cross_entropy_with_logits(output, target.to(output.dtype()));
+    if (!spatial::split())
+      return dice + F::binary_cross_entropy_with_logits(output, target.to(output.dtype()));
+    const torch::Tensor sum = spatial::group_sum(F::binary_cross_entropy_with_logits(
+        output, target.to(output.dtype()),
+        F::BinaryCrossEntropyWithLogitsFuncOptions().reduction(torch::kSum)));
+    return dice +
+           sum / static_cast<double>(output.size(0) * spatial::whole_elements_per_sample(output));
   };
 }
 

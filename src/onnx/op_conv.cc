@@ -1,8 +1,11 @@
 // Conv and ConvTranspose over 1 to 3 spatial axes: x [B,C_in,D...], weight [C_out,C_in/g,k...]
 // (ConvTranspose: [C_in,C_out/g,k...]), optional bias [C_out]. Both map to at::convolution, the
 // call PyTorch's own Conv and ConvTranspose modules make, so an exported module computes here
-// what it computed in PyTorch.
+// what it computed in PyTorch. On the slabs of a spatial split a stride-1 Conv exchanges halos
+// along the depth; the other windows slab_rules.cc lets through keep to the slab.
 #include "ops.h"
+#include "tandem/spatial/group_sum.h"
+#include "tandem/spatial/halo.h"
 #include "window.h"
 
 namespace tandem::onnx::detail {
@@ -36,11 +39,17 @@ Op conv(const Node& n) {
     const torch::Tensor& weight = in[1];
     const size_t dims = static_cast<size_t>(x.dim() - 2);
     const Window w = window.filled(dims, weight.sizes().slice(2));
-    const Padding p = resolve_padding(w, x.sizes().slice(2));
+    Padding p = resolve_padding(w, x.sizes().slice(2));
     torch::Tensor input = x;
+    if (spatial::split() && w.strides[0] == 1) {
+      // A slab (slab_rules.cc checked for "same" padding along the depth): the neighbours'
+      // planes, or zeros at the volume's two ends, stand in for the depth's padding.
+      input = spatial::with_halo(x, 2, p.begin[0]);
+      p.begin[0] = p.end[0] = 0;
+    }
     std::vector<int64_t> padding = p.begin;
     if (!p.symmetric()) {
-      input = pad_spatial(x, p, 0.0);
+      input = pad_spatial(input, p, 0.0);
       padding.assign(dims, 0);
     }
     return graph::Tensors{at::convolution(input, weight, in.size() > 2 ? in[2] : torch::Tensor(),

@@ -1,10 +1,33 @@
 // BatchNormalization (see batch_norm.h for micro-batches) and InstanceNormalization (per
-// sample and channel over the spatial axes: exact for any split of the batch).
+// sample and channel over the spatial axes: exact for any split of the batch; on the slabs of a
+// spatial split its statistics are summed over the slabs).
 // Shapes: x [B,C,...]; scale, bias, mean, var [C].
 #include "batch_norm.h"
 #include "ops.h"
+#include "tandem/spatial/group_sum.h"
 
 namespace tandem::onnx::detail {
+namespace {
+
+// Instance normalization of a slab x [B,C,D,...] of every sample: the mean and the (biased)
+// variance of each sample and channel over the whole volume, from the slabs' partial sums
+// (in double, two passes), then x normalized, scaled and shifted.
+torch::Tensor slab_instance_norm(const torch::Tensor& x, const torch::Tensor& scale,
+                                 const torch::Tensor& bias, double epsilon) {
+  const double n = static_cast<double>(spatial::whole_elements_per_sample(x) / x.size(1));
+  const torch::Tensor v = x.flatten(2);  // [B,C,N]
+  const torch::Tensor mean = spatial::group_sum_shared(v.to(torch::kFloat64).sum(2)) / n;
+  const torch::Tensor centered = v - mean.to(v.dtype()).unsqueeze(2);
+  const torch::Tensor var =
+      spatial::group_sum_shared(centered.to(torch::kFloat64).square().sum(2)) / n;
+  std::vector<int64_t> per_channel(static_cast<size_t>(x.dim()), 1);
+  per_channel[1] = x.size(1);
+  const torch::Tensor y =
+      (centered * (var + epsilon).rsqrt().to(v.dtype()).unsqueeze(2)).reshape(x.sizes());
+  return y * scale.reshape(per_channel) + bias.reshape(per_channel);
+}
+
+}  // namespace
 
 Op make_batch_normalization(const Node& n) {
   // training_mode (opset 14 on) only says how the graph was exported: tandem's own training
@@ -35,6 +58,7 @@ Op make_instance_normalization(const Node& n) {
   const double epsilon = n.get_float("epsilon", 1e-5f);
   Op op;
   op.fn = [epsilon](const graph::Tensors& in) {
+    if (spatial::split()) return graph::Tensors{slab_instance_norm(in[0], in[1], in[2], epsilon)};
     return graph::Tensors{torch::instance_norm(in[0], in[1], in[2], torch::Tensor(),
                                                torch::Tensor(), /*use_input_stats=*/true, 0.0,
                                                epsilon, /*cudnn_enabled=*/true)};

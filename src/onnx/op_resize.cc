@@ -7,6 +7,7 @@
 // this equals PyTorch's interpolate (nearest = asymmetric + floor; linear with align_corners
 // = align_corners; linear half_pixel = align_corners=False).
 #include "ops.h"
+#include "slab_rules.h"
 
 namespace tandem::onnx::detail {
 namespace {
@@ -123,7 +124,64 @@ std::vector<double> float_values(const torch::Tensor& t) {
   return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
 }
 
+// Whether nearest resizing by the whole factor `scale` keeps to blocks: output plane i reads
+// input plane i / scale, whatever the extent, so that a slab's output planes read the slab's
+// own input planes at any offset that is a multiple of the factor.
+bool blockwise_nearest(const ResizeMode& m, int64_t scale) {
+  for (int64_t whole : {4, 6}) {
+    const int64_t out = whole * scale;
+    for (int64_t i = 0; i < out; ++i) {
+      const int64_t src = std::clamp<int64_t>(
+          round_nearest(m, source(m, i, whole, out, static_cast<double>(scale))), 0, whole - 1);
+      if (src != i / scale) return false;
+    }
+  }
+  return true;
+}
+
+SlabStep slab_resize_by(const ResizeMode& m, const std::vector<double>& scales) {
+  SlabStep step;
+  if (scales.size() <= 2 || scales[2] == 1.0) return step;
+  const double s = scales[2];
+  if (m.linear) {
+    step.refused =
+        "it interpolates linearly along the depth axis, which would need planes of "
+        "the neighbouring slabs";
+  } else if (s < 1 || s != std::floor(s)) {
+    step.refused = fmt::format(
+        "it scales the depth by {}; on slabs only whole up-sampling "
+        "factors are supported",
+        s);
+  } else if (!blockwise_nearest(m, static_cast<int64_t>(s))) {
+    step.refused = fmt::format(
+        "with coordinate_transformation_mode '{}' and nearest_mode '{}' "
+        "its output planes do not read whole blocks of input planes",
+        m.coordinates, m.nearest);
+  } else {
+    step.up = static_cast<int64_t>(s);
+  }
+  return step;
+}
+
 }  // namespace
+
+SlabStep slab_resize(const Node& n) {
+  const ResizeMode m = read_mode(n, false);
+  if (n.has_input(2) && n.constant(2, "scales").numel() > 0)
+    return slab_resize_by(m, float_values(n.constant(2, "scales")));
+  SlabStep step;
+  step.refused =
+      "it gives output sizes, which are the whole volume's and not a slab's; export "
+      "it with scales";
+  return step;
+}
+
+SlabStep slab_upsample(const Node& n) {
+  const ResizeMode m = read_mode(n, true);
+  if (n.has_input(1)) return slab_resize_by(m, float_values(n.constant(1, "scales")));
+  const std::vector<float> attr = n.get_floats("scales");
+  return slab_resize_by(m, std::vector<double>(attr.begin(), attr.end()));
+}
 
 Op make_resize(const Node& n) {
   const ResizeMode m = read_mode(n, false);

@@ -67,6 +67,7 @@ class Node {
   int64_t input_rank(size_t i) const;
   const Shape& output_shape(size_t k) const;
   size_t output_count() const { return static_cast<size_t>(proto_.output_size()); }
+  const std::string& output_name(size_t k) const { return proto_.output(static_cast<int>(k)); }
 
   // Attributes, with the defaults of the operator's specification.
   bool has(const char* attr) const;
@@ -114,6 +115,17 @@ struct Op {
 
 using Factory = Op (*)(const Node& node);
 
+// What an operator does to the axis a spatial split cuts (--spatial: axis 2 of its per-sample
+// inputs, the depth of [B,C,D,H,W]) when every sample arrives as a slab of planes along it.
+struct SlabStep {
+  std::string refused;  // why the node cannot run on slabs; empty: it can
+  int64_t down = 1;     // output planes = input planes / down (pooling, a strided window)
+  int64_t up = 1;       // output planes = input planes x up (a transposed window, up-sampling)
+  int64_t halo = 0;     // planes it needs from each neighbouring slab (a "same" convolution)
+};
+// A node's step, from its attributes and static operands, at load time.
+using SlabRule = SlabStep (*)(const Node& node);
+
 // An operator tandem runs, and the roles of the initializers it reads directly.
 struct OperatorEntry {
   const char* name;
@@ -122,6 +134,8 @@ struct OperatorEntry {
   std::vector<int> weights;
   // Inputs whose initializers are buffers the operator updates (running statistics).
   std::vector<int> buffers;
+  // How it runs on slabs; null: it mixes the split axis with others (refused on slabs).
+  SlabRule slab = nullptr;
 };
 
 // The entry of `op`, or null when tandem does not run it.

@@ -10,37 +10,81 @@ namespace tandem::spatial {
 
 namespace {
 
+// Adds `mine` and the other slabs' `key` messages in slab order, after sending `mine` to them.
+torch::Tensor sum_over_group(Group& g, const transport::MessageKey& key, const torch::Tensor& mine,
+                             Exchange ex) {
+  for (int k = 0; k < g.size(); ++k) {
+    if (k == g.index()) continue;
+    g.send(k, key, mine);
+    ex.bytes_sent += mine.numel() * static_cast<int64_t>(mine.element_size());
+  }
+  // Slab order on every slab: the same additions of the same values, the same bits.
+  torch::Tensor total;
+  for (int k = 0; k < g.size(); ++k) {
+    torch::Tensor part = k == g.index() ? mine : g.recv(k, key);
+    total = total.defined() ? total + part : part.clone();
+  }
+  ex.end_us = g.now_us();
+  g.record(std::move(ex));
+  return total;
+}
+
+// What a shared sum's backward needs to find its messages again (autograd may run it on
+// another thread, outside the layer's call).
+struct SumKey : torch::CustomClassHolder {
+  Group* group = nullptr;
+  std::string name;
+  int stage = 0;
+  int microbatch = 0;
+};
+
+// The forward of both sums: `partial` added over the current call's group.
+torch::Tensor forward_sum(const torch::Tensor& partial, SumKey* key_out) {
+  const graph::CallContext& call = graph::current_call();
+  Group& g = *call.group;
+  const std::string name = fmt::format("sum L{} #{}{}", call.layer, graph::next_collective_index(),
+                                       call.recomputing ? " r" : "");
+  if (key_out) {
+    key_out->group = &g;
+    key_out->name = name;
+    key_out->stage = call.stage;
+    key_out->microbatch = call.microbatch;
+  }
+  if (g.dry()) return partial.clone();
+  return sum_over_group(g, g.key(name, call.stage, call.microbatch, false),
+                        partial.detach().contiguous(),
+                        Exchange{"sum", call.stage, call.microbatch, g.now_us()});
+}
+
 class GroupSum : public torch::autograd::Function<GroupSum> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext*, const torch::Tensor& partial) {
-    const graph::CallContext& call = graph::current_call();
-    Group& g = *call.group;
-    const std::string name = fmt::format("sum L{} #{}{}", call.layer,
-                                         graph::next_collective_index(),
-                                         call.recomputing ? " r" : "");
-    if (g.dry()) return partial.clone();
-    Exchange ex{"sum", call.stage, call.microbatch, g.now_us()};
-    const transport::MessageKey key = g.key(name, call.stage, call.microbatch, false);
-    const torch::Tensor mine = partial.detach().contiguous();
-    for (int k = 0; k < g.size(); ++k) {
-      if (k == g.index()) continue;
-      g.send(k, key, mine);
-      ex.bytes_sent += mine.numel() * static_cast<int64_t>(mine.element_size());
-    }
-    // Slab order on every slab: the same additions of the same values, the same bits.
-    torch::Tensor total;
-    for (int k = 0; k < g.size(); ++k) {
-      torch::Tensor part = k == g.index() ? mine : g.recv(k, key);
-      total = total.defined() ? total + part : part.clone();
-    }
-    ex.end_us = g.now_us();
-    g.record(std::move(ex));
-    return total;
+    return forward_sum(partial, nullptr);
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext*,
                                                torch::autograd::tensor_list grads) {
     return {grads[0]};
+  }
+};
+
+class SharedSum : public torch::autograd::Function<SharedSum> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx,
+                               const torch::Tensor& partial) {
+    auto key = c10::make_intrusive<SumKey>();
+    torch::Tensor total = forward_sum(partial, key.get());
+    ctx->saved_data["key"] = c10::IValue::make_capsule(std::move(key));
+    return total;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    auto k = c10::static_intrusive_pointer_cast<SumKey>(ctx->saved_data["key"].toCapsule());
+    Group& g = *k->group;
+    if (g.dry()) return {grads[0]};
+    return {sum_over_group(g, g.key(k->name, k->stage, k->microbatch, true), grads[0].contiguous(),
+                           Exchange{"sum grad", k->stage, k->microbatch, g.now_us()})};
   }
 };
 
@@ -51,6 +95,11 @@ bool split() { return graph::current_call().group != nullptr; }
 torch::Tensor group_sum(const torch::Tensor& partial) {
   if (!split()) return partial;
   return GroupSum::apply(partial);
+}
+
+torch::Tensor group_sum_shared(const torch::Tensor& partial) {
+  if (!split()) return partial;
+  return SharedSum::apply(partial);
 }
 
 int64_t whole_extent(const torch::Tensor& t) {

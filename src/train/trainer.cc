@@ -30,11 +30,10 @@ namespace {
 int spatial_groups(const graph::Model& model, const Config& c, int devices, int64_t depth) {
   TANDEM_CHECK(c.spatial >= 1, "--spatial must be at least 1, not {}", c.spatial);
   if (c.spatial == 1) return devices;
-  TANDEM_CHECK(!onnx_file(c),
-               "--spatial {} cuts every sample into depth slabs, which tandem's own conv3d-stack "
-               "and unet3d layers are written for (halo exchanges); a model from an ONNX file "
-               "runs whole samples: use --spatial 1 and split its layers across devices",
-               c.spatial);
+  TANDEM_CHECK(model.slab_refusal.empty(),
+               "--spatial {} cuts every sample into depth slabs, but {}: use --spatial 1 and "
+               "split its layers across devices",
+               c.spatial, model.slab_refusal);
   TANDEM_CHECK(model.slab_dim >= 0,
                "--spatial {} cuts every sample's volume into slabs, but model {} has no volume: "
                "use --model conv3d-stack or unet3d",
@@ -46,7 +45,10 @@ int spatial_groups(const graph::Model& model, const Config& c, int devices, int6
   const int64_t multiple = model.slab_multiple;
   const int most = spatial::most_slabs(depth, multiple);
   if (most < c.spatial) {
-    const std::string why = multiple > 1 ? fmt::format(" with {} levels", c.levels) : std::string();
+    std::string why;
+    if (multiple > 1)
+      why = onnx_file(c) ? fmt::format(" with {}", c.model)
+                         : fmt::format(" with {} levels", c.levels);
     TANDEM_CHECK(false,
                  "--volume {}{} and --spatial {}: {} slabs of at least {} plane{} need a depth "
                  "of at least {}; use --volume {} or more{}",

@@ -394,6 +394,100 @@ def write_refused(folder):
     onnx.save(model, os.path.join(folder, "external_data.onnx"), save_as_external_data=True,
               all_tensors_to_one_file=True, location="external_data.bin", size_threshold=0)
 
+# ---------------------------------------------------------------------------------------------
+# Graphs under a spatial split (--spatial): name -> (nodes, initializers, input shape). Every
+# graph reads x [batch,2,8,4,4] and writes y; slabs_test.cc says what each must give.
+
+def slab_cases():
+    def conv(name, x, y, cin, cout, k, seed, **attrs):
+        w = tensor(name + ".w", rand(cout, cin, *k, seed=seed).numpy() * 0.3)
+        b = tensor(name + ".b", rand(cout, seed=seed + 1).numpy() * 0.1)
+        return helper.make_node("Conv", [x, name + ".w", name + ".b"], [y], name=name,
+                                **attrs), [w, b]
+
+    def one(node_attrs_op, *inputs, inits=(), **attrs):
+        return [helper.make_node(node_attrs_op, ["x", *inputs], ["y"], name="n", **attrs)], \
+            list(inits)
+
+    cases = {}
+    for name, k, attrs in [("conv_same", (3, 3, 3), dict(pads=[1] * 6)),
+                           ("conv_5_same", (5, 3, 3), dict(pads=[2, 1, 1, 2, 1, 1])),
+                           ("conv_auto_same", (3, 3, 3), dict(auto_pad="SAME_UPPER")),
+                           ("conv_strided_padded", (3, 3, 3),
+                            dict(pads=[1] * 6, strides=[2, 2, 2])),
+                           ("conv_valid", (3, 1, 1), dict())]:
+        node, inits = conv("n", "x", "y", 2, 2, k, 60, **attrs)
+        cases[name] = ([node], inits)
+    node, inits = conv("down", "x", "d", 2, 2, (2, 2, 2), 61, strides=[2, 2, 2])
+    cases["conv_blocks_then_nearest"] = ([node, helper.make_node(
+        "Resize", ["d", "", "scales"], ["y"], name="up", mode="nearest",
+        coordinate_transformation_mode="asymmetric", nearest_mode="floor")],
+        inits + [tensor("scales", np.array([1, 1, 2, 2, 2], np.float32))])
+    cases["pool_overlapping"] = one("MaxPool", kernel_shape=[3, 3, 3], strides=[2, 2, 2],
+                                    pads=[1] * 6)
+    cases["resize_linear_depth"] = one(
+        "Resize", "", "scales", inits=[tensor("scales", np.array([1, 1, 2, 1, 1], np.float32))],
+        mode="linear")
+    cases["resize_linear_plane"] = one(
+        "Resize", "", "scales", inits=[tensor("scales", np.array([1, 1, 1, 2, 2], np.float32))],
+        mode="linear")
+    cases["resize_sizes"] = one(
+        "Resize", "", "", "sizes", inits=[tensor("sizes", np.array([1, 2, 16, 4, 4], np.int64))],
+        mode="nearest")
+    cases["concat_depth"] = ([helper.make_node("Concat", ["x", "x"], ["c"], axis=2, name="n"),
+                              helper.make_node("MaxPool", ["c"], ["y"], kernel_shape=[2, 1, 1],
+                                               strides=[2, 1, 1])], [])
+    cases["softmax_depth"] = one("Softmax", axis=2)
+    cases["transpose_plane"] = one("Transpose", perm=[0, 1, 2, 4, 3])
+    cases["transpose_depth"] = one("Transpose", perm=[0, 1, 3, 2, 4])
+    cases["pad_depth"] = one("Pad", "pads", inits=[tensor(
+        "pads", np.array([0, 0, 1, 0, 0, 0, 0, 1, 0, 0], np.int64))])
+    cases["pad_plane"] = one("Pad", "pads", inits=[tensor(
+        "pads", np.array([0, 0, 0, 1, 1, 0, 0, 0, 1, 1], np.int64))])
+    cases["add_per_channel"] = one("Add", "bias", inits=[tensor(
+        "bias", np.ones((2, 1, 1, 1), np.float32))])
+    cases["add_per_plane"] = one("Add", "ramp", inits=[tensor(
+        "ramp", np.arange(8, dtype=np.float32).reshape(8, 1, 1))])
+    cases["global_pool"] = ([helper.make_node("GlobalAveragePool", ["x"], ["g"], name="n"),
+                             helper.make_node("Add", ["x", "g"], ["y"])], [])
+    cases["batch_norm"] = one("BatchNormalization", "s", "b", "m", "v", inits=[
+        tensor("s", np.ones(2, np.float32)), tensor("b", np.zeros(2, np.float32)),
+        tensor("m", np.zeros(2, np.float32)), tensor("v", np.ones(2, np.float32))])
+    cases["flatten"] = ([helper.make_node("Flatten", ["x"], ["f"], name="n"),
+                         helper.make_node("Reshape", ["f", "shape"], ["y"])],
+                        [tensor("shape", np.array([-1, 2, 8, 4, 4], np.int64))])
+    # A small segmentation net of three classes: conv, instance norm, pooling, nearest
+    # up-sampling, a skip added back, a 1x1x1 conv and a softmax over the classes.
+    a, a_inits = conv("enc", "x", "e", 2, 3, (3, 3, 3), 62, pads=[1] * 6)
+    b, b_inits = conv("mid", "p", "m", 3, 3, (3, 3, 3), 64, pads=[1] * 6)
+    c, c_inits = conv("out", "s", "logits", 3, 3, (1, 1, 1), 66)
+    cases["segmentation"] = ([
+        a,
+        helper.make_node("InstanceNormalization", ["e", "in.s", "in.b"], ["en"], name="norm"),
+        helper.make_node("Relu", ["en"], ["r"], name="relu"),
+        helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2, 2], strides=[2, 2, 2],
+                         name="pool"),
+        b,
+        helper.make_node("Resize", ["m", "", "scales"], ["u"], name="up", mode="nearest",
+                         coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+        helper.make_node("Add", ["u", "r"], ["s"], name="skip"),
+        c,
+        helper.make_node("Softmax", ["logits"], ["y"], axis=1, name="soft")],
+        a_inits + b_inits + c_inits +
+        [tensor("in.s", 1 + 0.1 * rand(3, seed=68).numpy()),
+         tensor("in.b", 0.1 * rand(3, seed=69).numpy()),
+         tensor("scales", np.array([1, 1, 2, 2, 2], np.float32))])
+    return cases
+
+
+def write_slabs(folder):
+    os.makedirs(folder, exist_ok=True)
+    for name, (nodes, inits) in slab_cases().items():
+        save_model(os.path.join(folder, name + ".onnx"), nodes, [value("x", ["batch", 2, 8, 4, 4])],
+                   [value("y", None)], inits, check=False)
+    save_model(os.path.join(folder, "vector_input.onnx"), [helper.make_node("Relu", ["x"], ["y"])],
+               [value("x", ["batch", 8])], [value("y", None)], check=False)
+
 
 def main():
     out = sys.argv[1]
@@ -406,6 +500,7 @@ def main():
                os.path.join(out, "keras_forward.pt"))
     write_op_cases(os.path.join(out, "ops"))
     write_refused(os.path.join(out, "refused"))
+    write_slabs(os.path.join(out, "slabs"))
 
 
 if __name__ == "__main__":

@@ -69,9 +69,23 @@ onnx_cli_test(unet_trains 0 "result: steps=2 loss=[0-9.]+ test_dice=[0-9.]+ " ${
   --trace ${onnx_cli}/unet_trace.json)
 onnx_cli_test(unet_plan_only 0 "memory plan .*planned peaks fit --device-memory" ${unet_run}
   --devices 2 --microbatches 2 --partition memory --device-memory 64MiB --plan-only)
-# A spatial split needs layers written for slabs (halo exchanges); an ONNX graph's are not.
-onnx_cli_test(refuses_spatial 2 "--spatial 2 cuts every sample into depth slabs.*a model from an ONNX file runs whole samples"
-  ${unet_run} --devices 2 --microbatches 2 --spatial 2 --steps 1)
+# A spatial split of the ONNX U-Net trains as one device does on whole samples, alone, under
+# pipeline stages and on MPI ranks (spatial_equals_whole.cmake); a graph that reaches across the
+# depth (the Keras graph's Transposes move it) and more slabs than the depth allows are refused.
+set(spatial_mpirun "")
+if(TANDEM_WITH_MPI)
+  set(spatial_mpirun ${TANDEM_MPIRUN})
+endif()
+add_test(NAME onnx_cli_spatial_equals_whole
+  COMMAND ${CMAKE_COMMAND} -DTANDEM=${tandem} -DPYTHON=${TANDEM_PYTHON} -DMODEL=${unet}
+          -DDIR=${onnx_cli}/spatial "-DMPIRUN=${spatial_mpirun}"
+          -P ${onnx_dir}/spatial_equals_whole.cmake
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+onnx_cli_fixtures(onnx_cli_spatial_equals_whole)
+onnx_cli_test(spatial_refuses_a_graph_across_the_depth 2 "--spatial 2 cuts every sample into depth slabs, but ONNX node '[^']+' \\(Transpose\\) cannot run on slabs: perm \\[0,3,1,2\\] moves the depth axis"
+  train --model ${onnx_fixtures}/keras.onnx --data mnist --devices 2 --spatial 2 --steps 1)
+onnx_cli_test(spatial_too_many_slabs 2 "--volume 8 with [^ ]+unet3d.onnx and --spatial 8: 8 slabs of at least 2 planes need a depth of at least 16; use --volume 16 or more, or --spatial 4 or fewer"
+  ${unet_run} --microbatches 2 --devices 8 --spatial 8 --steps 1)
 onnx_cli_test(unet_volume_mismatch 2 "takes samples of shape \\[1,8,8,8\\].*data gives samples of shape \\[1,16,16,16\\]"
   train --model ${unet} --data spheres --volume 16 --loss dice --steps 1 --progress none)
 

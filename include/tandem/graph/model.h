@@ -40,6 +40,9 @@ struct Model {
   // down-sampling factors (2^(L-1) for a U-Net of L levels), so that pooling and up-sampling
   // never reach across a slab's edge.
   int64_t slab_multiple = 1;
+  // Why a spatial split cannot cut this model (an ONNX graph that reshapes the depth: the node
+  // and the reason); empty when it can, or when the model has no volume (slab_dim -1).
+  std::string slab_refusal;
   // The shape of one sample of the input, without the batch axis, where the model declares
   // one (an ONNX graph does); -1 on an axis of any size. Empty: any shape.
   std::vector<int64_t> input_shape;

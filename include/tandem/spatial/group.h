@@ -28,7 +28,7 @@ namespace tandem::spatial {
 
 // One message exchange with the other slabs, for traces and reports.
 struct Exchange {
-  std::string kind;  // "halo", "halo grad" or "sum"
+  std::string kind;  // "halo", "halo grad", "sum" or "sum grad"
   int stage = 0;
   int microbatch = 0;
   double start_us = 0;  // since the run's origin

@@ -21,6 +21,13 @@ bool split();
 // the sum over slabs of d(loss)/d(sum) * d(partial_j)/d(weights) is d(loss)/d(weights).
 torch::Tensor group_sum(const torch::Tensor& partial);
 
+// The sum of `partial` over the slabs, like group_sum, for a sum that every slab then uses on
+// its own slab only (instance normalization's mean and variance, applied to the slab's
+// voxels). Each slab's gradient of such a sum covers its own uses; the whole sample's gradient
+// is theirs added up, so the backward sums the gradients over the group too (in slab order:
+// every slab gets the same bits). Without a group (whole samples): `partial`.
+torch::Tensor group_sum_shared(const torch::Tensor& partial);
+
 // The whole sample's extent along the split dimension at the resolution of `t`, a slab of
 // the current call's group (the volume's planes, scaled like the slab: a slab pooled twice
 // spans a quarter of the planes). Only within a split (split()). Throws tandem::Error when t's
