@@ -80,6 +80,16 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
   std::map<std::string, size_t> last_read;
   for (size_t i = 0; i < model.layers.size(); ++i)
     for (const auto& name : model.layers[i].inputs) last_read[name] = i;
+  // Whether an autograd graph keeps each tensor for the backward: its producer's (a ReLU keeps
+  // its result) or a reader's (a convolution keeps its input). A tensor none keeps is gone
+  // once its last reader has run (the transposed convolution's output that the U-Net's next
+  // layer concatenates: the copy is kept, not it), so it is no activation of its producer.
+  // Judged by who else holds the tensor or its storage besides the measurement's own handles;
+  // anything else that shares them (a view, the graph input) counts as kept.
+  std::map<std::string, bool> kept;
+  auto held_beyond = [](const torch::Tensor& t, size_t impl_refs) {
+    return !t.has_storage() || t.use_count() > impl_refs || t.storage().use_count() > 1;
+  };
   {
     memory::ScopedWhere where(kProbeDevice, "memory probe");
     // Tensors later layers read, cut from the graph: a layer's saved tensors are freed once it
@@ -104,9 +114,22 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
       out.transient.push_back(std::max(forward_workspace, backward_workspace(layer, inputs)));
       for (size_t k = 0; k < outputs.size(); ++k) {
         out.tensors[layer.outputs[k]] = tensor_bytes(outputs[k]);
+        kept[layer.outputs[k]] = held_beyond(outputs[k], 1);
         if (!last_read.count(layer.outputs[k])) continue;
         env[layer.outputs[k]] = outputs[k].detach().requires_grad_(outputs[k].requires_grad());
       }
+      // Held here by env, by `inputs` (once per reading) and, for a leaf that requires its
+      // gradient, by its gradient accumulator in this layer's graph (which in a pipeline is the
+      // producer's node instead); more: this layer's graph keeps it.
+      for (const auto& name : layer.inputs) {
+        const torch::Tensor& t = env.at(name);
+        const auto readings = std::count(layer.inputs.begin(), layer.inputs.end(), name);
+        const bool accumulator = torch::autograd::impl::try_get_grad_accumulator(t) != nullptr;
+        if (name != model.input &&
+            held_beyond(t, 1 + static_cast<size_t>(readings) + (accumulator ? 1 : 0)))
+          kept[name] = true;
+      }
+      inputs.clear();
       for (const auto& name : layer.inputs)
         if (last_read.at(name) == i) env.erase(name);
       uint64_t params = 0;
@@ -114,6 +137,10 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
       out.state.push_back(params * static_cast<uint64_t>(2 + optimizer_slots));
     }
   }
+  for (size_t i = 0; i < model.layers.size(); ++i)
+    for (const auto& name : model.layers[i].outputs)
+      if (name != model.output && last_read.count(name) && !kept.at(name))
+        out.activations[i] -= std::min(out.activations[i], out.tensors.at(name));
   return out;
 }
 
