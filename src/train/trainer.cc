@@ -268,9 +268,9 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
     partition = std::move(m.partition);
     memory_plan_ = std::move(m.plan);
     planned = std::move(m.planned);
-    // Over the budget: would thinner slabs of the same stages fit? (A volumetric model of
-    // tandem's own, its stages one per group or round-robin.)
-    if (c.device_memory > 0 && model.slab_dim >= 0 && !onnx_file(c) && !chunked &&
+    // Over the budget: would thinner slabs of the same stages fit? (A model that slabs can
+    // cut, its stages one per group or round-robin.)
+    if (c.device_memory > 0 && model.slab_dim >= 0 && !chunked &&
         largest_group_bytes(planned, groups) > static_cast<double>(c.device_memory)) {
       const SpatialFit fit = spatial_that_fits(
           model, c, stages, groups, leads, transport != nullptr, *source_, once, partition, depth);
