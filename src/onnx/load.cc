@@ -55,11 +55,14 @@ class LayerState : public torch::nn::Cloneable<LayerState> {
 
   // The module's tensors in key order (a clone's, for a clone).
   static std::vector<torch::Tensor> tensors(const torch::nn::Module& m, size_t count) {
+    // The dictionaries are copies: keep them while their entries are read.
+    const auto parameters = m.named_parameters(false);
+    const auto buffers = m.named_buffers(false);
     std::vector<torch::Tensor> out;
     for (size_t k = 0; k < count; ++k) {
       const std::string key = fmt::format("t{}", k);
-      const torch::Tensor* t = m.named_parameters(false).find(key);
-      if (!t) t = m.named_buffers(false).find(key);
+      const torch::Tensor* t = parameters.find(key);
+      if (!t) t = buffers.find(key);
       TANDEM_ASSERT(t, "layer state {} is missing", key);
       out.push_back(*t);
     }
