@@ -154,9 +154,10 @@ void Builder::add_static(int index) {
     Static s;
     if (k >= op.outputs) {
       if (a_.readers.count(n.output(k)))
-        node.refuse(fmt::format("its output {} ('{}') is read, but tandem computes only its "
-                                "first {}",
-                                k, n.output(k), op.outputs));
+        node.refuse(
+            fmt::format("its output {} ('{}') is read, but tandem computes only its "
+                        "first {}",
+                        k, n.output(k), op.outputs));
       continue;
     }
     if (constant) {

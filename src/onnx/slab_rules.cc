@@ -90,7 +90,7 @@ SlabStep slab_broadcast(const Node& n) {
     // Numpy broadcasting aligns the operand's last axis with the tensor's last.
     const int64_t at = kAxis - (rank - static_cast<int64_t>(s->size()));
     if (rank < 0 && !s->empty())
-      return refused(fmt::format("the rank of its per-sample input is unknown"));
+      return refused("the rank of its per-sample input is unknown");
     if (at >= 0 && at < static_cast<int64_t>(s->size()) && (*s)[static_cast<size_t>(at)] != 1)
       return refused(
           fmt::format("its operand '{}' [{}] varies along the depth axis, which a slab "

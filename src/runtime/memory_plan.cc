@@ -4,174 +4,21 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "tandem/common/check.h"
-#include "tandem/graph/call_context.h"
 #include "tandem/memory/bytes.h"
-#include "tandem/memory/context.h"
-#include "tandem/memory/cpu_allocator.h"
-#include "tandem/memory/tracker.h"
 #include "tandem/schedule/held_messages.h"
 #include "tandem/schedule/simulate.h"
 
 namespace tandem::runtime {
 namespace {
-// The tracker bucket the measurement charges; no pipeline device uses the last index.
-constexpr int kProbeDevice = memory::Tracker::kMaxDevices - 1;
-
 // The forward FLOPs per sample of layers [begin, end), of those that know theirs.
 double forward_flops(const graph::Model& model, int begin, int end) {
   double flops = 0;
   for (int i = begin; i < end; ++i) flops += model.layers[i].forward_flops_per_sample;
   return flops;
 }
-
-uint64_t tensor_bytes(const torch::Tensor& t) {
-  return static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(t.element_size());
-}
-// The most bytes a backward of `layer` alone holds above what is in use when it starts: it runs
-// the layer again on copies of `inputs` cut from the graph and asks for the gradients of its
-// inputs and parameters (without accumulating them into the parameters).
-uint64_t backward_workspace(const graph::Layer& layer, const graph::Tensors& inputs) {
-  auto& tracker = memory::Tracker::global();
-  graph::Tensors detached;
-  std::vector<torch::Tensor> wrt;
-  for (const auto& x : inputs) {
-    torch::Tensor d = x.detach();
-    if (d.is_floating_point()) {
-      d.requires_grad_(true);
-      wrt.push_back(d);
-    }
-    detached.push_back(d);
-  }
-  for (const auto& p : graph::named_parameters(layer))
-    if (p.second.requires_grad()) wrt.push_back(p.second);
-  graph::Tensors outputs = layer.forward(detached);
-  std::vector<torch::Tensor> roots, seeds;
-  for (const auto& y : outputs) {
-    if (!y.requires_grad()) continue;
-    roots.push_back(y);
-    seeds.push_back(torch::ones_like(y));
-  }
-  if (roots.empty() || wrt.empty()) return 0;
-  const uint64_t start = tracker.current(kProbeDevice);
-  tracker.reset_peak(kProbeDevice);
-  torch::autograd::grad(roots, wrt, seeds, /*retain_graph=*/false, /*create_graph=*/false,
-                        /*allow_unused=*/true);
-  const uint64_t peak = tracker.peak(kProbeDevice);
-  return peak > start ? peak - start : 0;
-}
-
-}  // namespace
-
-LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& micro_input,
-                               int optimizer_slots, spatial::Group* group) {
-  TANDEM_CHECK(micro_input.defined() && micro_input.device().is_cpu(),
-               "measuring memory per layer needs a micro-batch on the CPU");
-  TANDEM_CHECK(optimizer_slots >= 0, "optimizer slots {} must be >= 0", optimizer_slots);
-  memory::install_cpu_accounting();
-  auto& tracker = memory::Tracker::global();
-  tracker.register_device(kProbeDevice, "memory probe");
-  LayerBytes out;
-  out.tensors[model.input] = tensor_bytes(micro_input);
-  // The last layer that reads each tensor: after it, the tensor is dropped.
-  std::map<std::string, size_t> last_read;
-  for (size_t i = 0; i < model.layers.size(); ++i)
-    for (const auto& name : model.layers[i].inputs) last_read[name] = i;
-  // Whether an autograd graph keeps each tensor for the backward: its producer's (a ReLU keeps
-  // its result) or a reader's (a convolution keeps its input). A tensor none keeps is gone
-  // once its last reader has run (the transposed convolution's output that the U-Net's next
-  // layer concatenates: the copy is kept, not it), so it is no activation of its producer.
-  // Judged by who else holds the tensor or its storage besides the measurement's own handles;
-  // anything else that shares them (a view, the graph input) counts as kept.
-  std::map<std::string, bool> kept;
-  auto held_beyond = [](const torch::Tensor& t, size_t impl_refs) {
-    return !t.has_storage() || t.use_count() > impl_refs || t.storage().use_count() > 1;
-  };
-  {
-    memory::ScopedWhere where(kProbeDevice, "memory probe");
-    // Tensors later layers read, cut from the graph: a layer's saved tensors are freed once it
-    // is measured, so the measurement holds the live tensors and one layer, not a whole
-    // forward (what the layer leaves alive does not depend on whether its inputs are leaves).
-    std::map<std::string, torch::Tensor> env{{model.input, micro_input}};
-    graph::CallContext call;
-    call.group = group;
-    for (size_t i = 0; i < model.layers.size(); ++i) {
-      const graph::Layer& layer = model.layers[i];
-      call.layer = static_cast<int>(i);
-      graph::ScopedCall scoped(call);
-      memory::ScopedWhere in_layer(layer.name);
-      graph::Tensors inputs;
-      for (const auto& name : layer.inputs) inputs.push_back(env.at(name));
-      const uint64_t before = tracker.current(kProbeDevice);
-      tracker.reset_peak(kProbeDevice);
-      graph::Tensors outputs = layer.forward(inputs);
-      const uint64_t after = tracker.current(kProbeDevice);
-      out.activations.push_back(after > before ? after - before : 0);
-      const uint64_t forward_workspace = tracker.peak(kProbeDevice) - after;
-      out.transient.push_back(std::max(forward_workspace, backward_workspace(layer, inputs)));
-      for (size_t k = 0; k < outputs.size(); ++k) {
-        out.tensors[layer.outputs[k]] = tensor_bytes(outputs[k]);
-        kept[layer.outputs[k]] = held_beyond(outputs[k], 1);
-        if (!last_read.count(layer.outputs[k])) continue;
-        env[layer.outputs[k]] = outputs[k].detach().requires_grad_(outputs[k].requires_grad());
-      }
-      // Held here by env, by `inputs` (once per reading) and, for a leaf that requires its
-      // gradient, by its gradient accumulator in this layer's graph (which in a pipeline is the
-      // producer's node instead); more: this layer's graph keeps it.
-      for (const auto& name : layer.inputs) {
-        const torch::Tensor& t = env.at(name);
-        const auto readings = std::count(layer.inputs.begin(), layer.inputs.end(), name);
-        const bool accumulator = torch::autograd::impl::try_get_grad_accumulator(t) != nullptr;
-        if (name != model.input &&
-            held_beyond(t, 1 + static_cast<size_t>(readings) + (accumulator ? 1 : 0)))
-          kept[name] = true;
-      }
-      inputs.clear();
-      for (const auto& name : layer.inputs)
-        if (last_read.at(name) == i) env.erase(name);
-      uint64_t params = 0;
-      for (const auto& p : graph::named_parameters(layer)) params += tensor_bytes(p.second);
-      out.state.push_back(params * static_cast<uint64_t>(2 + optimizer_slots));
-    }
-  }
-  for (size_t i = 0; i < model.layers.size(); ++i)
-    for (const auto& name : model.layers[i].outputs)
-      if (name != model.output && last_read.count(name) && !kept.at(name))
-        out.activations[i] -= std::min(out.activations[i], out.tensors.at(name));
-  return out;
-}
-
-std::string to_json(const LayerBytes& bytes) {
-  nlohmann::json j;
-  j["activations"] = bytes.activations;
-  j["transient"] = bytes.transient;
-  j["state"] = bytes.state;
-  j["tensors"] = bytes.tensors;
-  return j.dump();
-}
-
-LayerBytes layer_bytes_from_json(const std::string& text) {
-  try {
-    const nlohmann::json j = nlohmann::json::parse(text);
-    LayerBytes out;
-    j.at("activations").get_to(out.activations);
-    j.at("transient").get_to(out.transient);
-    j.at("state").get_to(out.state);
-    j.at("tensors").get_to(out.tensors);
-    TANDEM_CHECK(out.transient.size() == out.activations.size() &&
-                     out.state.size() == out.activations.size(),
-                 "a layer memory measurement has {} activations, {} transients and {} states",
-                 out.activations.size(), out.transient.size(), out.state.size());
-    return out;
-  } catch (const nlohmann::json::exception& e) {
-    TANDEM_CHECK(false, "not a layer memory measurement: {}", e.what());
-  }
-}
-
-namespace {
 
 // The parts of a stage's predicted peak.
 struct StageParts {

@@ -29,6 +29,17 @@ graph::Model convs() {
   return models::conv3d_stack(o);
 }
 
+// A 2-level U-Net on 16^3: enc0.conv0 enc0.conv1 pool0 bottom.conv0 bottom.conv1 up0
+// dec0.conv0 dec0.conv1 final.
+graph::Model small_unet() {
+  torch::manual_seed(4);
+  models::Unet3dOptions o;
+  o.levels = 2;
+  o.filters = 4;
+  o.volume = 16;
+  return models::unet3d(o);
+}
+
 TEST(MemoryPlan, MeasuresTensorsAndStatePerLayer) {
   graph::Model m = convs();
   const torch::Tensor x = torch::randn({2, 1, 8, 8, 8});
@@ -216,17 +227,9 @@ TEST(MemoryPlan, MeasuredPeakFallsWithTheMemoryPartition) {
 // tensor's bytes above that of a partition with both readers on one stage. The pipeline's
 // measured peaks stay at or below the prediction (stage 0: equal, measured here).
 TEST(MemoryPlan, CountsAGradientFromEveryStageThatReadsATensor) {
-  auto unet = [] {
-    torch::manual_seed(4);
-    models::Unet3dOptions o;
-    o.levels = 2;
-    o.filters = 4;
-    o.volume = 16;
-    return models::unet3d(o);
-  };
   // enc0.conv0 enc0.conv1 | pool0 bottom.conv0 bottom.conv1 up0 | dec0.conv0 dec0.conv1 final:
   // skip0 (from enc0.conv1) is read by pool0 on stage 1 and dec0.conv0 on stage 2.
-  graph::Model m = unet();
+  graph::Model m = small_unet();
   torch::manual_seed(0);
   const torch::Tensor x = torch::rand({2, 1, 16, 16, 16});
   const torch::Tensor y = (torch::rand({2, 1, 16, 16, 16}) > 0.5).to(torch::kFloat);
@@ -240,7 +243,7 @@ TEST(MemoryPlan, CountsAGradientFromEveryStageThatReadsATensor) {
   // While partitions are searched, every later reader counts as a stage of its own.
   EXPECT_DOUBLE_EQ(runtime::stage_bytes(m, b, 0, 2, 1, false), peaks_two[0]);
 
-  const auto measured = second_step_peaks(unet(), two, 3, 1, x, y);
+  const auto measured = second_step_peaks(small_unet(), two, 3, 1, x, y);
   for (int s = 0; s < 3; ++s) {
     EXPECT_LE(static_cast<double>(measured[s]), peaks_two[s]) << "stage " << s;
   }
@@ -295,15 +298,7 @@ TEST(MemoryPlan, CountsTheMessagesAStageHoldsInABackward) {
 // convolution's output is kept (its ReLU keeps its result). The plan of one stage stays at or
 // above the measured peak, and within 10% of it.
 TEST(MemoryPlan, ATensorNoGraphKeepsIsNoActivation) {
-  auto unet = [] {
-    torch::manual_seed(4);
-    models::Unet3dOptions o;
-    o.levels = 2;
-    o.filters = 4;
-    o.volume = 16;
-    return models::unet3d(o);
-  };
-  graph::Model m = unet();
+  graph::Model m = small_unet();
   torch::manual_seed(0);
   const torch::Tensor x = torch::rand({2, 1, 16, 16, 16});
   const torch::Tensor y = (torch::rand({2, 1, 16, 16, 16}) > 0.5).to(torch::kFloat);
@@ -313,7 +308,7 @@ TEST(MemoryPlan, ATensorNoGraphKeepsIsNoActivation) {
   EXPECT_GE(b.activations[dec], b.tensors.at("dec0.a"));
   const graph::Partition one = graph::partition_by_balance(m, {9});
   const double planned = runtime::stage_peaks(m, b, one, {1}, false)[0];
-  const double measured = static_cast<double>(second_step_peaks(unet(), one, 1, 1, x, y)[0]);
+  const double measured = static_cast<double>(second_step_peaks(small_unet(), one, 1, 1, x, y)[0]);
   EXPECT_LE(measured, planned);
   EXPECT_GE(measured, 0.9 * planned);
 }
