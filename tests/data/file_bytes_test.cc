@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "expect_error.h"
 #include "tandem/common/check.h"
 
 namespace tandem::data {
@@ -31,18 +32,6 @@ std::vector<uint8_t> raw_bytes(const std::string& path) {
   while ((c = std::fgetc(f)) != EOF) out.push_back(static_cast<uint8_t>(c));
   std::fclose(f);
   return out;
-}
-
-// Expects `f` to throw tandem::Error whose message contains every string of `parts`.
-template <typename F>
-void expect_error(F f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception";
-  } catch (const Error& e) {
-    for (const std::string& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
 }
 
 TEST(FileBytes, PlainRoundTrip) {

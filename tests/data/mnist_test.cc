@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "expect_error.h"
 #include "tandem/common/check.h"
 #include "tandem/data/file_bytes.h"
 #include "tandem/data/idx.h"
@@ -22,17 +23,6 @@ std::string temp_dir(const std::string& name) {
       ::testing::TempDir() + "tandem_mnist_" + std::to_string(::getpid()) + "_" + name;
   ::mkdir(dir.c_str(), 0755);
   return dir;
-}
-
-template <typename F>
-void expect_error(F f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception";
-  } catch (const Error& e) {
-    for (const std::string& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
 }
 
 // images [n,4,3] with pixel (i,y,x) = 10*i + 3*y + x; labels i % 10.

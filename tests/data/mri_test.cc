@@ -7,22 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "expect_error.h"
 #include "tandem/common/check.h"
 #include "tandem/data/nifti.h"
 
 namespace tandem::data {
 namespace {
-
-template <typename F>
-void expect_error(F f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception";
-  } catch (const Error& e) {
-    for (const std::string& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
-}
 
 // A small head phantom, [Z,Y,X] = [20,24,30]: a box "head" of intensity 1 + x/100 on a zero
 // background, with an ellipsoid "brain" 2 brighter; the mask file holds the brain only.

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "expect_error.h"
 #include "tandem/common/check.h"
 #include "tandem/data/file_bytes.h"
 #include "tandem/data/nifti.h"
@@ -16,17 +17,6 @@
 namespace tandem::data {
 namespace {
 namespace fs = std::filesystem;
-
-template <typename F>
-void expect_error(F f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception";
-  } catch (const Error& e) {
-    for (const std::string& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
-}
 
 // An empty folder with images/ and labels/.
 std::string folder(const std::string& name) {
@@ -64,8 +54,11 @@ TEST(NiftiFolder, MriAsAOnePairFolder) {
   ASSERT_EQ(pairs.size(), 1u);
   EXPECT_EQ(pairs[0].name, "ch2.nii.gz");
   EXPECT_EQ(pairs[0].shape, (std::array<int64_t, 4>{1, 181, 217, 181}));
-  expect_error([&] { NiftiFolder(dir, {32, 1, LabelKind::kMask, 0}); },
-               {"--test-files 1 leaves no file of the 1", "use 0..0"});
+  expect_error(
+      [&] {
+        NiftiFolder(dir, {32, 1, LabelKind::kMask, 0});
+      },
+      {"--test-files 1 leaves no file of the 1", "use 0..0"});
 
   const NiftiFolder set(dir, {32, 0, LabelKind::kMask, 7});
   const VolumeBatch b = set.sample(0, 4, Subset::kTrain);
@@ -74,8 +67,8 @@ TEST(NiftiFolder, MriAsAOnePairFolder) {
   EXPECT_TRUE(torch::equal(b.target, b.target.gt(0.5).to(torch::kFloat32)));
   // Crop i is a function of (seed, i) alone.
   EXPECT_TRUE(torch::equal(set.sample(2, 1, Subset::kTrain).input, b.input.slice(0, 2, 3)));
-  EXPECT_FALSE(torch::equal(NiftiFolder(dir, {32, 0, LabelKind::kMask, 8}).sample(0, 4, Subset::kTrain).input,
-                            b.input));
+  EXPECT_FALSE(torch::equal(
+      NiftiFolder(dir, {32, 0, LabelKind::kMask, 8}).sample(0, 4, Subset::kTrain).input, b.input));
   // A crop of 181^3 spans Z and X whole; its origin along Y (217 voxels) is drawn. It is the
   // image standardized over all its voxels (to 1e-5: the mean and deviation may be summed in
   // another order than here) and, exactly, the mask at the same place.
@@ -183,8 +176,11 @@ TEST(NiftiFolder, BadFoldersNameTheFile) {
   const std::string small = folder("small");
   write_nifti(small + "/images/a.nii", volume(torch::zeros({8, 12, 9})));
   write_nifti(small + "/labels/a.nii", volume(torch::zeros({8, 12, 9})));
-  expect_error([&] { NiftiFolder(small, {16, 0, LabelKind::kMask, 0}); },
-               {"16^3 does not fit", small + "/images/a.nii", "[1, 8, 12, 9]", "--volume 8"});
+  expect_error(
+      [&] {
+        NiftiFolder(small, {16, 0, LabelKind::kMask, 0});
+      },
+      {"16^3 does not fit", small + "/images/a.nii", "[1, 8, 12, 9]", "--volume 8"});
 
   // A file cut short passes the header checks and is named when the voxels are read.
   const std::string truncated = folder("truncated");

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "expect_error.h"
 #include "tandem/common/check.h"
 #include "tandem/data/file_bytes.h"
 
@@ -18,17 +19,6 @@ namespace {
 
 std::string temp_path(const std::string& name) {
   return ::testing::TempDir() + "tandem_nifti_" + std::to_string(::getpid()) + "_" + name;
-}
-
-template <typename F>
-void expect_error(F f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception";
-  } catch (const Error& e) {
-    for (const std::string& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
 }
 
 // A [Z,Y,X] = [2,3,4] volume whose voxel (i,j,k) holds 12k + 4j + i, times `scale` plus

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "expect_error.h"
 #include "tandem/common/check.h"
 
 namespace tandem::data {
@@ -27,17 +28,6 @@ class Npy : public ::testing::Test {
   static std::string dir_;
 };
 std::string Npy::dir_;
-
-template <typename F>
-void expect_error(F f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception";
-  } catch (const Error& e) {
-    for (const std::string& p : parts)
-      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
-  }
-}
 
 // The fixtures' base array: 0 .. 23 as [2,3,4].
 torch::Tensor base() { return torch::arange(24, torch::kFloat64).view({2, 3, 4}); }
@@ -78,8 +68,8 @@ TEST_F(Npy, ShapesVersionsAndLongHeaders) {
   const NpyHeader h = read_npy_header(path("long_header"));
   EXPECT_EQ(h.data_offset, 10 + 182);
   EXPECT_EQ(h.shape.size(), 23u);
-  EXPECT_TRUE(torch::equal(read_npy(path("long_header")).view({2, 3, 4}),
-                           base().to(torch::kFloat32)));
+  EXPECT_TRUE(
+      torch::equal(read_npy(path("long_header")).view({2, 3, 4}), base().to(torch::kFloat32)));
 }
 
 TEST_F(Npy, ShapeTextIsNumpys) {
