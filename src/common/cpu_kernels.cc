@@ -1,6 +1,8 @@
 #include "tandem/common/cpu_kernels.h"
 
+#include <dlfcn.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -26,6 +28,37 @@ std::string openblas_core() {
   return name ? std::string(name) : std::string();
 }
 
+// The file, links resolved, of the loaded library that defines a symbol; empty when none does.
+std::string file_of(const char* symbol) {
+  void* address = dlsym(RTLD_DEFAULT, symbol);
+  Dl_info info{};
+  if (!address || !dladdr(address, &info) || !info.dli_fname) return "";
+  char* real = realpath(info.dli_fname, nullptr);
+  const std::string out = real ? real : info.dli_fname;
+  std::free(real);
+  return out;
+}
+
+// The file of the shared library whose sgemm_ LibTorch calls (Debian: the libblas.so.3 that the
+// alternatives system chose, OpenBLAS, BLIS, ATLAS or the reference BLAS); empty when no loaded
+// library exports it (a LibTorch with MKL inside).
+std::string blas_file() { return file_of("sgemm_"); }
+
+// Whether a loaded library is OpenBLAS or a wrapper that calls it (Debian's OpenBLAS
+// libblas.so.3 forwards to libopenblas.so.0): asked of that library and what it loaded.
+bool is_openblas(const std::string& file) {
+  void* handle = dlopen(file.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+  if (!handle) return false;
+  const bool yes = dlsym(handle, "openblas_get_corename") != nullptr;
+  dlclose(handle);
+  return yes;
+}
+
+bool is_file(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
 // This process's arguments as it was started, from /proc/self/cmdline (NUL after each).
 std::vector<std::string> own_arguments() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
@@ -38,6 +71,18 @@ std::vector<std::string> own_arguments() {
     start = end + 1;
   }
   return out;
+}
+// Starts this program again in this process with the environment as now set: returns only
+// when that fails, with the reason.
+std::string start_again(const char* what) {
+  std::vector<std::string> args = own_arguments();
+  if (args.empty()) return fmt::format("could not read /proc/self/cmdline to start again {}", what);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(nullptr);  // what was written so far, before this image goes
+  execv("/proc/self/exe", argv.data());
+  return fmt::format("could not start again {} ({})", what, std::strerror(errno));
 }
 }  // namespace
 
@@ -64,6 +109,36 @@ CpuKernels use_portable_cpu_kernels() {
   // on it but was 15 times slower on a U-Net.
   setenv("ONEDNN_MAX_CPU_ISA", "AVX2", /*overwrite=*/1);
   setenv("DNNL_MAX_CPU_ISA", "AVX2", /*overwrite=*/1);
+  // LibTorch calls the first sgemm_ loaded. Another BLAS than OpenBLAS there (on Debian, another
+  // library chosen for libblas.so.3: BLIS, ATLAS, the reference BLAS) rounds otherwise, even
+  // when an OpenBLAS is loaded too. OpenBLAS, where installed beside it, is put first on the
+  // library path for a new start. No separate BLAS means LibTorch's own (MKL, held by MKL_CBWR).
+  const std::string file = blas_file();
+  if (!file.empty() && file.find("libtorch") == std::string::npos && !is_openblas(file)) {
+    // Debian's OpenBLAS beside that file, or beside the folder it is in (.../blis-pthread/).
+    std::string dir = file.substr(0, file.rfind('/'));
+    const std::string up = dir.substr(0, dir.rfind('/'));
+    dir = is_file(dir + "/openblas-pthread/libblas.so.3") ? dir + "/openblas-pthread"
+                                                          : up + "/openblas-pthread";
+    const char* path = std::getenv("LD_LIBRARY_PATH");
+    const std::string old_path = path ? path : "";
+    if (!is_file(dir + "/libblas.so.3")) {
+      out.why_not = fmt::format(
+          "LibTorch's BLAS is {}, not OpenBLAS, and no OpenBLAS is installed at {} (Debian: "
+          "apt-get install libopenblas0-pthread)",
+          file, dir);
+      return out;
+    }
+    if (old_path.rfind(dir, 0) == 0) {
+      out.why_not =
+          fmt::format("LibTorch's BLAS is {} although LD_LIBRARY_PATH starts with {}", file, dir);
+      return out;
+    }
+    setenv("LD_LIBRARY_PATH", (old_path.empty() ? dir : dir + ":" + old_path).c_str(), 1);
+    setenv("OPENBLAS_CORETYPE", kBlasCore, /*overwrite=*/1);
+    out.why_not = start_again(fmt::format("with OpenBLAS from {}", dir).c_str());
+    return out;
+  }
   if (!out.blas_core.empty() && strcasecmp(out.blas_core.c_str(), kBlasCore) != 0) {
     // OpenBLAS chose its kernels when it loaded: only a new start chooses again.
     const char* before = std::getenv("OPENBLAS_CORETYPE");
@@ -73,18 +148,7 @@ CpuKernels use_portable_cpu_kernels() {
       return out;
     }
     setenv("OPENBLAS_CORETYPE", kBlasCore, /*overwrite=*/1);
-    std::vector<std::string> args = own_arguments();
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (args.empty()) {
-      out.why_not = "could not read /proc/self/cmdline to start again with Haswell kernels";
-    } else {
-      std::fflush(nullptr);  // what was written so far, before this image goes
-      execv("/proc/self/exe", argv.data());
-      out.why_not = fmt::format("could not start again with OPENBLAS_CORETYPE={} ({})", kBlasCore,
-                                std::strerror(errno));
-    }
+    out.why_not = start_again(fmt::format("with OPENBLAS_CORETYPE={}", kBlasCore).c_str());
     return out;
   }
   out.portable = true;

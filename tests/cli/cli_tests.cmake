@@ -167,7 +167,10 @@ foreach(kernel ${TANDEM_BLAS_KERNELS})
 endforeach()
 # any_cpu: by default (--cpu-kernels portable) every x86-64 machine with AVX2 computes with the
 # AVX2 kernel families: the kernels an AVX-512 machine's libraries would choose (SkylakeX or
-# Cooperlake, ATen's AVX-512) are replaced, so the same bits as on this machine.
+# Cooperlake, ATen's AVX-512) are replaced, so the same bits as on this machine. So is another
+# BLAS than OpenBLAS where Debian's alternatives made it libblas.so.3 (BLIS, the reference BLAS:
+# each trains other bits than OpenBLAS), here chosen through LD_LIBRARY_PATH.
+set(blas_dir /usr/lib/${CMAKE_LIBRARY_ARCHITECTURE})
 add_test(NAME cli_same_command_any_cpu
   COMMAND ${CMAKE_COMMAND} -DTANDEM=$<TARGET_FILE:tandem_cli>
     -DDIR=${PROJECT_BINARY_DIR}/cli_same_command_any_cpu
@@ -175,6 +178,8 @@ add_test(NAME cli_same_command_any_cpu
     "-DCMD1=env;OPENBLAS_CORETYPE=SkylakeX;ATEN_CPU_CAPABILITY=avx512;${one_device}"
     "-DCMD2=env;OPENBLAS_CORETYPE=Cooperlake;${one_device}"
     "-DCMD3=env;OPENBLAS_CORETYPE=Zen;ATEN_CPU_CAPABILITY=default;${one_device};--cpu-kernels;portable"
+    "-DCMD4=env;LD_LIBRARY_PATH=${blas_dir}/blis-pthread;${one_device}"
+    "-DCMD5=env;LD_LIBRARY_PATH=${blas_dir}/blas;${one_device}"
     -P ${CMAKE_CURRENT_LIST_DIR}/same_state.cmake
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_same_command_any_cpu PROPERTIES TIMEOUT 300 LABELS blas)

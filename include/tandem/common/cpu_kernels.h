@@ -25,7 +25,10 @@ struct CpuKernels {
 // convolutions) for the libraries to read later. When OpenBLAS loaded
 // other kernels than Haswell's, sets OPENBLAS_CORETYPE=Haswell and starts this program again in
 // this process (exec of /proc/self/exe with the arguments it was started with, so the pid and
-// open files stay): the call then returns only in the new start. Overrides these variables when the
+// open files stay): the call then returns only in the new start. When LibTorch's BLAS is another
+// library than OpenBLAS (Debian lets BLIS, ATLAS or the reference BLAS be libblas.so.3), starts
+// again the same way with Debian's OpenBLAS first on LD_LIBRARY_PATH, or says in why_not that
+// none is installed. Overrides these variables when the
 // environment set them to another family. Without AVX2 and FMA it changes nothing and says so in
 // why_not.
 CpuKernels use_portable_cpu_kernels();
