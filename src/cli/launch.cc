@@ -6,6 +6,7 @@
 
 #include "tandem/common/device.h"
 #include "tandem/common/launcher.h"
+#include "tandem/schedule/registry.h"
 
 #ifdef TANDEM_WITH_MPI
 #include "tandem/mpi/environment.h"
@@ -54,12 +55,12 @@ Launch::Launch(train::Config& c) : mpi_(std::make_unique<Mpi>()) {
       "{} ranks with --replicas {} give {} devices per replica, which make no whole groups "
       "of --spatial {}: the world size must be stages x spatial x replicas",
       world_, c.replicas, stage_devices, c.spatial);
-  TANDEM_CHECK(
-      c.stages == 0 || c.stages * c.spatial == stage_devices || c.schedule == "interleaved",
-      "{} ranks with --replicas {}{} give {} stage devices, but --stages is {}; run with "
-      "mpirun -n {}",
-      world_, c.replicas, c.spatial > 1 ? fmt::format(" and --spatial {}", c.spatial) : "",
-      stage_devices / c.spatial, c.stages, c.stages * c.spatial * c.replicas);
+  TANDEM_CHECK(c.stages == 0 || c.stages * c.spatial == stage_devices ||
+                   schedule::places_own_stages(c.schedule),
+               "{} ranks with --replicas {}{} give {} stage devices, but --stages is {}; run with "
+               "mpirun -n {}",
+               world_, c.replicas, c.spatial > 1 ? fmt::format(" and --spatial {}", c.spatial) : "",
+               stage_devices / c.spatial, c.stages, c.stages * c.spatial * c.replicas);
   mpi::MpiTransportOptions options;
   options.comm_timeout_s = c.comm_timeout_s;
   options.cuda_path = mpi::parse_cuda_path(c.mpi_cuda);

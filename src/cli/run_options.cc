@@ -1,11 +1,14 @@
 #include "run_options.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <charconv>
 #include <cstdint>
 #include <limits>
 #include <system_error>
+
+#include "tandem/schedule/registry.h"
 
 namespace tandem::cli {
 
@@ -117,7 +120,8 @@ void add_placement_options(CLI::App& cmd, RunArgs& args) {
                  "whose nodes keep to slabs)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
-  cmd.add_option("--schedule", c.schedule, "sequential | gpipe | 1f1b | interleaved | zb-h1 | zb-v")
+  cmd.add_option("--schedule", c.schedule,
+                 fmt::format("{}", fmt::join(schedule::schedule_names(), " | ")))
       ->capture_default_str();
   cmd.add_option("--microbatches", c.microbatches,
                  "micro-batches per batch (uneven splits allowed)")

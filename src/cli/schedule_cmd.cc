@@ -1,3 +1,5 @@
+#include <fmt/ranges.h>
+
 #include <iostream>
 
 #include "commands.h"
@@ -24,20 +26,30 @@ struct ScheduleArgs {
 
 Runner add_schedule(CLI::App& app) {
   auto args = std::make_shared<ScheduleArgs>();
-  CLI::App* cmd = app.add_subcommand("schedule", "Print a schedule's per-device grid and its simulated bubble.");
-  cmd->add_option("--schedule", args->schedule, "sequential | gpipe | 1f1b | interleaved | zb-h1 | zb-v")
+  CLI::App* cmd = app.add_subcommand(
+      "schedule", "Print a schedule's per-device grid and its simulated bubble.");
+  cmd->add_option("--schedule", args->schedule,
+                  fmt::format("{}", fmt::join(schedule::schedule_names(), " | ")))
       ->capture_default_str();
   cmd->add_option("--stages", args->stages, "pipeline stages (devices, for interleaved and zb-v)")
-      ->capture_default_str()->check(CLI::Range(1, 1024));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   cmd->add_option("--microbatches", args->microbatches, "micro-batches per step")
-      ->capture_default_str()->check(CLI::Range(1, 100000));
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   cmd->add_option("--virtual-stages", args->virtual_stages, "model chunks per device (interleaved)")
-      ->capture_default_str()->check(CLI::Range(1, 64));
-  cmd->add_option("--forward-cost", args->forward, "simulated cost of one forward")->capture_default_str();
-  cmd->add_option("--backward-cost", args->backward, "simulated cost of one backward")->capture_default_str();
-  cmd->add_option("--input-cost", args->input, "simulated cost of I (split backward; 0: half of B)");
-  cmd->add_option("--weight-cost", args->weight, "simulated cost of W (split backward; 0: half of B)");
-  cmd->add_option("--trace", args->trace, "write the simulated timeline as a Chrome trace (1 cost unit = 1 ms)");
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--forward-cost", args->forward, "simulated cost of one forward")
+      ->capture_default_str();
+  cmd->add_option("--backward-cost", args->backward, "simulated cost of one backward")
+      ->capture_default_str();
+  cmd->add_option("--input-cost", args->input,
+                  "simulated cost of I (split backward; 0: half of B)");
+  cmd->add_option("--weight-cost", args->weight,
+                  "simulated cost of W (split backward; 0: half of B)");
+  cmd->add_option("--trace", args->trace,
+                  "write the simulated timeline as a Chrome trace (1 cost unit = 1 ms)");
   cmd->add_option("--timeline", args->timeline, "write the simulated timeline as an SVG picture");
   cmd->add_flag("--lowered", args->lowered, "also print the grid with its sends and receives");
   return [args]() {
@@ -69,13 +81,14 @@ Runner add_schedule(CLI::App& app) {
       if (!args->trace.empty()) write_output_file(args->trace, trace::chrome_trace_text(tr));
       if (!args->timeline.empty()) {
         trace::SvgOptions svg;
-        svg.title = fmt::format("{}: {} stages, {} micro-batches (simulated, bubble {:.3f})", s.name,
-                                s.num_stages, s.num_microbatches, t.bubble);
+        svg.title = fmt::format("{}: {} stages, {} micro-batches (simulated, bubble {:.3f})",
+                                s.name, s.num_stages, s.num_microbatches, t.bubble);
         write_output_file(args->timeline, trace::render_svg(tr, svg));
       }
-      std::cout << fmt::format("result: schedule={} stages={} devices={} microbatches={} makespan={:.4g} bubble={:.4f}\n",
-                               args->schedule, s.num_stages, s.num_devices, s.num_microbatches,
-                               t.makespan, t.bubble);
+      std::cout << fmt::format(
+          "result: schedule={} stages={} devices={} microbatches={} makespan={:.4g} "
+          "bubble={:.4f}\n",
+          args->schedule, s.num_stages, s.num_devices, s.num_microbatches, t.makespan, t.bubble);
       return 0;
     } catch (const std::exception& e) {
       std::cerr << "tandem: " << error_message(e) << "\n";

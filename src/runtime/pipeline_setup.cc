@@ -240,7 +240,7 @@ schedule::Schedule Pipeline::Impl::build_schedule(const std::string& name, int m
   o.stages = partition.num_stages;
   o.microbatches = microbatches;
   o.virtual_stages = options.virtual_stages;
-  if (name == "interleaved" || name == "zb-v") {
+  if (schedule::places_own_stages(name)) {
     // These generators take the device count and place the stages themselves.
     o.stages = groups;
   }

@@ -9,6 +9,7 @@
 #include "tandem/runtime/memory_plan.h"
 #include "tandem/schedule/generators.h"
 #include "tandem/schedule/lower.h"
+#include "tandem/schedule/registry.h"
 #include "tandem/spatial/group.h"
 #include "tandem/spatial/slabs.h"
 
@@ -43,7 +44,7 @@ MemoryPartition memory_partition(const graph::Model& model, const Config& c, int
                                  const Source& source, const OnceForTheJob& once,
                                  const graph::Partition* given) {
   schedule::Options o;
-  const bool per_device = c.schedule == "interleaved" || c.schedule == "zb-v";
+  const bool per_device = schedule::places_own_stages(c.schedule);
   o.stages = per_device ? static_cast<int>(devices.size()) : stages;
   o.microbatches = c.microbatches;
   o.virtual_stages = c.virtual_stages;

@@ -16,6 +16,7 @@
 #include "tandem/models/conv3d_stack.h"
 #include "tandem/models/mlp.h"
 #include "tandem/models/unet3d.h"
+#include "tandem/schedule/registry.h"
 #include "tandem/spatial/slabs.h"
 #include "tandem/train/npy_source.h"
 #include "tandem/train/volume_source.h"
@@ -230,9 +231,9 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
   int stages = c.stages > 0 ? c.stages : groups;
   if (!c.balance.empty()) stages = static_cast<int>(c.balance.size());
   // interleaved and zb-v place several stages on each device themselves: V per device, or 2.
-  const bool chunked = c.schedule == "interleaved" || c.schedule == "zb-v";
+  const bool chunked = schedule::places_own_stages(c.schedule);
   if (chunked) {
-    const int per_device = c.schedule == "zb-v" ? 2 : c.virtual_stages;
+    const int per_device = schedule::stages_per_device(c.schedule, c.virtual_stages);
     const int want = groups * per_device;
     TANDEM_CHECK(c.stages == 0 || c.stages == want,
                  "{} on {} devices with {} stages per device has {} stages, not {}", c.schedule,

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "tandem/schedule/schedule.h"
@@ -60,12 +59,5 @@ struct Options {
   int microbatches = 1;
   int virtual_stages = 1;  // interleaved: stages per device; zb-v: 1 or 2 (always 2); others: 1
 };
-
-// The names make() knows: sequential, gpipe, 1f1b, interleaved, zb-h1, zb-v, forward-only.
-const std::vector<std::string>& schedule_names();
-
-// A generator by name, with Options read as documented there. Unknown names and impossible
-// combinations throw tandem::Error with the values and the valid choices.
-Schedule make(std::string_view name, const Options& options);
 
 }  // namespace tandem::schedule

@@ -1,0 +1,63 @@
+#include "tandem/schedule/registry.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "tandem/common/check.h"
+
+namespace tandem::schedule {
+namespace {
+
+// A program's own schedule: GPipe with its backwards in ascending order.
+Schedule gpipe_ascending(const Options& o) {
+  Schedule s = gpipe(o.stages, o.microbatches);
+  s.name = "gpipe-ascending";
+  for (auto& actions : s.device_actions)
+    std::stable_sort(actions.begin(), actions.end(), [](const Action& a, const Action& b) {
+      if (a.op != b.op) return a.op == Op::kForward;
+      return a.microbatch < b.microbatch;
+    });
+  return s;
+}
+
+TEST(Registry, AProgramsOwnScheduleIsMadeByNameLikeTandemsOwn) {
+  register_schedule({"gpipe-ascending", "GPipe, backwards ascending", 1, gpipe_ascending});
+  const std::vector<std::string> names = schedule_names();
+  EXPECT_EQ(names.back(), "gpipe-ascending");
+  EXPECT_EQ(names.front(), "sequential");
+  Options o;
+  o.stages = 3;
+  o.microbatches = 4;
+  const Schedule s = make("gpipe-ascending", o);
+  EXPECT_EQ(s, gpipe_ascending(o));
+  EXPECT_EQ(s.num_stages, 3);
+  EXPECT_FALSE(places_own_stages("gpipe-ascending"));
+  EXPECT_EQ(stages_per_device("gpipe-ascending", 1), 1);
+  try {
+    register_schedule({"gpipe-ascending", "again", 1, gpipe_ascending});
+    ADD_FAILURE() << "a name registered twice";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a schedule named 'gpipe-ascending' exists already"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Registry, StagesPerDeviceComeFromTheEntry) {
+  EXPECT_EQ(stages_per_device("1f1b", 3), 1);
+  EXPECT_EQ(stages_per_device("interleaved", 3), 3);
+  EXPECT_EQ(stages_per_device("zb-v", 1), 2);
+  EXPECT_TRUE(places_own_stages("interleaved"));
+  EXPECT_TRUE(places_own_stages("zb-v"));
+  EXPECT_FALSE(places_own_stages("zb-h1"));
+}
+
+TEST(Registry, IncompleteKindsAreRefused) {
+  EXPECT_THROW(register_schedule({"", "no name", 1, gpipe_ascending}), Error);
+  EXPECT_THROW(register_schedule({"no-generator", "none", 1, nullptr}), Error);
+  EXPECT_THROW(register_schedule({"minus", "negative", -1, gpipe_ascending}), Error);
+}
+
+}  // namespace
+}  // namespace tandem::schedule
