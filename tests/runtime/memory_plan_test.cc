@@ -11,7 +11,7 @@
 #include "tandem/models/layers.h"
 #include "tandem/models/unet3d.h"
 #include "tandem/runtime/pipeline.h"
-#include "tandem/schedule/generators.h"
+#include "tandem/schedule/registry.h"
 #include "tandem/schedule/held_messages.h"
 #include "tandem/schedule/lower.h"
 #include "test_models.h"
