@@ -14,7 +14,7 @@
 #include <map>
 #include <vector>
 
-#include "tandem/common/core_share.h"
+#include "core_share.h"
 #include "tandem/common/device.h"
 #include "tandem/graph/call_context.h"
 #include "tandem/graph/deferred.h"

@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "core_share.h"
 #include "executor.h"
-#include "tandem/common/core_share.h"
 #include "tandem/runtime/pipeline.h"
 #include "tandem/runtime/placement_log.h"
 #include "tandem/runtime/worker_pool.h"

@@ -1,6 +1,6 @@
 // CoreShare: the BLAS pool's size as devices begin and end, and what lending does to a
 // pipeline's results: within fp32 rounding of fixed shares, bitwise where no BLAS product runs.
-#include "tandem/common/core_share.h"
+#include "runtime/core_share.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

@@ -1,9 +1,9 @@
-#include "tandem/common/core_share.h"
+#include "core_share.h"
 
 #include <algorithm>
 #include <cstdlib>
 
-#include "loaded_symbol.h"
+#include "common/loaded_symbol.h"
 #include "tandem/common/check.h"
 #include "tandem/common/device.h"
 
