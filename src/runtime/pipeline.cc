@@ -69,8 +69,9 @@ std::vector<std::exception_ptr> Pipeline::Impl::run_on_workers(
   return errors;
 }
 
-StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& target,
-                              int64_t samples, bool training) {
+// A step's tensors against the pipeline: returns the batch size.
+int64_t Pipeline::Impl::check_step(const torch::Tensor& input, const torch::Tensor& target,
+                                   int64_t samples) const {
   const int64_t batch = input.defined()    ? input.size(0)
                         : target.defined() ? target.size(0)
                                            : samples;
@@ -97,6 +98,12 @@ StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& t
                    fmt::join(t->sizes(), ","));
     }
   }
+  return batch;
+}
+
+// What every executor reads for this step.
+StepPlan Pipeline::Impl::plan_step(const torch::Tensor& input, const torch::Tensor& target,
+                                   int64_t batch, bool training) {
   StepPlan plan;
   plan.models = device_model;
   for (const auto& g : slab_groups) plan.groups.push_back(g.get());
@@ -123,7 +130,11 @@ StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& t
   plan.origin = Clock::now();
   plan.placement_log = training ? placement_log.get() : nullptr;
   plan.cores = cores.get();
+  return plan;
+}
 
+// Gradients zeroed (a training step) and every local device's memory peak restarted.
+void Pipeline::Impl::prepare_devices(bool training) {
   if (training) {
     for (int s = 0; s < partition.num_stages; ++s) {
       for (int d : local) {
@@ -134,7 +145,6 @@ StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& t
       }
     }
   }
-  std::vector<DeviceResult> results(pipeline_size);
   for (int d : local) {
     if (options.devices[d].device.is_cpu()) {
       memory::Tracker::global().reset_peak(d);
@@ -142,6 +152,12 @@ StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& t
       memory::cuda_reset_peak(options.devices[d].device.index());
     }
   }
+}
+
+// Every local executor runs the plan on its worker. On failure the transport is reset for the
+// next step and the first error that is not another device's abort is thrown.
+std::vector<DeviceResult> Pipeline::Impl::execute(const StepPlan& plan, bool training) {
+  std::vector<DeviceResult> results(pipeline_size);
   torch::AutoGradMode grad_mode(training);
   auto errors = run_on_workers([&](int w) {
     const int d = local[w];
@@ -164,6 +180,11 @@ StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& t
     }
     std::rethrow_exception(first);
   }
+  return results;
+}
+
+// The step's loss, metric, memory, in-flight counts and timings from the devices' results.
+StepStats Pipeline::Impl::gather_stats(const StepPlan& plan, std::vector<DeviceResult>& results) {
   StepStats stats;
   stats.seconds = std::chrono::duration<double>(Clock::now() - plan.origin).count();
   stats.started_us =
@@ -194,6 +215,15 @@ StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& t
     stats.samples = r.samples;
   }
   return stats;
+}
+
+StepStats Pipeline::Impl::run(const torch::Tensor& input, const torch::Tensor& target,
+                              int64_t samples, bool training) {
+  const int64_t batch = check_step(input, target, samples);
+  const StepPlan plan = plan_step(input, target, batch, training);
+  prepare_devices(training);
+  std::vector<DeviceResult> results = execute(plan, training);
+  return gather_stats(plan, results);
 }
 
 StepStats Pipeline::forward_backward(const torch::Tensor& input, const torch::Tensor& target,

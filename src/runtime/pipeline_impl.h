@@ -67,8 +67,16 @@ struct Pipeline::Impl {
   void account_memory();
   void move_parameters();
   std::vector<std::pair<int64_t, int64_t>> slices(int64_t batch) const;
+  // A step, in these steps (pipeline.cc).
   StepStats run(const torch::Tensor& input, const torch::Tensor& target, int64_t samples,
                 bool training);
+  int64_t check_step(const torch::Tensor& input, const torch::Tensor& target,
+                     int64_t samples) const;
+  StepPlan plan_step(const torch::Tensor& input, const torch::Tensor& target, int64_t batch,
+                     bool training);
+  void prepare_devices(bool training);
+  std::vector<DeviceResult> execute(const StepPlan& plan, bool training);
+  StepStats gather_stats(const StepPlan& plan, std::vector<DeviceResult>& results);
   std::vector<torch::Tensor> stage_parameters(int stage) const;
   uint64_t device_bytes(int device) const;
   uint64_t device_peak_bytes(int device) const;
