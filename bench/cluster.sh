@@ -2,7 +2,8 @@
 # 4 stages on 2 simulated hosts (scripts/cluster) against the same 4 ranks on one host, with the
 # hosts' links shaped: unshaped, 10 Gbit/s with 50 us, 1 Gbit/s with 500 us. Also the bytes a
 # training step moves over each host's link. Prints Markdown. Needs root.
-# Usage: bench/cluster.sh BUILD_DIR [REPEATS]
+# Usage: bench/cluster.sh BUILD_DIR [REPEATS]; CLUSTER_MODEL=unet3d measures a 3D U-Net of 64^3
+# volumes in 2 stages (one rank per host) instead of the mlp in 4.
 #
 # Shaping: each host's own end of its link (eth0 in its namespace) gets `netem rate R delay D`
 # on egress, so every packet between two hosts passes exactly one shaped queue: one-way latency
@@ -20,17 +21,30 @@ if [ "${CLUSTER_DIR:-}" = "" ]; then
 fi
 read -r -a hosts <<<"$CLUSTER_HOSTS"
 read -r -a namespaces <<<"$CLUSTER_NS"
-split="${hosts[0]}:2,${hosts[1]}:2"
-one="${hosts[0]}:4"
-model=(train --model mlp --width 1024 --blocks 8 --data mnist --schedule 1f1b --microbatches 8
-  --batch 256 --optimizer adam --progress none --seed 0 --threads-per-device 1)
+if [ "${CLUSTER_MODEL:-mlp}" = unet3d ]; then
+  ranks=2 steps=6 short=3 long=9
+  model=(train --model unet3d --levels 3 --filters 8 --volume 64 --data spheres --test-samples 2
+    --schedule 1f1b --microbatches 2 --batch 2 --optimizer adam --progress none --seed 0
+    --threads-per-device 1)
+  crossing="the U-Net's tensors that cross from stage 0 to stage 1 (activations and skips
+of 2 micro-batches of one 64^3 sample) and their gradients back"
+else
+  ranks=4 steps=20 short=10 long=30
+  model=(train --model mlp --width 1024 --blocks 8 --data mnist --schedule 1f1b --microbatches 8
+    --batch 256 --optimizer adam --progress none --seed 0 --threads-per-device 1)
+  crossing="one stage boundary (stage 1 to 2): per step each direction carries 256 x 1024
+floats, 1048576 bytes of tensors (activations from host 1, their gradients from host 2)"
+fi
+per_host=$((ranks / 2))
+split="${hosts[0]}:$per_host,${hosts[1]}:$per_host"
+one="${hosts[0]}:$ranks"
 export OMP_WAIT_POLICY=passive
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 minmax() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { print lo "-" hi }'; }
 # samples_per_s HOSTS STEPS: one run's samples/s from its result line.
 samples_per_s() {
-  "$CLUSTER_MPIRUN" --host "$1" -n 4 -x OMP_WAIT_POLICY "$build/tandem" "${model[@]}" --steps "$2" \
+  "$CLUSTER_MPIRUN" --host "$1" -n "$ranks" -x OMP_WAIT_POLICY "$build/tandem" "${model[@]}" --steps "$2" \
     2>/dev/null | sed -n 's/^.*result:.*samples_per_s=\([0-9.]*\).*/\1/p'
 }
 # shape RATE DELAY | shape none: the queue on every host's end of its link. Prints how the
@@ -55,11 +69,12 @@ link_bytes() {
     END { print tx, rx }'
 }
 
-echo "### 4 stages on 2 hosts against one host (simulated, scripts/cluster)"
+echo "### $ranks stages of ${model[2]} on 2 hosts against one host (simulated, scripts/cluster)"
 echo
-echo "Command: \`bench/cluster.sh $shown_build $repeats\`: inside \`scripts/cluster run 2\`,"
-echo "\`mpirun --host H1:2,H2:2 -n 4 tandem ${model[*]} --steps 20\` (stages 0-1 on one host,"
-echo "2-3 on the other) against \`--host H1:4\`; TCP only in both (ob1, tcp and self btls);"
+echo "Command: \`CLUSTER_MODEL=${CLUSTER_MODEL:-mlp} bench/cluster.sh $shown_build $repeats\`: inside"
+echo "\`scripts/cluster run 2\`, \`mpirun --host H1:$per_host,H2:$per_host -n $ranks tandem ${model[*]}"
+echo "--steps $steps\` (the first half of the stages on one host, the rest on the other) against"
+echo "\`--host H1:$ranks\`; TCP only in both (ob1, tcp and self btls);"
 echo "$repeats runs each, alternating; samples/s from the result line (training steps only)."
 echo "Each host's link is shaped on its egress with \`tc qdisc add dev eth0 root netem rate R delay D\`,"
 echo "or, on a kernel without netem, \`tbf rate R burst 1mb latency 50ms\` (the rate alone)."
@@ -71,8 +86,8 @@ for shaping in "none -" "10gbit 50us" "1gbit 500us"; do
   label=$(shape "$rate" "$delay")
   a=() b=()
   for ((r = 0; r < repeats; r++)); do
-    a+=("$(samples_per_s "$one" 20)")
-    b+=("$(samples_per_s "$split" 20)")
+    a+=("$(samples_per_s "$one" "$steps")")
+    b+=("$(samples_per_s "$split" "$steps")")
   done
   ma=$(printf '%s\n' "${a[@]}" | median)
   mb=$(printf '%s\n' "${b[@]}" | median)
@@ -81,31 +96,31 @@ for shaping in "none -" "10gbit 50us" "1gbit 500us"; do
 done
 shape none >/dev/null
 
-# Bytes per step: the links' counters around a 10-step and a 30-step run; the difference over
-# 20 steps leaves out start, configuration checks and the final evaluation, the same in both.
+# Bytes per step: the links' counters around a short and a long run; the difference leaves out
+# start, configuration checks and the final evaluation, the same in both.
 declare -A before after
-for steps in 10 30; do
-  for ns in "${namespaces[@]}"; do before[$ns.$steps]=$(link_bytes "$ns"); done
-  samples_per_s "$split" "$steps" >/dev/null
-  for ns in "${namespaces[@]}"; do after[$ns.$steps]=$(link_bytes "$ns"); done
+for n in "$short" "$long"; do
+  for ns in "${namespaces[@]}"; do before[$ns.$n]=$(link_bytes "$ns"); done
+  samples_per_s "$split" "$n" >/dev/null
+  for ns in "${namespaces[@]}"; do after[$ns.$n]=$(link_bytes "$ns"); done
 done
+span=$((long - short))
 echo
-echo "Bytes per training step on each host's link (batch 256 of 8 micro-batches; the counters'"
-echo "difference between a 30-step and a 10-step run on 2 hosts, over 20 steps):"
+echo "Bytes per training step on each host's link (the counters' difference between a $long-step"
+echo "and a $short-step run on 2 hosts, over $span steps):"
 echo
 echo "| host | sent per step | received per step |"
 echo "|---|---|---|"
 for i in "${!namespaces[@]}"; do
   ns=${namespaces[$i]}
-  read -r t10a r10a <<<"${before[$ns.10]}"
-  read -r t10b r10b <<<"${after[$ns.10]}"
-  read -r t30a r30a <<<"${before[$ns.30]}"
-  read -r t30b r30b <<<"${after[$ns.30]}"
-  echo "| host $((i + 1)) (stages $((2 * i))-$((2 * i + 1))) |" \
-    "$(( ((t30b - t30a) - (t10b - t10a)) / 20 )) |" \
-    "$(( ((r30b - r30a) - (r10b - r10a)) / 20 )) |"
+  read -r tsa rsa <<<"${before[$ns.$short]}"
+  read -r tsb rsb <<<"${after[$ns.$short]}"
+  read -r tla rla <<<"${before[$ns.$long]}"
+  read -r tlb rlb <<<"${after[$ns.$long]}"
+  echo "| host $((i + 1)) (stages $((per_host * i))-$((per_host * i + per_host - 1))) |" \
+    "$(( ((tlb - tla) - (tsb - tsa)) / span )) |" \
+    "$(( ((rlb - rla) - (rsb - rsa)) / span )) |"
 done
 echo
-echo "One stage boundary crosses the hosts (stage 1 to 2): per step each direction carries"
-echo "256 x 1024 floats, 1048576 bytes of tensors (activations from host 1, their gradients"
-echo "from host 2); the rest is message headers, TCP/IP framing and acknowledgements."
+echo "What crosses the hosts: $crossing; the rest is message headers, TCP/IP framing and"
+echo "acknowledgements."
