@@ -184,6 +184,8 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo
   if why=$(scripts/cluster check); then
     bash bench/cluster.sh "$build" 5 | tail -n +3
+    echo
+    CLUSTER_MODEL=unet3d bash bench/cluster.sh "$build" 5
   else
     echo "Skipped: $why (bench/cluster.sh needs root and network namespaces)."
   fi
