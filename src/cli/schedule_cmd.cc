@@ -22,15 +22,21 @@ struct ScheduleArgs {
   bool lowered = false;
   std::string trace, timeline;
 };
+// Each registered schedule's name and its line of help.
+std::string schedule_help() {
+  std::string out;
+  for (const std::string& name : schedule::schedule_names())
+    out += fmt::format("{}{}: {}", out.empty() ? "" : "\n", name,
+                       schedule::schedule_kind(name).summary);
+  return out;
+}
 }  // namespace
 
 Runner add_schedule(CLI::App& app) {
   auto args = std::make_shared<ScheduleArgs>();
   CLI::App* cmd = app.add_subcommand(
       "schedule", "Print a schedule's per-device grid and its simulated bubble.");
-  cmd->add_option("--schedule", args->schedule,
-                  fmt::format("{}", fmt::join(schedule::schedule_names(), " | ")))
-      ->capture_default_str();
+  cmd->add_option("--schedule", args->schedule, schedule_help())->capture_default_str();
   cmd->add_option("--stages", args->stages, "pipeline stages (devices, for interleaved and zb-v)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));

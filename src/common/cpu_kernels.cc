@@ -39,11 +39,6 @@ std::string file_of(const char* symbol) {
   return out;
 }
 
-// The file of the shared library whose sgemm_ LibTorch calls (Debian: the libblas.so.3 that the
-// alternatives system chose, OpenBLAS, BLIS, ATLAS or the reference BLAS); empty when no loaded
-// library exports it (a LibTorch with MKL inside).
-std::string blas_file() { return file_of("sgemm_"); }
-
 // Whether a loaded library is OpenBLAS or a wrapper that calls it (Debian's OpenBLAS
 // libblas.so.3 forwards to libopenblas.so.0): asked of that library and what it loaded.
 bool is_openblas(const std::string& file) {
@@ -113,7 +108,7 @@ CpuKernels use_portable_cpu_kernels() {
   // library chosen for libblas.so.3: BLIS, ATLAS, the reference BLAS) rounds otherwise, even
   // when an OpenBLAS is loaded too. OpenBLAS, where installed beside it, is put first on the
   // library path for a new start. No separate BLAS means LibTorch's own (MKL, held by MKL_CBWR).
-  const std::string file = blas_file();
+  const std::string file = file_of("sgemm_");
   if (!file.empty() && file.find("libtorch") == std::string::npos && !is_openblas(file)) {
     // Debian's OpenBLAS beside that file, or beside the folder it is in (.../blis-pthread/).
     std::string dir = file.substr(0, file.rfind('/'));
