@@ -6,6 +6,7 @@
 #include "run_options.h"
 #include "session.h"
 #include "tandem/checkpoint/load.h"
+#include "tandem/train/catalog.h"
 
 namespace tandem::cli {
 
@@ -25,16 +26,18 @@ std::string describe_checkpoint(const std::string& path) {
   return fmt::format("{} (step {})", folder, checkpoint::read_manifest(folder).state.step);
 }
 
-// Whether --model names an ONNX file, whose initializers are weights of their own.
-bool onnx_model(const train::Config& c) {
-  const std::string suffix = ".onnx";
-  return c.model.size() > suffix.size() &&
-         c.model.compare(c.model.size() - suffix.size(), suffix.size(), suffix) == 0;
+// Whether --model comes with weights of its own (an ONNX file's initializers).
+bool model_has_weights(const train::Config& c) {
+  try {
+    return train::model_kind(c.model).has_weights;
+  } catch (const Error&) {
+    return false;  // an unknown model: the trainer names the known ones
+  }
 }
 
 int run_eval(EvalArgs& args) {
   std::error_code ec;
-  if (args.checkpoint.empty() && !onnx_model(args.run.config)) {
+  if (args.checkpoint.empty() && !model_has_weights(args.run.config)) {
     std::fprintf(stderr,
                  "tandem: eval needs --checkpoint (a save folder, a step-N checkpoint or a state "
                  "dict file); only a model from an ONNX file is scored without one, with its "

@@ -9,12 +9,13 @@
 #include <system_error>
 
 #include "tandem/schedule/registry.h"
+#include "tandem/train/catalog.h"
 
 namespace tandem::cli {
 
 void add_model_options(CLI::App& cmd, train::Config& c) {
   cmd.add_option("--model", c.model,
-                 "model: mlp | conv3d-stack | unet3d | a path to an ONNX file (model.onnx)")
+                 fmt::format("model: {} (model.onnx)", fmt::join(train::model_names(), " | ")))
       ->capture_default_str();
   cmd.add_option("--loss", c.loss,
                  "ONNX models: cross-entropy (default) | mse | dice | dice+bce; a final Softmax "
@@ -57,9 +58,10 @@ void add_model_options(CLI::App& cmd, train::Config& c) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd.add_option("--data", c.data,
-                 "data set: mnist | fashion-mnist | mri | spheres | regression, or a folder of "
-                 "one's own: nifti:DIR (DIR/images/*.nii[.gz] with DIR/labels/ of the same "
-                 "names) | npy:DIR (DIR/train_x.npy, train_y.npy[, test_x.npy, test_y.npy])")
+                 fmt::format("data set: {} (nifti:DIR: DIR/images/*.nii[.gz] with DIR/labels/ "
+                             "of the same names; npy:DIR: DIR/train_x.npy, train_y.npy[, "
+                             "test_x.npy, test_y.npy])",
+                             fmt::join(train::data_names(), " | ")))
       ->capture_default_str();
   cmd.add_option("--test-files", c.test_files,
                  "nifti:DIR: the last files by name held out for --test-samples crops")

@@ -33,12 +33,12 @@ std::vector<int> parse_int_list(const std::string& text, const char* option) {
 
 // Prints `what` with the rank prefix and ends the job under MPI with `exit_status`. Before the
 // job is joined (a refusal while starting it), the prefix comes from the launcher.
-void report(const std::unique_ptr<Launch>& launch, const char* what, int exit_status) {
-  std::string prefix = launch ? launch->prefix() : "";
-  if (!launch && launched_world_size() > 1 && launched_rank() >= 0)
+void report(const std::unique_ptr<train::Job>& job, const char* what, int exit_status) {
+  std::string prefix = job ? job->prefix() : "";
+  if (!job && launched_world_size() > 1 && launched_rank() >= 0)
     prefix = fmt::format("[r{}/{}] ", launched_rank(), launched_world_size());
   std::fprintf(stderr, "%standem: %s\n", prefix.c_str(), what);
-  if (launch && launch->mpi()) launch->abort(what, exit_status);
+  if (job && job->mpi()) job->abort(what, exit_status);
 }
 
 }  // namespace
@@ -73,30 +73,21 @@ int start_session(RunArgs& args, Session& session,
                    "leave the option out for no budget",
                    args.device_memory);
     }
-    session.launch = std::make_unique<Launch>(c);
-    session.launch->agree(c);
-    Launch* l = session.launch.get();
-    auto once = [l](const std::function<std::string()>& make) {
-      return l->all_gather(l->rank() == 0 ? make() : std::string()).front();
-    };
-    session.trainer = std::make_unique<train::Trainer>(
-        c, l->transport(), l->mpi() ? train::OnceForTheJob(once) : nullptr);
-    if (l->mpi()) {
-      session.trainer->set_checkpoint_world(
-          {l->rank(), l->world(), session.trainer->replica(), c.replicas, [l] { l->barrier(); }});
-    }
+    session.job = std::make_unique<train::Job>(c);
+    session.job->agree(c);
+    session.trainer = session.job->trainer(c);
     if (check) check(session);
   } catch (const memory::OutOfMemory& e) {
-    report(session.launch, e.what(), kExitOutOfMemory);
+    report(session.job, e.what(), kExitOutOfMemory);
     return kExitOutOfMemory;
   } catch (const memory::DoesNotFit& e) {
-    report(session.launch, e.what(), kExitOutOfMemory);
+    report(session.job, e.what(), kExitOutOfMemory);
     return kExitOutOfMemory;
   } catch (const Error& e) {
-    report(session.launch, e.what(), kExitUsage);
+    report(session.job, e.what(), kExitUsage);
     return kExitUsage;
   } catch (const std::exception& e) {
-    report(session.launch, error_message(e).c_str(), kExitFailure);
+    report(session.job, error_message(e).c_str(), kExitFailure);
     return kExitFailure;
   }
   return 0;
@@ -104,14 +95,13 @@ int start_session(RunArgs& args, Session& session,
 
 void print_start(Session& session) {
   train::Trainer& t = *session.trainer;
-  Launch& launch = *session.launch;
+  train::Job& job = *session.job;
   // Under MPI rank 0 gathers every rank's host (collective), so it prints the table.
-  const std::string table = launch.mpi()
-                                ? t.pipeline().placement_table(launch.gather(launch.host()))
-                                : t.pipeline().placement_table();
+  const std::string table = job.mpi() ? t.pipeline().placement_table(job.gather(job.host()))
+                                      : t.pipeline().placement_table();
   const std::string prefix = session.prefix();
   if (session.main_process()) std::cout << prefix << "data: " << t.source().describe() << "\n";
-  if (launch.mpi() ? launch.rank() == 0 : session.main_process())
+  if (job.mpi() ? job.rank() == 0 : session.main_process())
     std::cout << prefix << "placement:\n" << table << std::flush;
   const auto& devices = t.pipeline().devices();
   // More than one thread was asked for (a count, or auto): say how many, since it decides how
@@ -123,9 +113,9 @@ void print_start(Session& session) {
     }
   const bool on_gpus = std::any_of(devices.begin(), devices.end(),
                                    [](const DeviceSpec& d) { return d.device.is_cuda(); });
-  if (launch.mpi() && launch.rank() == 0 && on_gpus)
-    std::cout << prefix << "CUDA tensors between ranks: " << launch.cuda_path() << "\n";
-  if (!t.memory_plan().empty() && (launch.mpi() ? launch.rank() == 0 : session.main_process()))
+  if (job.mpi() && job.rank() == 0 && on_gpus)
+    std::cout << prefix << "CUDA tensors between ranks: " << job.cuda_path() << "\n";
+  if (!t.memory_plan().empty() && (job.mpi() ? job.rank() == 0 : session.main_process()))
     std::cout << prefix << "memory plan (per device; layers measured on the CPU on one micro-batch"
               << (on_gpus ? ", so a GPU's own workspaces are not in it" : "") << "):\n"
               << t.memory_plan() << std::flush;
@@ -136,20 +126,20 @@ int run_guarded(Session& session, const std::function<int()>& body) {
     return body();
   } catch (const runtime::StepError& e) {
     const int status = e.out_of_memory ? kExitOutOfMemory : kExitFailure;
-    report(session.launch, e.what(), status);
+    report(session.job, e.what(), status);
     return status;
   } catch (const memory::OutOfMemory& e) {
     // Outside a step's actions, e.g. the optimizer's state on its first step.
-    report(session.launch, e.what(), kExitOutOfMemory);
+    report(session.job, e.what(), kExitOutOfMemory);
     return kExitOutOfMemory;
   } catch (const memory::DoesNotFit& e) {
-    report(session.launch, e.what(), kExitOutOfMemory);
+    report(session.job, e.what(), kExitOutOfMemory);
     return kExitOutOfMemory;
   } catch (const Error& e) {
-    report(session.launch, e.what(), kExitFailure);
+    report(session.job, e.what(), kExitFailure);
     return kExitFailure;
   } catch (const std::exception& e) {
-    report(session.launch, error_message(e).c_str(), kExitFailure);
+    report(session.job, error_message(e).c_str(), kExitFailure);
     return kExitFailure;
   }
 }

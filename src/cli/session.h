@@ -6,18 +6,18 @@
 #include <memory>
 #include <string>
 
-#include "launch.h"
 #include "run_options.h"
+#include "tandem/train/job.h"
 #include "tandem/train/trainer.h"
 
 namespace tandem::cli {
 
 struct Session {
-  std::unique_ptr<Launch> launch;
+  std::unique_ptr<train::Job> job;
   std::unique_ptr<train::Trainer> trainer;
 
   // "[r2/4] " under MPI, "" in process.
-  std::string prefix() const { return launch->prefix(); }
+  std::string prefix() const { return job->prefix(); }
   // Information comes from the process that owns the loss, in replica 0; warnings and errors
   // from every process.
   bool main_process() const;

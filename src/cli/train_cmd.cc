@@ -3,22 +3,24 @@
 #include <string>
 
 #include "commands.h"
-#include "observers.h"
 #include "run_options.h"
 #include "session.h"
 #include "tandem/trace/progress.h"
+#include "tandem/train/observers.h"
 
 namespace tandem::cli {
 
 namespace {
 struct TrainArgs {
   RunArgs run;
-  ObserveOptions observe;
+  train::ObserveOptions observe;
 };
 
 int run_train(TrainArgs& args) {
   Session session;
-  auto outputs = [&args](const Session& s) { check_outputs(args.observe, s); };
+  auto outputs = [&args](const Session& s) {
+    train::check_outputs(args.observe, *s.trainer, *s.job);
+  };
   if (const int status = start_session(args.run, session, outputs)) return status;
   return run_guarded(session, [&] {
     const train::Config& c = session.trainer->config();
@@ -30,7 +32,7 @@ int run_train(TrainArgs& args) {
     trace::Progress progress(
         main_process ? trace::parse_mode(c.progress) : trace::Progress::Mode::kNone,
         trainer.total_steps());
-    Observers observers(args.observe, trainer, *session.launch);
+    train::Observers observers(args.observe, trainer, *session.job);
     auto on_step = [&](int64_t step, int64_t, const runtime::StepStats& s, double sps) {
       progress.update(step, {{"loss", s.loss}, {"samples/s", sps}});
       observers.after_step(step, s, sps);
@@ -38,7 +40,7 @@ int run_train(TrainArgs& args) {
     train::Result r = trainer.run(on_step);
     progress.finish();
     const std::vector<train::MemoryPeak> memory =
-        run_memory(*session.launch, trainer.pipeline(), r.peak_bytes);
+        train::run_memory(*session.job, trainer.pipeline(), r.peak_bytes);
     observers.finish(r, memory);
     if (c.log_placement) {
       std::cout << prefix << "placement log (from execution):\n"

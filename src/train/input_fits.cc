@@ -25,7 +25,7 @@ void check_input_fits(const Config& c, const Source& source, uint64_t memory) {
   // In double: a side of 4096 and a large batch overflow 64 bits.
   const double bytes = static_cast<double>(sample) * static_cast<double>(samples);
   if (bytes <= static_cast<double>(memory)) return;
-  const bool volumes = c.model != "mlp";
+  const bool volumes = source.input_shape().size() >= 4;  // [C,D,H,W]
   const std::string what = volumes ? fmt::format("--volume {}", c.volume) : "the batch";
   const std::string smaller =
       volumes ? (samples > 1 ? "use a smaller --volume or --batch" : "use a smaller --volume")

@@ -9,17 +9,12 @@
 
 #include "input_fits.h"
 #include "memory_partition.h"
-#include "onnx_model.h"
 #include "tandem/checkpoint/all.h"
 #include "tandem/common/check.h"
 #include "tandem/memory/bytes.h"
-#include "tandem/models/conv3d_stack.h"
-#include "tandem/models/mlp.h"
-#include "tandem/models/unet3d.h"
 #include "tandem/schedule/registry.h"
 #include "tandem/spatial/slabs.h"
-#include "tandem/train/npy_source.h"
-#include "tandem/train/volume_source.h"
+#include "tandem/train/catalog.h"
 
 namespace tandem::train {
 
@@ -28,6 +23,18 @@ namespace {
 // The devices' groups of a spatial split (--spatial N: N devices each), or the devices without
 // one. `depth`: the planes of a sample along the model's slab dimension. Refuses, with the
 // options' words, what cannot be cut.
+// The models of the catalog that take volumes, for messages.
+std::string volume_models(const Config& c) {
+  std::vector<std::string> out;
+  for (const std::string& name : model_names()) {
+    Config other = c;
+    other.model = name;
+    const ModelKind& k = model_kind(name);
+    if (k.suffix.empty() && !k.needs(other).any_data && k.needs(other).volumes) out.push_back(name);
+  }
+  return one_of(out);
+}
+
 int spatial_groups(const graph::Model& model, const Config& c, int devices, int64_t depth) {
   TANDEM_CHECK(c.spatial >= 1, "--spatial must be at least 1, not {}", c.spatial);
   if (c.spatial == 1) return devices;
@@ -37,8 +44,8 @@ int spatial_groups(const graph::Model& model, const Config& c, int devices, int6
                c.spatial, model.slab_refusal);
   TANDEM_CHECK(model.slab_dim >= 0,
                "--spatial {} cuts every sample's volume into slabs, but model {} has no volume: "
-               "use --model conv3d-stack or unet3d",
-               c.spatial, c.model);
+               "use --model {}",
+               c.spatial, c.model, volume_models(c));
   TANDEM_CHECK(devices % c.spatial == 0,
                "--spatial {} runs every stage on a group of {} devices, but {} devices make no "
                "whole groups: give a multiple of {} devices",
@@ -46,10 +53,8 @@ int spatial_groups(const graph::Model& model, const Config& c, int devices, int6
   const int64_t multiple = model.slab_multiple;
   const int most = spatial::most_slabs(depth, multiple);
   if (most < c.spatial) {
-    std::string why;
-    if (multiple > 1)
-      why = onnx_file(c) ? fmt::format(" with {}", c.model)
-                         : fmt::format(" with {} levels", c.levels);
+    // A slab of several planes: the model's poolings ask for them.
+    const std::string why = multiple > 1 ? fmt::format(" with model {}", c.model) : std::string();
     TANDEM_CHECK(false,
                  "--volume {}{} and --spatial {}: {} slabs of at least {} plane{} need a depth "
                  "of at least {}; use --volume {} or more{}",
@@ -58,68 +63,6 @@ int spatial_groups(const graph::Model& model, const Config& c, int devices, int6
                  most >= 1 ? fmt::format(", or --spatial {} or fewer", most) : std::string());
   }
   return devices / c.spatial;
-}
-
-// What the model of `c` reads from a batch. An ONNX model's target follows its --loss; it
-// takes volumes from a NIfTI folder and any array from a NumPy one.
-ModelNeeds model_needs(const Config& c) {
-  ModelNeeds n;
-  if (onnx_file(c)) {
-    const bool mask = c.loss == "dice" || c.loss == "dice+bce";
-    n.volumes = mask || c.data.rfind("nifti:", 0) == 0;
-    n.target = mask              ? ModelNeeds::Target::kMask
-               : c.loss == "mse" ? ModelNeeds::Target::kReal
-                                 : ModelNeeds::Target::kClasses;
-    n.classes = c.classes;
-    return n;
-  }
-  n.volumes = c.model == "conv3d-stack" || c.model == "unet3d";
-  n.target = c.model == "unet3d"         ? ModelNeeds::Target::kMask
-             : c.model == "conv3d-stack" ? ModelNeeds::Target::kReal
-                                         : ModelNeeds::Target::kClasses;
-  n.classes = c.classes;
-  if (c.model == "unet3d" && c.levels >= 1 && c.levels < 32)
-    n.divisor = int64_t{1} << (c.levels - 1);
-  return n;
-}
-
-// The data set of --data: a built-in name, or KIND:DIR for a folder of one's own files.
-std::unique_ptr<Source> make_source(const Config& c) {
-  const bool volumetric = c.model == "conv3d-stack" || c.model == "unet3d";
-  // An ONNX model takes any data whose samples fit its input (checked when the trainer starts).
-  const bool any = onnx_file(c);
-  const size_t colon = c.data.find(':');
-  if (colon != std::string::npos) {
-    const std::string kind = c.data.substr(0, colon), dir = c.data.substr(colon + 1);
-    TANDEM_CHECK(!dir.empty(), "--data {} names no folder; give {}DIR", c.data, c.data);
-    if (kind == "nifti")
-      return make_nifti_source(dir, model_needs(c), c.volume, c.test_files, c.seed, c.train_samples,
-                               c.test_samples);
-    if (kind == "npy") return make_npy_source(dir, model_needs(c), c.seed);
-    TANDEM_CHECK(false, "--data {}: unknown kind of folder '{}'; use nifti:DIR or npy:DIR", c.data,
-                 kind);
-  }
-  if (c.data == "mnist" || c.data == "fashion-mnist") {
-    TANDEM_CHECK(
-        !volumetric || any,
-        "model {} needs volumes: use --data spheres, mri (unet3d) or regression (conv3d-stack)",
-        c.model);
-    return make_image_source(c.data, c.data_dir, c.seed);
-  }
-  if (c.data == "spheres" || c.data == "mri" || c.data == "regression") {
-    TANDEM_CHECK(volumetric || any, "--data {} gives volumes; use --model unet3d or conv3d-stack",
-                 c.data);
-    // The U-Net segments: its Dice loss needs masks in [0, 1], which regression targets are not.
-    TANDEM_CHECK(c.model != "unet3d" || c.data != "regression",
-                 "--data regression gives real-valued targets for conv3d-stack; unet3d segments "
-                 "masks: use --data spheres or mri");
-    return make_volume_source(c.data, c.volume, 1, c.seed, c.train_samples, c.test_samples,
-                              c.data_dir);
-  }
-  TANDEM_CHECK(false,
-               "unknown data set '{}'; use mnist, fashion-mnist, spheres, mri, regression, "
-               "nifti:DIR or npy:DIR",
-               c.data);
 }
 
 runtime::OptimizerFactory make_optimizer(const Config& c) {
@@ -187,6 +130,24 @@ void check_save_dir(const Config& c) {
 Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
                  const OnceForTheJob& once)
     : config_(std::move(config)) {
+  check_options();
+  // The data first: the built-in models take their input size from its samples.
+  source_ = make_source(config_, model_needs(config_));
+  check_input_fits(config_, *source_, machine_memory_bytes());
+  torch::manual_seed(config_.seed);  // parameter initialization
+  start(make_model(config_, source_->input_shape()), std::move(transport), once);
+}
+
+Trainer::Trainer(Config config, graph::Model model, std::unique_ptr<Source> source,
+                 std::shared_ptr<transport::Transport> transport, const OnceForTheJob& once)
+    : config_(std::move(config)), source_(std::move(source)) {
+  TANDEM_CHECK(source_ != nullptr, "Trainer: the model of one's own needs a Source, not null");
+  check_options();
+  check_input_fits(config_, *source_, machine_memory_bytes());
+  start(std::move(model), std::move(transport), once);
+}
+
+void Trainer::check_options() const {
   const Config& c = config_;
   TANDEM_CHECK(c.batch >= 1, "--batch must be at least 1, not {}", c.batch);
   TANDEM_CHECK(c.microbatches <= c.batch,
@@ -201,11 +162,11 @@ Trainer::Trainer(Config config, std::shared_ptr<transport::Transport> transport,
                "optimizer, step), --init-from starts a new one from parameters");
   check_resume_path(c.resume);
   check_save_dir(c);
-  // The data first: the built-in models take their input size from its samples.
-  source_ = make_source(c);
-  check_input_fits(c, *source_, machine_memory_bytes());
-  torch::manual_seed(c.seed);  // parameter initialization
-  graph::Model model = make_model(c, source_->input_shape());
+}
+
+void Trainer::start(graph::Model model, std::shared_ptr<transport::Transport> transport,
+                    const OnceForTheJob& once) {
+  const Config& c = config_;
   runtime::PipelineOptions po;
   po.devices = parse_devices(c.devices, c.threads_per_device);
   po.schedule = c.schedule;
@@ -430,8 +391,7 @@ double Trainer::evaluate() {
   int64_t count = 0;
   // Images evaluate in large chunks; volumes ([C,D,H,W] samples) in training-size batches (they
   // are large).
-  const bool volumes =
-      onnx_file(config_) ? source_->input_shape().size() >= 4 : config_.model != "mlp";
+  const bool volumes = source_->input_shape().size() >= 4;
   const int64_t per_step = volumes ? config_.batch : config_.eval_batch;
   const int64_t m = config_.microbatches;
   const int64_t chunk = std::max<int64_t>(per_step, m);

@@ -38,7 +38,7 @@ tandem_cli_test(schedule_gpipe_bubble 0 "bubble=0.2727" schedule --schedule gpip
 tandem_cli_test(schedule_1f1b_grid 0 "d3 \\| 3F0 3B0 3F1 3B1" schedule --schedule 1f1b --stages 4 --microbatches 8)
 tandem_cli_test(help_lists_defaults 0 "--microbatches INT:INT in \\[1 - 1048576\\]=8" train --help)
 tandem_cli_test(bad_option 2 "tandem: " train --no-such-option)
-tandem_cli_test(unknown_model 2 "unknown model 'cnn'; use mlp, conv3d-stack, unet3d or a path to an .onnx file" train --model cnn --steps 1)
+tandem_cli_test(unknown_model 2 "unknown model 'cnn'; use conv3d-stack, mlp, unet3d or a path to an .onnx file" train --model cnn --steps 1)
 tandem_cli_test(bad_schedule 2 "unknown schedule 'nope'; valid names: sequential, gpipe, 1f1b, interleaved, zb-h1, zb-v" train --schedule nope --steps 1)
 tandem_cli_test(balance_mismatch 2 "balance 3,4 covers 7 layers but the model has" train --balance 3,4 --steps 1)
 tandem_cli_test(too_many_microbatches 2 "micro-batches cannot be cut from a batch of 4" train --batch 4 --microbatches 8 --devices 2 --steps 1 --progress none)
@@ -124,7 +124,7 @@ add_test(NAME cli_eval_matches_training
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_eval_matches_training PROPERTIES TIMEOUT 600 FIXTURES_REQUIRED ckpt_clean)
 tandem_cli_test(held_out_set_smaller_than_microbatches 2 "the held-out set has 3 samples, too few for 4 micro-batches: use --microbatches 3 or fewer" train --model conv3d-stack --data regression --volume 8 --test-samples 3 --batch 4 --microbatches 4 --steps 1)
-tandem_cli_test(unet3d_on_regression_data 2 "--data regression gives real-valued targets for conv3d-stack; unet3d segments masks: use --data spheres or mri" train --model unet3d --data regression --steps 1)
+tandem_cli_test(unet3d_on_regression_data 2 "--data regression gives real-valued targets, but model unet3d needs 0/1 masks: use --data mri or spheres, or --model conv3d-stack" train --model unet3d --data regression --steps 1)
 tandem_cli_test(no_held_out_set 0 "result: steps=1 loss=[0-9.]+ test_mse=none " train --model conv3d-stack --data regression --volume 8 --convs 2 --filters 4 --devices 2 --test-samples 0 --batch 4 --microbatches 4 --steps 1 --progress none)
 tandem_cli_test(eval_help_lists_options 0 "--checkpoint TEXT .*--balance" eval --help)
 tandem_cli_test(eval_needs_checkpoint 2 "eval needs --checkpoint" eval --devices 2)
@@ -234,7 +234,7 @@ tandem_cli_test(mpi_cuda_bad_value 2 "--mpi-cuda: gpu not in \\{auto,staged,dire
 set(spatial_common --model unet3d --data spheres --levels 2 --filters 4 --volume 16 --batch 2
                    --microbatches 2 --steps 1 --test-samples 4 --progress none)
 tandem_cli_test(spatial_needs_a_volume 2 "--spatial 2 cuts every sample's volume into slabs, but model mlp has no volume: use --model conv3d-stack or unet3d" train --model mlp --spatial 2 --devices 2 --steps 1)
-tandem_cli_test(spatial_too_many_slabs 2 "--volume 16 with 3 levels and --spatial 8: 8 slabs of at least 4 planes need a depth of at least 32" train --model unet3d --data spheres --levels 3 --volume 16 --spatial 8 --devices 8 --steps 1)
+tandem_cli_test(spatial_too_many_slabs 2 "--volume 16 with model unet3d and --spatial 8: 8 slabs of at least 4 planes need a depth of at least 32" train --model unet3d --data spheres --levels 3 --volume 16 --spatial 8 --devices 8 --steps 1)
 tandem_cli_test(spatial_trains 0 "planes 0:8 of 16.*planes 8:16 of 16.*result: steps=1 loss=[0-9.]+ test_dice=[0-9.]+" train ${spatial_common} --devices 4 --stages 2 --spatial 2)
 find_program(TANDEM_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
 add_test(NAME cli_spatial_resume

@@ -87,7 +87,7 @@ onnx_cli_test(spatial_refuses_a_graph_across_the_depth 2 "--spatial 2 cuts every
 # A plan over the budget names the --spatial under which an ONNX model's slabs would fit.
 onnx_cli_test(plan_names_a_spatial_that_fits 3 "above --device-memory 360.0 KiB.*\n--spatial 2 would plan at most [0-9.]+ KiB per device \\(2 devices: 1 group of 2\\), within the budget"
   ${unet_run} --microbatches 1 --devices 1 --plan-only --partition memory --device-memory 360KiB)
-onnx_cli_test(spatial_too_many_slabs 2 "--volume 8 with [^ ]+unet3d.onnx and --spatial 8: 8 slabs of at least 2 planes need a depth of at least 16; use --volume 16 or more, or --spatial 4 or fewer"
+onnx_cli_test(spatial_too_many_slabs 2 "--volume 8 with model [^ ]+unet3d.onnx and --spatial 8: 8 slabs of at least 2 planes need a depth of at least 16; use --volume 16 or more, or --spatial 4 or fewer"
   ${unet_run} --microbatches 2 --devices 8 --spatial 8 --steps 1)
 onnx_cli_test(unet_volume_mismatch 2 "takes samples of shape \\[1,8,8,8\\].*data gives samples of shape \\[1,16,16,16\\]"
   train --model ${unet} --data spheres --volume 16 --loss dice --steps 1 --progress none)

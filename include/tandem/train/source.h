@@ -51,6 +51,9 @@ struct ModelNeeds {
   Target target = Target::kClasses;
   int64_t classes = 10;
   int64_t divisor = 1;  // D, H and W must be multiples of it (the U-Net's poolings)
+  // Takes any data set whose samples fit its input (an ONNX graph: checked when the trainer
+  // starts), not only those whose kind of input and target match the fields above.
+  bool any_data = false;
 };
 
 // `name`: mnist | fashion-mnist. `dir` empty: the default folder of that data set. Only the

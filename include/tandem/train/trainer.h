@@ -38,14 +38,23 @@ using OnceForTheJob = std::function<std::string(const std::function<std::string(
 
 class Trainer {
  public:
-  // Builds the model, reads the data's headers, partitions and places the stages, and loads
-  // --init-from or --resume: everything that can refuse the run happens here, before its first
-  // step. `transport` null: in-process devices. `once` (null: this process alone) runs the
-  // layer measurement of a memory plan (--partition memory or fit, --plan-only) once for the
-  // job. Throws tandem::Error for bad configurations and input files that do not fit them
-  // (data, checkpoints, a save folder of another run), with the values; memory::DoesNotFit
-  // when a batch of the data cannot fit the machine's memory.
+  // The model and data set that Config::model and Config::data name in the catalog
+  // (train/catalog.h). Builds the model, reads the data's headers, partitions and places the
+  // stages, and loads --init-from or --resume: everything that can refuse the run happens here,
+  // before its first step. `transport` null: in-process devices (Job::transport under MPI).
+  // `once` (null: this process alone; Job::once under MPI) runs the layer measurement of a
+  // memory plan (--partition memory or fit, --plan-only) once for the job. Throws tandem::Error
+  // for bad configurations and input files that do not fit them (data, checkpoints, a save
+  // folder of another run), with the values; memory::DoesNotFit when a batch of the data cannot
+  // fit the machine's memory.
   Trainer(Config config, std::shared_ptr<transport::Transport> transport = nullptr,
+          const OnceForTheJob& once = nullptr);
+  // A model and a data source of one's own, with every other option of `config`: the same run
+  // as if they were in the catalog. Config::model and Config::data then only name them (in
+  // messages; the data's name is kept in checkpoints and checked on resume). Build the model
+  // after torch::manual_seed(config.seed) for the seed's parameters, as the catalog's are.
+  Trainer(Config config, graph::Model model, std::unique_ptr<Source> source,
+          std::shared_ptr<transport::Transport> transport = nullptr,
           const OnceForTheJob& once = nullptr);
 
   runtime::Pipeline& pipeline() { return *pipeline_; }
@@ -72,6 +81,12 @@ class Trainer {
   double evaluate();
 
  private:
+  // The options that need neither model nor data.
+  void check_options() const;
+  // Partitions and places `model`'s stages over the devices of the configuration (source_ is
+  // set).
+  void start(graph::Model model, std::shared_ptr<transport::Transport> transport,
+             const OnceForTheJob& once);
   // Loads the --resume checkpoint and checks that it belongs to this run (seed, data, batch,
   // steps); sets start_step_.
   void resume();
@@ -89,11 +104,5 @@ class Trainer {
   bool plan_fits_ = true;
   checkpoint::World world_;
 };
-
-// Builds a model by name from the configuration (mlp, ...), sized for samples of
-// `input_shape` (Source::input_shape): the mlp's inputs are its element count; a volumetric
-// model's input channels are its first dim, and its volume side (for FLOPs) its second when
-// the volume is a cube.
-graph::Model make_model(const Config& c, const std::vector<int64_t>& input_shape);
 
 }  // namespace tandem::train

@@ -1,7 +1,9 @@
-#include "launch.h"
+#include "tandem/train/job.h"
 
+#include <c10/util/Exception.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <functional>
 
 #include "tandem/common/device.h"
@@ -13,16 +15,16 @@
 #include "tandem/mpi/mpi_transport.h"
 #endif
 
-namespace tandem::cli {
+namespace tandem::train {
 
-struct Launch::Mpi {
+struct Job::Mpi {
 #ifdef TANDEM_WITH_MPI
   std::unique_ptr<mpi::Environment> env;
   mpi::MpiTransport* transport = nullptr;
 #endif
 };
 
-Launch::Launch(train::Config& c) : mpi_(std::make_unique<Mpi>()) {
+Job::Job(Config& c) : mpi_(std::make_unique<Mpi>()) {
   char name[256] = {0};
   gethostname(name, sizeof(name) - 1);
   host_ = name;
@@ -102,41 +104,41 @@ Launch::Launch(train::Config& c) : mpi_(std::make_unique<Mpi>()) {
 #endif
 }
 
-Launch::~Launch() {
+Job::~Job() {
   transport_.reset();
 #ifdef TANDEM_WITH_MPI
   mpi_->env.reset();
 #endif
 }
 
-std::string Launch::prefix() const {
+std::string Job::prefix() const {
   return mpi() ? fmt::format("[r{}/{}] ", rank_, world_) : std::string();
 }
 
-void Launch::agree(const train::Config& c) { agree(train::describe(c)); }
+void Job::agree(const Config& c) { agree(describe(c)); }
 
-void Launch::agree(const std::string& settings) {
+void Job::agree(const std::string& settings) {
 #ifdef TANDEM_WITH_MPI
   if (!mpi_->transport) return;
   mpi_->transport->agree_on(std::hash<std::string>{}(settings), settings);
 #endif
 }
 
-std::vector<std::string> Launch::gather(const std::string& text) {
+std::vector<std::string> Job::gather(const std::string& text) {
 #ifdef TANDEM_WITH_MPI
   if (mpi_->transport) return mpi_->transport->gather_strings(text);
 #endif
   return {text};
 }
 
-std::vector<std::string> Launch::all_gather(const std::string& text) {
+std::vector<std::string> Job::all_gather(const std::string& text) {
 #ifdef TANDEM_WITH_MPI
   if (mpi_->transport) return mpi_->transport->all_gather_strings(text);
 #endif
   return {text};
 }
 
-std::string Launch::cuda_path() const {
+std::string Job::cuda_path() const {
 #ifdef TANDEM_WITH_MPI
   if (mpi_->transport) {
     if (mpi_->transport->cuda_direct()) return "GPU to GPU (CUDA-aware MPI)";
@@ -147,24 +149,64 @@ std::string Launch::cuda_path() const {
   return "";
 }
 
-void Launch::barrier() {
+void Job::barrier() {
 #ifdef TANDEM_WITH_MPI
   if (mpi_->transport) mpi_->transport->barrier();
 #endif
 }
 
-double Launch::clock_offset_us() {
+double Job::clock_offset_us() {
 #ifdef TANDEM_WITH_MPI
   if (mpi_->transport) return mpi_->transport->clock_offset_us();
 #endif
   return 0;
 }
 
-void Launch::abort(const std::string& message, int exit_status) {
+OnceForTheJob Job::once() {
+  if (!mpi()) return nullptr;
+  return [this](const std::function<std::string()>& make) {
+    return all_gather(rank_ == 0 ? make() : std::string()).front();
+  };
+}
+
+std::unique_ptr<Trainer> Job::trainer(const Config& config) {
+  auto t = std::make_unique<Trainer>(config, transport_, once());
+  join_checkpoints(*t);
+  return t;
+}
+
+std::unique_ptr<Trainer> Job::trainer(const Config& config, graph::Model model,
+                                      std::unique_ptr<Source> source) {
+  auto t =
+      std::make_unique<Trainer>(config, std::move(model), std::move(source), transport_, once());
+  join_checkpoints(*t);
+  return t;
+}
+
+void Job::join_checkpoints(Trainer& t) {
+  if (!mpi()) return;
+  t.set_checkpoint_world({rank_, world_, t.replica(), t.config().replicas, [this] { barrier(); }});
+}
+
+int Job::guard(const std::function<void()>& body) {
+  try {
+    body();
+    return 0;
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e))
+      what = c10_error->what_without_backtrace();
+    std::fprintf(stderr, "%standem: %s\n", prefix().c_str(), what.c_str());
+    abort(what, 1);
+    return 1;
+  }
+}
+
+void Job::abort(const std::string& message, int exit_status) {
 #ifdef TANDEM_WITH_MPI
   if (mpi_->transport) mpi_->transport->abort(message, exit_status);
 #endif
   if (transport_) transport_->abort(message);
 }
 
-}  // namespace tandem::cli
+}  // namespace tandem::train

@@ -1,4 +1,4 @@
-#include "observers.h"
+#include "tandem/train/observers.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -9,30 +9,28 @@
 #include "tandem/trace/chrome_trace.h"
 #include "tandem/trace/svg.h"
 
-namespace tandem::cli {
+namespace tandem::train {
 
-std::vector<train::MemoryPeak> run_memory(Launch& launch, const runtime::Pipeline& pipeline,
-                                          const std::vector<uint64_t>& peak_bytes) {
-  if (!launch.mpi()) return train::memory_peaks(pipeline.devices(), peak_bytes);
+std::vector<MemoryPeak> run_memory(Job& job, const runtime::Pipeline& pipeline,
+                                   const std::vector<uint64_t>& peak_bytes) {
+  if (!job.mpi()) return memory_peaks(pipeline.devices(), peak_bytes);
   std::vector<std::vector<uint64_t>> rank_peaks;
-  for (const std::string& text : launch.all_gather(fmt::format("{}", fmt::join(peak_bytes, ",")))) {
+  for (const std::string& text : job.all_gather(fmt::format("{}", fmt::join(peak_bytes, ",")))) {
     std::vector<uint64_t>& peaks = rank_peaks.emplace_back();
     std::stringstream in(text);
     for (std::string field; std::getline(in, field, ',');) peaks.push_back(std::stoull(field));
   }
-  return train::memory_peaks_of_ranks(pipeline.devices(), rank_peaks);
+  return memory_peaks_of_ranks(pipeline.devices(), rank_peaks);
 }
 
-void check_outputs(const ObserveOptions& o, const Session& session) {
-  const Launch& launch = *session.launch;
-  const train::Trainer& trainer = *session.trainer;
+void check_outputs(const ObserveOptions& o, const Trainer& trainer, const Job& job) {
   const bool loss_writer = trainer.pipeline().owns_loss() && trainer.replica() == 0;
   // Under MPI rank 0 writes the merged trace and timeline; in process the one process does.
-  if (!launch.mpi() || launch.rank() == 0) {
+  if (!job.mpi() || job.rank() == 0) {
     if (!o.trace.empty()) check_output_file(o.trace, "--trace");
     if (!o.timeline.empty()) check_output_file(o.timeline, "--timeline");
   }
-  if (!launch.mpi() || loss_writer) {
+  if (!job.mpi() || loss_writer) {
     if (!o.report.empty()) check_output_file(o.report, "--report");
   }
   if (loss_writer && !o.tensorboard.empty()) check_output_folder(o.tensorboard, "--tensorboard");
@@ -41,12 +39,12 @@ void check_outputs(const ObserveOptions& o, const Session& session) {
   if (trainer.replica() == 0 && !save_dir.empty()) check_output_folder(save_dir, "--save-dir");
 }
 
-Observers::Observers(ObserveOptions options, train::Trainer& trainer, Launch& launch)
-    : options_(std::move(options)), trainer_(trainer), launch_(launch) {
+Observers::Observers(ObserveOptions options, Trainer& trainer, Job& job)
+    : options_(std::move(options)), trainer_(trainer), job_(job) {
   // What decides the collectives of finish(): ranks that disagree would wait for each other.
-  launch_.agree(fmt::format("trace={} timeline={} report={} trace_steps={}",
-                            !options_.trace.empty(), !options_.timeline.empty(),
-                            !options_.report.empty(), options_.trace_steps));
+  job_.agree(fmt::format("trace={} timeline={} report={} trace_steps={}", !options_.trace.empty(),
+                         !options_.timeline.empty(), !options_.report.empty(),
+                         options_.trace_steps));
   if (!options_.tensorboard.empty() && trainer_.pipeline().owns_loss() && trainer_.replica() == 0) {
     tensorboard_ = std::make_unique<trace::EventWriter>(options_.tensorboard);
   }
@@ -64,20 +62,18 @@ void Observers::after_step(int64_t step, const runtime::StepStats& stats, double
       !options_.trace.empty() || !options_.timeline.empty() || !options_.report.empty();
   if (want_trace && tracing(step)) {
     const double offset = stats.started_us;
-    train::add_step_spans(trace_, p, p.last_timings(), step, offset,
-                          launch_.mpi() ? launch_.rank() : -1);
-    train::add_exchange_spans(trace_, p, stats.exchanges, offset,
-                              launch_.mpi() ? launch_.rank() : -1);
+    add_step_spans(trace_, p, p.last_timings(), step, offset, job_.mpi() ? job_.rank() : -1);
+    add_exchange_spans(trace_, p, stats.exchanges, offset, job_.mpi() ? job_.rank() : -1);
     // One counter per memory: a GPU that devices share is drawn once, on its first device's
     // row, and its name says which devices share it. Under MPI each rank has one device, and
     // its process its own allocator: one counter on the rank's row.
-    if (launch_.mpi()) {
-      const uint64_t peak = stats.peak_bytes.at(launch_.rank() % p.devices().size());
+    if (job_.mpi()) {
+      const uint64_t peak = stats.peak_bytes.at(job_.rank() % p.devices().size());
       if (peak)
         trace_.counters.push_back(
-            {launch_.rank(), "memory_peak_bytes", offset, static_cast<double>(peak)});
+            {job_.rank(), "memory_peak_bytes", offset, static_cast<double>(peak)});
     } else {
-      for (const train::MemoryPeak& m : train::memory_peaks(p.devices(), stats.peak_bytes)) {
+      for (const MemoryPeak& m : memory_peaks(p.devices(), stats.peak_bytes)) {
         if (!m.peak_bytes) continue;
         const std::string name = m.devices.size() == 1
                                      ? std::string("memory_peak_bytes")
@@ -88,11 +84,11 @@ void Observers::after_step(int64_t step, const runtime::StepStats& stats, double
       }
     }
     // Under MPI a rank knows its own device's timings; finish() gathers them.
-    if (launch_.mpi()) {
+    if (job_.mpi()) {
       traced_.push_back({stats.started_us, p.last_timings(), stats.exchanges});
     } else {
       reports_.push_back(
-          train::analyze_step(p, p.last_timings(), trainer_.config().batch, stats.exchanges));
+          analyze_step(p, p.last_timings(), trainer_.config().batch, stats.exchanges));
     }
   }
   if (tensorboard_) {
@@ -103,7 +99,7 @@ void Observers::after_step(int64_t step, const runtime::StepStats& stats, double
   }
 }
 
-void Observers::finish(const train::Result& r, const std::vector<train::MemoryPeak>& memory) {
+void Observers::finish(const Result& r, const std::vector<MemoryPeak>& memory) {
   if (tensorboard_) {
     if (!std::isnan(r.test_metric))
       tensorboard_->add_scalar("test/" + r.metric_name, static_cast<float>(r.test_metric), r.steps);
@@ -111,8 +107,8 @@ void Observers::finish(const train::Result& r, const std::vector<train::MemoryPe
   }
   write_trace();
   if (!options_.report.empty()) {
-    if (launch_.mpi()) gather_reports();
-    if (!launch_.mpi() || (trainer_.pipeline().owns_loss() && trainer_.replica() == 0))
+    if (job_.mpi()) gather_reports();
+    if (!job_.mpi() || (trainer_.pipeline().owns_loss() && trainer_.replica() == 0))
       write_report(r, memory);
   }
 }
@@ -120,11 +116,11 @@ void Observers::finish(const train::Result& r, const std::vector<train::MemoryPe
 void Observers::write_trace() {
   const bool want_trace = !options_.trace.empty() || !options_.timeline.empty();
   trace::Trace merged = trace_;
-  if (want_trace && launch_.mpi()) {
+  if (want_trace && job_.mpi()) {
     // Every rank's spans and clock offset to rank 0, merged on rank 0.
-    const auto jsons = launch_.gather(trace::to_chrome_json(trace_).dump());
-    const auto offsets = launch_.gather(fmt::format("{}", launch_.clock_offset_us()));
-    if (launch_.rank() != 0) return;  // rank 0 writes the merged trace
+    const auto jsons = job_.gather(trace::to_chrome_json(trace_).dump());
+    const auto offsets = job_.gather(fmt::format("{}", job_.clock_offset_us()));
+    if (job_.rank() != 0) return;  // rank 0 writes the merged trace
     std::vector<trace::Trace> traces;
     std::vector<double> offs;
     for (size_t i = 0; i < jsons.size(); ++i) {
@@ -155,7 +151,7 @@ void Observers::gather_reports() {
   // Each rank timed its own device's actions, from its own step start: move them to rank 0's
   // clock (Cristian offsets, as for the trace) and analyze every traced step with all devices
   // of replica 0.
-  const double offset = launch_.clock_offset_us();
+  const double offset = job_.clock_offset_us();
   nlohmann::json mine = nlohmann::json::array();
   for (const TracedStep& step : traced_) {
     nlohmann::json timings = nlohmann::json::array();
@@ -165,12 +161,11 @@ void Observers::gather_reports() {
     for (size_t d = 0; d < step.exchanges.size(); ++d)
       for (const spatial::Exchange& e : step.exchanges[d])
         exchanges.push_back({d, e.start_us, e.end_us, e.bytes_sent});
-    mine.push_back({{"origin_us", step.origin_us + offset},
-                    {"timings", timings},
-                    {"exchanges", exchanges}});
+    mine.push_back(
+        {{"origin_us", step.origin_us + offset}, {"timings", timings}, {"exchanges", exchanges}});
   }
   const nlohmann::json part = {{"replica", trainer_.replica()}, {"steps", mine}};
-  const std::vector<std::string> parts = launch_.all_gather(part.dump());
+  const std::vector<std::string> parts = job_.all_gather(part.dump());
   if (!trainer_.pipeline().owns_loss() || trainer_.replica() != 0) return;
   std::vector<nlohmann::json> ranks;
   for (const std::string& text : parts) {
@@ -200,12 +195,11 @@ void Observers::gather_reports() {
         exchanges.at(e.at(0).get<size_t>()).push_back(x);
       }
     }
-    reports_.push_back(
-        train::analyze_step(trainer_.pipeline(), all, trainer_.config().batch, exchanges));
+    reports_.push_back(analyze_step(trainer_.pipeline(), all, trainer_.config().batch, exchanges));
   }
 }
 
-void Observers::write_report(const train::Result& r, const std::vector<train::MemoryPeak>& memory) {
+void Observers::write_report(const Result& r, const std::vector<MemoryPeak>& memory) {
   const auto& p = trainer_.pipeline();
   nlohmann::json j;
   j["steps"] = r.steps;
@@ -240,7 +234,7 @@ void Observers::write_report(const train::Result& r, const std::vector<train::Me
   j["flops_per_s"] = seconds > 0 ? flops / seconds : 0;
   // A device's peak: the largest of the memories it uses (of its replicas, under MPI).
   std::vector<uint64_t> device_peaks(busy.size(), 0);
-  for (const train::MemoryPeak& m : memory)
+  for (const MemoryPeak& m : memory)
     for (int d : m.devices) device_peaks[d] = std::max(device_peaks[d], m.peak_bytes);
   nlohmann::json devices = nlohmann::json::array();
   for (size_t d = 0; d < busy.size(); ++d) {
@@ -259,7 +253,7 @@ void Observers::write_report(const train::Result& r, const std::vector<train::Me
   j["devices"] = devices;
   // Sum these, not the devices' peak_bytes: devices that share a GPU repeat its number.
   nlohmann::json memories = nlohmann::json::array();
-  for (const train::MemoryPeak& m : memory) {
+  for (const MemoryPeak& m : memory) {
     nlohmann::json e = {{"memory", m.label}, {"peak_bytes", m.peak_bytes}, {"devices", m.devices}};
     if (m.rank >= 0) e["rank"] = m.rank;
     memories.push_back(e);
@@ -267,8 +261,8 @@ void Observers::write_report(const train::Result& r, const std::vector<train::Me
   j["memory"] = memories;
   write_output_file(options_.report, j.dump(2) + "\n");
   std::printf("%sreport: bubble measured=%.4f predicted=%.4f flops_per_s=%.3g (%s)\n",
-              launch_.prefix().c_str(), measured / n, predicted / n,
-              seconds > 0 ? flops / seconds : 0, options_.report.c_str());
+              job_.prefix().c_str(), measured / n, predicted / n, seconds > 0 ? flops / seconds : 0,
+              options_.report.c_str());
 }
 
-}  // namespace tandem::cli
+}  // namespace tandem::train

@@ -1,0 +1,97 @@
+// How a training process joins its job: alone (in-process devices) or as one rank of an MPI
+// job (stages x spatial x replicas ranks, one device each). Owns the MPI environment and
+// transport for its life. `tandem train` runs on it, and so does a program of one's own:
+//
+//   train::Config c;                   // c.replicas = 2, ...
+//   train::Job job(c);                 // under `mpirun -n 8`: rank r of 8, c.devices = "4"
+//   job.agree(c);                      // every rank the same configuration, or a clear error
+//   return job.guard([&] {
+//     auto trainer = job.trainer(c, my_model(), std::make_unique<MySource>());
+//     train::Result r = trainer->run();
+//     if (trainer->pipeline().owns_loss()) std::cout << job.prefix() << r.loss << "\n";
+//   });
+//
+// Built without MPI, a Job is always in process, and refuses to run under a launcher (each rank
+// would train the whole model alone).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tandem/graph/model.h"
+#include "tandem/train/config.h"
+#include "tandem/train/source.h"
+#include "tandem/train/trainer.h"
+#include "tandem/transport/transport.h"
+
+namespace tandem::train {
+
+class Job {
+ public:
+  // Decides the transport (`config.transport`: auto | inprocess | mpi; auto picks MPI when
+  // started by a launcher with more than one rank) and, under MPI, sets up the environment
+  // and adjusts `config` (one device per rank). Throws tandem::Error for impossible layouts,
+  // naming the Config fields as the command line's flags (--replicas for Config::replicas).
+  explicit Job(Config& config);
+  ~Job();
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  // A trainer on this job: its transport, the memory measurement once for the job, and the
+  // ranks of its checkpoints. The catalog's model and data (Config::model, Config::data), or
+  // one's own (see Trainer). Collective under MPI: every rank makes its trainer.
+  std::unique_ptr<Trainer> trainer(const Config& config);
+  std::unique_ptr<Trainer> trainer(const Config& config, graph::Model model,
+                                   std::unique_ptr<Source> source);
+  // What Trainer takes to run `make` once for the job: null in process; under MPI, rank 0
+  // runs it and every rank gets its text (collective).
+  OnceForTheJob once();
+  // Runs `body` and returns 0; an exception it throws is printed to stderr with the rank prefix
+  // ("[r2/4] tandem: ...") and, under MPI, ends the job on every rank with status 1 (a hang
+  // otherwise: the other ranks would wait for this one). In process it returns 1.
+  int guard(const std::function<void()>& body);
+
+  bool mpi() const { return static_cast<bool>(transport_); }
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+  std::string host() const { return host_; }
+  // "[r2/4] " under MPI, "" otherwise.
+  std::string prefix() const;
+  std::shared_ptr<transport::Transport> transport() const { return transport_; }
+  // Under MPI: all ranks must run the same configuration; throws naming the ranks that differ.
+  void agree(const Config& config);
+  // The same for other settings, as "key=value ..." words (the message names those that differ).
+  void agree(const std::string& settings);
+  // Under MPI: every rank's `text`, on rank 0 (others get an empty list); collective. In
+  // process: {text}.
+  std::vector<std::string> gather(const std::string& text);
+  // The same on every rank; collective.
+  std::vector<std::string> all_gather(const std::string& text);
+  // Under MPI: how CUDA tensors go between ranks, "GPU to GPU (CUDA-aware MPI)" or "through
+  // pinned host memory (...)"; in process: "".
+  std::string cuda_path() const;
+  // Under MPI: waits for every rank (collective); in process: nothing.
+  void barrier();
+  // Microseconds to add to this process's steady clock to get rank 0's (0 in process);
+  // collective under MPI.
+  double clock_offset_us();
+  // Under MPI: the job ends on every rank with `exit_status` (mpirun's status), after `message`
+  // is printed with this rank's prefix. In process: nothing.
+  void abort(const std::string& message, int exit_status = 1);
+
+ private:
+  // Under MPI: the trainer's checkpoints are written by every rank of replica 0, between
+  // barriers of the job.
+  void join_checkpoints(Trainer& trainer);
+
+  struct Mpi;
+  std::unique_ptr<Mpi> mpi_;
+  std::shared_ptr<transport::Transport> transport_;
+  int rank_ = 0;
+  int world_ = 1;
+  std::string host_;
+};
+
+}  // namespace tandem::train

@@ -1,0 +1,46 @@
+// --model PATH.onnx: a model from an ONNX file (onnx/load.h), with --loss and --output.
+#include "tandem/common/check.h"
+#include "tandem/train/catalog.h"
+#if TANDEM_WITH_ONNX
+#include "tandem/onnx/load.h"
+#endif
+
+namespace tandem::train {
+
+ModelKind model_kind_onnx() {
+  ModelKind k;
+  k.name = "onnx";
+  k.suffix = ".onnx";
+  k.summary = "a model from an ONNX file (PyTorch, Keras): --loss, --output";
+  k.takes_loss = true;
+  k.has_weights = true;
+  k.needs = [](const Config& c) {
+    // The target follows --loss; volumes come from a NIfTI folder, any array from a NumPy one.
+    ModelNeeds n;
+    const bool mask = c.loss == "dice" || c.loss == "dice+bce";
+    n.volumes = mask || c.data.rfind("nifti:", 0) == 0;
+    n.target = mask              ? ModelNeeds::Target::kMask
+               : c.loss == "mse" ? ModelNeeds::Target::kReal
+                                 : ModelNeeds::Target::kClasses;
+    n.classes = c.classes;
+    n.any_data = true;
+    return n;
+  };
+  k.make = [](const Config& c, const std::vector<int64_t>&) -> graph::Model {
+#if TANDEM_WITH_ONNX
+    onnx::LoadOptions o;
+    if (!c.loss.empty()) o.loss = c.loss;
+    o.output = c.output;
+    return onnx::load(c.model, o);
+#else
+    TANDEM_CHECK(false,
+                 "--model {}: this tandem was built without its ONNX part (the ONNX library was "
+                 "missing when it was configured): install libonnx-dev (or run scripts/setup) "
+                 "and configure and build again",
+                 c.model);
+#endif
+  };
+  return k;
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,254 @@
+// A model and a data source defined here, outside tandem's sources, train through the trainer
+// with its options (stages, schedules, checkpoints and resume, memory fit) and give bitwise the
+// results of the same model and source registered in the catalog and chosen by name.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "../data/expect_error.h"
+#include "tandem/graph/module_layer.h"
+#include "tandem/train/catalog.h"
+#include "tandem/train/trainer.h"
+
+namespace tandem {
+namespace {
+
+// relu(W x + b): a module of one's own.
+struct DenseReluImpl : torch::nn::Cloneable<DenseReluImpl> {
+  DenseReluImpl(int64_t in, int64_t out) : in_(in), out_(out) { reset(); }
+  void reset() override { fc = register_module("fc", torch::nn::Linear(in_, out_)); }
+  torch::Tensor forward(torch::Tensor x) { return torch::relu(fc(x)); }
+  int64_t in_, out_;
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(DenseRelu);
+
+// relu(W x + b) + skip: a forward of two tensors.
+struct ResidualImpl : torch::nn::Cloneable<ResidualImpl> {
+  explicit ResidualImpl(int64_t width) : width_(width) { reset(); }
+  void reset() override { fc = register_module("fc", torch::nn::Linear(width_, width_)); }
+  torch::Tensor forward(torch::Tensor x, torch::Tensor skip) { return torch::relu(fc(x)) + skip; }
+  int64_t width_;
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(Residual);
+
+constexpr int64_t kFeatures = 16, kWidth = 8, kClasses = 2;
+
+// input [B,16] -> dense0 -> h0 -> dense1 -> h1 -> res(h1, h0) -> h2 -> logits: the skip h0 crosses
+// from the first stage to the second when the model is split in two.
+graph::Model own_model() {
+  graph::Model m;
+  m.name = "own";
+  m.layers.push_back(graph::make_layer("dense0", DenseRelu(kFeatures, kWidth), "input", "h0"));
+  m.layers.push_back(graph::make_layer("dense1", DenseRelu(kWidth, kWidth), "h0", "h1"));
+  m.layers.push_back(graph::make_layer("res", Residual(kWidth), {"h1", "h0"}, {"h2"}));
+  m.layers.push_back(
+      graph::make_layer("logits", torch::nn::Linear(kWidth, kClasses), "h2", "output"));
+  m.loss = [](const torch::Tensor& logits, const torch::Tensor& labels) {
+    return torch::nn::functional::cross_entropy(logits, labels);
+  };
+  m.metric = [](const torch::Tensor& logits, const torch::Tensor& labels) {
+    return logits.argmax(1).eq(labels).sum().item<double>();
+  };
+  return m;
+}
+
+// Points in 16 dimensions labelled by the sign of their sum; an epoch visits them in an order of
+// its own.
+class BlobSource : public train::Source {
+ public:
+  int64_t train_size() const override { return 32; }
+  int64_t test_size() const override { return 8; }
+  train::Batch train_batch(int64_t epoch, int64_t begin, int64_t end) const override {
+    std::vector<int64_t> ids;
+    for (int64_t i = begin; i < end; ++i) ids.push_back((i * 7 + epoch * 3) % train_size());
+    return samples(ids);
+  }
+  train::Batch test_batch(int64_t begin, int64_t end) const override {
+    std::vector<int64_t> ids;
+    for (int64_t i = begin; i < end; ++i) ids.push_back(train_size() + i);
+    return samples(ids);
+  }
+  std::string describe() const override { return "blobs"; }
+  std::vector<int64_t> input_shape() const override { return {kFeatures}; }
+
+ private:
+  static train::Batch samples(const std::vector<int64_t>& ids) {
+    const auto n = static_cast<int64_t>(ids.size());
+    torch::Tensor x = torch::empty({n, kFeatures});
+    torch::Tensor y = torch::empty({n}, torch::kInt64);
+    for (int64_t r = 0; r < n; ++r) {
+      double sum = 0;
+      for (int64_t j = 0; j < kFeatures; ++j) {
+        const double v = std::sin(0.37 * static_cast<double>(ids[r] * kFeatures + j) + 0.2);
+        x[r][j] = v;
+        sum += v;
+      }
+      y[r] = sum > 0 ? 1 : 0;
+    }
+    return {x, y};
+  }
+};
+
+// The same model and source in the catalog, as "test-own" and "test-blobs".
+void register_own() {
+  static const bool done = [] {
+    train::ModelKind m;
+    m.name = "test-own";
+    m.summary = "the model of tests/train/custom_model_test.cc";
+    m.needs = [](const train::Config&) {
+      train::ModelNeeds n;
+      n.classes = kClasses;
+      return n;
+    };
+    m.make = [](const train::Config&, const std::vector<int64_t>&) { return own_model(); };
+    train::register_model(m);
+    train::DataKind d;
+    d.name = "test-blobs";
+    d.summary = "the source of tests/train/custom_model_test.cc";
+    d.make = [](const train::Config&, const std::string&, const train::ModelNeeds&) {
+      return std::make_unique<BlobSource>();
+    };
+    train::register_data(d);
+    return true;
+  }();
+  (void)done;
+}
+
+train::Config config() {
+  train::Config c;
+  c.model = "test-own";
+  c.data = "test-blobs";
+  c.devices = "2";
+  c.batch = 8;
+  c.microbatches = 4;
+  c.eval_batch = 8;
+  c.steps = 4;
+  c.seed = 3;
+  c.progress = "none";
+  return c;
+}
+
+// A trainer of the model and source defined here, given directly.
+std::unique_ptr<train::Trainer> own(const train::Config& c) {
+  torch::manual_seed(c.seed);
+  return std::make_unique<train::Trainer>(c, own_model(), std::make_unique<BlobSource>());
+}
+
+// The same, chosen from the catalog by name.
+std::unique_ptr<train::Trainer> registered(const train::Config& c) {
+  register_own();
+  return std::make_unique<train::Trainer>(c);
+}
+
+void expect_same_parameters(const train::Trainer& a, const train::Trainer& b) {
+  const auto pa = a.pipeline().named_parameters(), pb = b.pipeline().named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  ASSERT_EQ(pa.size(), 8u);  // 4 layers, a weight and a bias each
+  for (size_t i = 0; i < pa.size(); ++i) {
+    EXPECT_EQ(pa[i].first, pb[i].first);
+    EXPECT_TRUE(torch::equal(pa[i].second, pb[i].second)) << pa[i].first;
+  }
+}
+
+void expect_same_result(const train::Result& a, const train::Result& b) {
+  EXPECT_EQ(a.steps, b.steps);
+  EXPECT_EQ(a.loss, b.loss);  // bitwise: the same doubles
+  EXPECT_EQ(a.test_metric, b.test_metric);
+}
+
+std::string temp_dir(const std::string& name) {
+  const std::string dir =
+      ::testing::TempDir() + "tandem_custom_" + std::to_string(::getpid()) + "_" + name;
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+TEST(CustomModel, TrainsBitwiseAsTheSameModelFromTheCatalog) {
+  for (const std::string schedule : {"1f1b", "zb-h1", "interleaved"}) {
+    train::Config c = config();
+    c.schedule = schedule;
+    if (schedule == "interleaved") c.virtual_stages = 2;  // 4 stages: a layer each
+    auto a = own(c);
+    auto b = registered(c);
+    EXPECT_EQ(a->pipeline().partition().balance(), b->pipeline().partition().balance());
+    const train::Result ra = a->run(), rb = b->run();
+    EXPECT_EQ(ra.steps, 4);
+    EXPECT_TRUE(std::isfinite(ra.loss)) << schedule;
+    expect_same_result(ra, rb);
+    expect_same_parameters(*a, *b);
+  }
+}
+
+TEST(CustomModel, ResumesBitwiseFromItsCheckpoint) {
+  train::Config c = config();
+  c.save_dir = temp_dir("whole");
+  c.save_every = 2;
+  c.keep = 0;
+  auto whole = own(c);
+  const train::Result all = whole->run();
+  // Steps 3 and 4 again, from the checkpoint of step 2: as the model of one's own and as the
+  // catalog's, on another split (one device).
+  train::Config r = config();
+  r.resume = c.save_dir + "/step-2";
+  r.devices = "1";
+  auto a = own(r);
+  auto b = registered(r);
+  expect_same_result(a->run(), all);
+  expect_same_result(b->run(), all);
+  expect_same_parameters(*a, *whole);
+  expect_same_parameters(*b, *whole);
+  // A checkpoint of another data set is refused by name.
+  r.data = "mnist";
+  expect_error([&] { own(r); }, {"saved from a run on --data test-blobs, not mnist"});
+  std::filesystem::remove_all(c.save_dir);
+}
+
+TEST(CustomModel, MemoryFitPlansAndSplitsItsLayers) {
+  train::Config c = config();
+  c.partition = "fit";
+  c.device_memory = uint64_t{1} << 30;
+  c.steps = 2;
+  auto a = own(c);
+  auto b = registered(c);
+  EXPECT_TRUE(a->plan_fits());
+  EXPECT_NE(a->memory_plan().find("planned peaks fit"), std::string::npos) << a->memory_plan();
+  EXPECT_EQ(a->pipeline().partition().balance(), b->pipeline().partition().balance());
+  expect_same_result(a->run(), b->run());
+  expect_same_parameters(*a, *b);
+  // A budget too small for any split: the plan says so.
+  c.device_memory = 64;
+  c.plan_only = true;
+  EXPECT_FALSE(own(c)->plan_fits());
+}
+
+TEST(CustomModel, CatalogRefusesWhatDoesNotFit) {
+  register_own();
+  train::Config c = config();
+  c.data = "spheres";
+  expect_error([&] { train::Trainer t(c); },
+               {"model test-own takes no volumes, but --data spheres gives volumes: use --data "
+                "fashion-mnist, mnist or test-blobs, or --model unet3d"});
+  c.data = "test-blobs:somewhere";
+  expect_error([&] { train::Trainer t(c); },
+               {"test-blobs is a data set of its own and takes no folder"});
+  train::ModelKind empty;
+  empty.name = "mlp";
+  expect_error([&] { train::register_model(empty); }, {"register_model: model 'mlp' needs both"});
+  train::ModelKind again;
+  again.name = "test-own";
+  again.needs = [](const train::Config&) { return train::ModelNeeds{}; };
+  again.make = [](const train::Config&, const std::vector<int64_t>&) { return own_model(); };
+  expect_error([&] { train::register_model(again); }, {"a model named 'test-own' exists already"});
+  c.model = "nonet";
+  c.data = "test-blobs";
+  expect_error([&] { train::Trainer t(c); },
+               {"unknown model 'nonet'; use conv3d-stack, mlp, unet3d, a path to an .onnx file "
+                "or test-own"});
+}
+
+}  // namespace
+}  // namespace tandem
