@@ -14,6 +14,7 @@
 namespace tandem::cli {
 
 void add_model_options(CLI::App& cmd, train::Config& c) {
+  cmd.footer("\n" + train::catalog_help());
   cmd.add_option("--model", c.model,
                  fmt::format("model: {} (model.onnx)", fmt::join(train::model_names(), " | ")))
       ->capture_default_str();

@@ -145,6 +145,21 @@ std::vector<std::string> data_names() {
   return out;
 }
 
+std::string catalog_help() {
+  std::string out = "Models (--model):\n";
+  {
+    Table<ModelKind>& t = models();
+    std::lock_guard<std::mutex> lock(t.mu);
+    for (const ModelKind& k : t.kinds)
+      out += fmt::format("  {:<16} {}\n", k.suffix.empty() ? k.name : "PATH" + k.suffix, k.summary);
+  }
+  out += "Data sets (--data):\n";
+  Table<DataKind>& t = data_sets();
+  std::lock_guard<std::mutex> lock(t.mu);
+  for (const DataKind& k : t.kinds) out += fmt::format("  {:<16} {}\n", data_words(k), k.summary);
+  return out;
+}
+
 const ModelKind& model_kind(const std::string& model) {
   Table<ModelKind>& t = models();
   {

@@ -66,6 +66,9 @@ const DataKind& data_kind(const std::string& data);
 std::vector<std::string> model_names();
 std::vector<std::string> data_names();
 
+// Every model and data set with its line of help, for --help: "models:\n  mlp  a multilayer..."
+std::string catalog_help();
+
 // The model of Config::model for samples of `input_shape`. Call torch::manual_seed first for
 // the seed's parameters (the trainer does).
 graph::Model make_model(const Config& c, const std::vector<int64_t>& input_shape);
