@@ -32,11 +32,11 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "memory/cpu_allocator.h"
+#include "memory/cuda_stats.h"
 #include "plain_models.h"
 #include "tandem/common/check.h"
 #include "tandem/common/device.h"
-#include "tandem/memory/cpu_allocator.h"
-#include "tandem/memory/cuda_stats.h"
 #include "tandem/memory/tracker.h"
 #include "tandem/models/conv3d_stack.h"
 #include "tandem/models/unet3d.h"
@@ -50,7 +50,7 @@ struct Options {
   std::string model = "conv3d-stack";
   std::string device = "cpu";
   std::vector<int> stages{2, 4};
-  std::vector<int> spatial{1};  // slabs per sample (--spatial): devices per stage
+  std::vector<int> spatial{1};    // slabs per sample (--spatial): devices per stage
   std::vector<int> microbatches;  // empty: twice the stages; counts above the batch are skipped
   std::string schedule = "1f1b";
   std::string partition = "flops";
@@ -266,9 +266,9 @@ bool check_same_function(const Options& o, const Target& t, const torch::Tensor&
     const double loss = make_pipeline(o, t, v)->evaluate(x, y).loss;
     const double rel = std::abs(loss - plain) / std::max(std::abs(plain), 1e-12);
     ok = ok && rel <= kCheckTolerance;
-    line += fmt::format(", tandem {} stages{} x {} micro-batches {:.6f} (relative difference {:.1e})",
-                        v.stages, v.slabs > 1 ? fmt::format(" of {} slabs", v.slabs) : "",
-                        v.microbatches, loss, rel);
+    line += fmt::format(
+        ", tandem {} stages{} x {} micro-batches {:.6f} (relative difference {:.1e})", v.stages,
+        v.slabs > 1 ? fmt::format(" of {} slabs", v.slabs) : "", v.microbatches, loss, rel);
   }
   ctx.setAllowTF32CuDNN(cudnn_tf32);
   ctx.setAllowTF32CuBLAS(cublas_tf32);

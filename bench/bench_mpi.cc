@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "tandem/mpi/environment.h"
-#include "tandem/mpi/mpi_transport.h"
+#include "mpi/environment.h"
+#include "mpi/mpi_transport.h"
 
 namespace {
 
@@ -89,9 +89,12 @@ int main(int argc, char** argv) {
   const int rank = env.rank();
   int64_t serial = 0;
   {
-    tandem::mpi::MpiTransport t(env, tandem::mpi::Layout{2, 1}, tandem::mpi::MpiTransportOptions{60.0});
+    tandem::mpi::MpiTransport t(env, tandem::mpi::Layout{2, 1},
+                                tandem::mpi::MpiTransportOptions{60.0});
     if (rank == 0) {
-      std::printf("| message | raw MPI GB/s median | min-max | tandem GB/s median | min-max | tandem / raw |\n");
+      std::printf(
+          "| message | raw MPI GB/s median | min-max | tandem GB/s median | min-max | tandem / raw "
+          "|\n");
       std::printf("|---|---|---|---|---|---|\n");
     }
     for (size_t bytes = 64 * 1024; bytes <= static_cast<size_t>(max_mib) << 20; bytes *= 4) {
@@ -104,8 +107,8 @@ int main(int argc, char** argv) {
         const Stats a = summarize(raw), b = summarize(ours);
         const std::string size = bytes >= (1u << 20) ? std::to_string(bytes >> 20) + " MiB"
                                                      : std::to_string(bytes >> 10) + " KiB";
-        std::printf("| %s | %.2f | %.2f-%.2f | %.2f | %.2f-%.2f | %.2f |\n", size.c_str(),
-                    a.median, a.min, a.max, b.median, b.min, b.max, b.median / a.median);
+        std::printf("| %s | %.2f | %.2f-%.2f | %.2f | %.2f-%.2f | %.2f |\n", size.c_str(), a.median,
+                    a.min, a.max, b.median, b.min, b.max, b.median / a.median);
         std::fflush(stdout);
       }
     }

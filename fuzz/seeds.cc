@@ -6,13 +6,13 @@
 #include <fstream>
 
 #include "../src/checkpoint/shard.h"
+#include "data/file_bytes.h"
 #include "tandem/checkpoint/manifest.h"
 #include "tandem/checkpoint/state_dict.h"
-#include "tandem/data/file_bytes.h"
 #include "tandem/data/idx.h"
 #include "tandem/data/nifti.h"
 #ifdef TANDEM_WITH_MPI
-#include "tandem/mpi/wire.h"
+#include "mpi/wire.h"
 #endif
 
 namespace fs = std::filesystem;

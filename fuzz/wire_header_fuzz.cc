@@ -6,8 +6,8 @@
 
 #include <cstring>
 
+#include "mpi/wire.h"
 #include "tandem/common/check.h"
-#include "tandem/mpi/wire.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tandem::mpi;

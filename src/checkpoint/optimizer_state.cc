@@ -1,4 +1,4 @@
-#include "tandem/checkpoint/optimizer_state.h"
+#include "checkpoint/optimizer_state.h"
 
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/optimizer_state.h"
 #include "tandem/checkpoint/manifest.h"
-#include "tandem/checkpoint/optimizer_state.h"
 #include "tandem/runtime/pipeline.h"
 
 namespace tandem::checkpoint::detail {

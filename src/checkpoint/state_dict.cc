@@ -5,12 +5,12 @@
 #include <filesystem>
 #include <set>
 
+#include "common/output_path.h"
 #include "loaded_tensor.h"
 #include "shard.h"
 #include "tandem/checkpoint/files.h"
 #include "tandem/checkpoint/load.h"
 #include "tandem/common/check.h"
-#include "tandem/common/output_path.h"
 #include "zip_check.h"
 
 namespace tandem::checkpoint {

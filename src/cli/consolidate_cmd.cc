@@ -1,8 +1,8 @@
 #include <iostream>
 
 #include "commands.h"
+#include "common/output_path.h"
 #include "tandem/checkpoint/state_dict.h"
-#include "tandem/common/output_path.h"
 
 namespace tandem::cli {
 

@@ -3,7 +3,10 @@
 #include <iostream>
 
 #include "commands.h"
-#include "tandem/common/output_path.h"
+#include "common/output_path.h"
+#include "schedule/index.h"
+#include "schedule/lower.h"
+#include "schedule/replay.h"
 #include "tandem/schedule/all.h"
 #include "tandem/trace/chrome_trace.h"
 #include "tandem/trace/svg.h"

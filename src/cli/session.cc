@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "commands.h"
+#include "common/launcher.h"
 #include "tandem/common/cpu_kernels.h"
-#include "tandem/common/launcher.h"
 #include "tandem/memory/bytes.h"
 #include "tandem/memory/out_of_memory.h"
 

@@ -1,4 +1,4 @@
-#include "tandem/common/launcher.h"
+#include "common/launcher.h"
 
 #include <cstdlib>
 #include <initializer_list>

@@ -1,4 +1,4 @@
-#include "tandem/common/output_path.h"
+#include "common/output_path.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

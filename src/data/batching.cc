@@ -1,10 +1,10 @@
-#include "tandem/data/batching.h"
+#include "data/batching.h"
 
 #include <numeric>
 #include <utility>
 
+#include "data/rng.h"
 #include "tandem/common/check.h"
-#include "tandem/data/rng.h"
 
 namespace tandem::data {
 namespace {

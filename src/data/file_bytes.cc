@@ -1,4 +1,4 @@
-#include "tandem/data/file_bytes.h"
+#include "data/file_bytes.h"
 
 #include <zlib.h>
 

@@ -3,8 +3,8 @@
 #include <cstring>
 #include <vector>
 
+#include "data/file_bytes.h"
 #include "tandem/common/check.h"
-#include "tandem/data/file_bytes.h"
 
 // Element swapping below assumes a little-endian host (x86-64, AArch64).
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,

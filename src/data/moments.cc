@@ -1,4 +1,4 @@
-#include "tandem/data/moments.h"
+#include "data/moments.h"
 
 #include <ATen/Dispatch.h>
 

@@ -1,15 +1,15 @@
 #include "tandem/data/mri.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include <fmt/ranges.h>
-
+#include "data/moments.h"
+#include "data/rng.h"
 #include "tandem/common/check.h"
-#include "tandem/data/moments.h"
 #include "tandem/data/nifti.h"
-#include "tandem/data/rng.h"
 
 namespace tandem::data {
 namespace {

@@ -1,16 +1,16 @@
 #include "tandem/data/nifti_folder.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <limits>
 #include <set>
 
-#include <fmt/ranges.h>
-
+#include "data/moments.h"
+#include "data/rng.h"
 #include "tandem/common/check.h"
-#include "tandem/data/moments.h"
 #include "tandem/data/nifti.h"
-#include "tandem/data/rng.h"
 
 namespace tandem::data {
 namespace {
@@ -70,14 +70,15 @@ std::vector<NiftiPair> list_nifti_pairs(const std::string& dir) {
   const fs::path root(dir);
   const std::set<std::string> images = nifti_names(root / "images", dir);
   const std::set<std::string> labels = nifti_names(root / "labels", dir);
-  TANDEM_CHECK(!images.empty(), "'{}' holds no .nii or .nii.gz file.",
-               (root / "images").string());
+  TANDEM_CHECK(!images.empty(), "'{}' holds no .nii or .nii.gz file.", (root / "images").string());
   for (const std::string& name : images)
-    TANDEM_CHECK(labels.count(name), "the image '{}' has no label '{}': every image needs a label "
+    TANDEM_CHECK(labels.count(name),
+                 "the image '{}' has no label '{}': every image needs a label "
                  "file of the same name.",
                  (root / "images" / name).string(), (root / "labels" / name).string());
   for (const std::string& name : labels)
-    TANDEM_CHECK(images.count(name), "the label '{}' has no image '{}': every label needs an "
+    TANDEM_CHECK(images.count(name),
+                 "the label '{}' has no image '{}': every label needs an "
                  "image file of the same name.",
                  (root / "labels" / name).string(), (root / "images" / name).string());
   std::vector<NiftiPair> pairs;
@@ -85,11 +86,11 @@ std::vector<NiftiPair> list_nifti_pairs(const std::string& dir) {
     NiftiPair p{name, (root / "images" / name).string(), (root / "labels" / name).string(), {}};
     p.shape = read_nifti_shape(p.image);
     const std::array<int64_t, 4> label = read_nifti_shape(p.label);
-    TANDEM_CHECK(label[0] == 1 && label[1] == p.shape[1] && label[2] == p.shape[2] &&
-                     label[3] == p.shape[3],
-                 "the label '{}' has shape [{}] [C,Z,Y,X] but its image '{}' has [{}]: a label "
-                 "is one 3D volume of the image's [Z,Y,X].",
-                 p.label, fmt::join(label, ", "), p.image, fmt::join(p.shape, ", "));
+    TANDEM_CHECK(
+        label[0] == 1 && label[1] == p.shape[1] && label[2] == p.shape[2] && label[3] == p.shape[3],
+        "the label '{}' has shape [{}] [C,Z,Y,X] but its image '{}' has [{}]: a label "
+        "is one 3D volume of the image's [Z,Y,X].",
+        p.label, fmt::join(label, ", "), p.image, fmt::join(p.shape, ", "));
     if (!pairs.empty())
       TANDEM_CHECK(p.shape[0] == pairs.front().shape[0],
                    "the image '{}' has {} channels but '{}' has {}: every image needs the same "
@@ -110,10 +111,11 @@ NiftiFolder::NiftiFolder(const std::string& dir, NiftiFolderOptions options)
   for (const NiftiPair& p : pairs_)
     largest = std::min({largest, p.shape[1], p.shape[2], p.shape[3]});
   for (const NiftiPair& p : pairs_)
-    TANDEM_CHECK(options.crop >= 1 && options.crop <= std::min({p.shape[1], p.shape[2], p.shape[3]}),
-                 "a crop of {}^3 does not fit the image '{}' of shape [{}] [C,Z,Y,X]; use "
-                 "--volume {} or less.",
-                 options.crop, p.image, fmt::join(p.shape, ", "), largest);
+    TANDEM_CHECK(
+        options.crop >= 1 && options.crop <= std::min({p.shape[1], p.shape[2], p.shape[3]}),
+        "a crop of {}^3 does not fit the image '{}' of shape [{}] [C,Z,Y,X]; use "
+        "--volume {} or less.",
+        options.crop, p.image, fmt::join(p.shape, ", "), largest);
 }
 
 void NiftiFolder::load() const {
@@ -123,8 +125,8 @@ void NiftiFolder::load() const {
       Volume image = read_nifti(p.image);
       Volume label = read_nifti(p.label);
       // The headers were checked at construction; a file changed since is caught here.
-      TANDEM_CHECK(image.data.sizes() == torch::IntArrayRef(p.shape) &&
-                       label.data.size(0) == 1 && label.data.sizes().slice(1) == image.data.sizes().slice(1),
+      TANDEM_CHECK(image.data.sizes() == torch::IntArrayRef(p.shape) && label.data.size(0) == 1 &&
+                       label.data.sizes().slice(1) == image.data.sizes().slice(1),
                    "'{}' or '{}' changed while it was read: shapes {} and {}, the headers said "
                    "[{}].",
                    p.image, p.label, image.data.sizes(), label.data.sizes(),
@@ -149,8 +151,10 @@ void NiftiFolder::load() const {
 
 VolumeBatch NiftiFolder::sample(int64_t first, int count, Subset subset) const {
   const bool train = subset == Subset::kTrain;
-  TANDEM_CHECK(first >= 0 && count >= 1, "NiftiFolder::sample: first {} must be >= 0 and count "
-               "{} >= 1.", first, count);
+  TANDEM_CHECK(first >= 0 && count >= 1,
+               "NiftiFolder::sample: first {} must be >= 0 and count "
+               "{} >= 1.",
+               first, count);
   TANDEM_CHECK(train || options_.test_files > 0,
                "NiftiFolder: no file is held out (--test-files 0), so there are no held-out "
                "crops.");
@@ -163,8 +167,8 @@ VolumeBatch NiftiFolder::sample(int64_t first, int count, Subset subset) const {
     const int64_t index = first + b;
     SampleRng rng(stream_seed(options_.seed, train ? kTrainStream : kHeldOutStream,
                               static_cast<uint64_t>(index)));
-    const int64_t file = train ? rng.between(0, train_files() - 1)
-                               : train_files() + index % options_.test_files;
+    const int64_t file =
+        train ? rng.between(0, train_files() - 1) : train_files() + index % options_.test_files;
     const std::array<int64_t, 4>& shape = pairs_[file].shape;
     int64_t origin[3];
     for (int d = 0; d < 3; ++d) origin[d] = rng.between(0, shape[d + 1] - s);

@@ -9,9 +9,9 @@
 #include <cstring>
 #include <vector>
 
+#include "data/file_bytes.h"
 #include "nifti_lib.h"
 #include "tandem/common/check.h"
-#include "tandem/data/file_bytes.h"
 #include "tandem/data/nifti.h"
 
 namespace tandem::data {

@@ -2,8 +2,8 @@
 
 #include <cmath>
 
+#include "data/rng.h"
 #include "tandem/common/check.h"
-#include "tandem/data/rng.h"
 
 namespace tandem::data {
 namespace {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "data/rng.h"
 #include "tandem/common/check.h"
-#include "tandem/data/rng.h"
 
 namespace tandem::data {
 namespace {

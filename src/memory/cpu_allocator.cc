@@ -11,16 +11,16 @@
 // gAlignment is at most 64) and are negligible next to tensor sizes. Because context == data
 // and the deleter is always counted_delete, raw_deleter() can return it, so LibTorch's
 // raw_allocate()/raw_deallocate() keep working.
-#include "tandem/memory/cpu_allocator.h"
+#include "memory/cpu_allocator.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/alignment.h>
 
 #include <atomic>
 #include <cstring>
 #include <mutex>
 #include <type_traits>
-
-#include <c10/core/Allocator.h>
-#include <c10/core/CPUAllocator.h>
-#include <c10/core/alignment.h>
 
 #include "tandem/common/check.h"
 #include "tandem/memory/context.h"
@@ -60,9 +60,8 @@ struct HasCopyData : std::false_type {};
 template <typename A>
 struct HasCopyData<A, std::void_t<decltype(&A::copy_data)>> : std::true_type {};
 
-constexpr bool kConstAllocate =
-    std::is_same_v<decltype(&c10::Allocator::allocate),
-                   c10::DataPtr (c10::Allocator::*)(size_t) const>;
+constexpr bool kConstAllocate = std::is_same_v<decltype(&c10::Allocator::allocate),
+                                               c10::DataPtr (c10::Allocator::*)(size_t) const>;
 
 // Layers that give `Impl` the matching overrides; Impl provides counted_allocate().
 template <typename Base, bool kConst>
@@ -89,8 +88,7 @@ struct CopyDataShim<Base, true> : Base {
 };
 
 using AllocatorBase =
-    AllocateShim<CopyDataShim<c10::Allocator, HasCopyData<c10::Allocator>::value>,
-                 kConstAllocate>;
+    AllocateShim<CopyDataShim<c10::Allocator, HasCopyData<c10::Allocator>::value>, kConstAllocate>;
 
 class CountingAllocator final : public AllocatorBase {
  public:

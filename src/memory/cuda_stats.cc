@@ -1,4 +1,4 @@
-#include "tandem/memory/cuda_stats.h"
+#include "memory/cuda_stats.h"
 
 #include <torch/version.h>
 
@@ -24,13 +24,15 @@ constexpr size_t kAggregate = 0;
 
 c10::DeviceIndex checked_index(int index) {
   const int count = c10::cuda::device_count();
-  TANDEM_CHECK(index >= 0 && index < count,
-               "cuda:{} does not exist: this process sees {} CUDA device(s){}.", index, count,
-               count > 0 ? fmt::format(", cuda:0..cuda:{}", count - 1) : std::string());
+  TANDEM_CHECK(
+      index >= 0 && index<count, "cuda:{} does not exist: this process sees {} CUDA device(s){}.",
+                          index, count, count> 0
+          ? fmt::format(", cuda:0..cuda:{}", count - 1)
+          : std::string());
   // The caching allocator is set up lazily by LibTorch's CUDA initialisation; an empty
   // tensor triggers it without allocating anything.
-  (void)at::empty({0}, at::TensorOptions().device(c10::Device(c10::DeviceType::CUDA,
-                                                               static_cast<c10::DeviceIndex>(index))));
+  (void)at::empty({0}, at::TensorOptions().device(c10::Device(
+                           c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(index))));
   return static_cast<c10::DeviceIndex>(index);
 }
 
@@ -67,10 +69,10 @@ uint64_t cuda_total_bytes(int index) {
 namespace {
 
 [[noreturn]] void no_cuda(const char* what) {
-  throw Error(fmt::format(
-      "{} needs CUDA, but tandem was built against LibTorch {} without CUDA. Use cpu:N "
-      "devices, or rebuild against a LibTorch with CUDA.",
-      what, TORCH_VERSION));
+  throw Error(
+      fmt::format("{} needs CUDA, but tandem was built against LibTorch {} without CUDA. Use cpu:N "
+                  "devices, or rebuild against a LibTorch with CUDA.",
+                  what, TORCH_VERSION));
 }
 
 }  // namespace

@@ -2,10 +2,10 @@
 #include <chrono>
 #include <map>
 
+#include "mpi/mpi_transport.h"
+#include "mpi/operations.h"
+#include "mpi/wire.h"
 #include "tandem/common/check.h"
-#include "tandem/mpi/mpi_transport.h"
-#include "tandem/mpi/operations.h"
-#include "tandem/mpi/wire.h"
 
 namespace tandem::mpi {
 

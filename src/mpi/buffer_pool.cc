@@ -1,4 +1,4 @@
-#include "tandem/mpi/buffer_pool.h"
+#include "mpi/buffer_pool.h"
 
 #include <cstdlib>
 #include <new>
@@ -36,8 +36,8 @@ torch::Tensor BufferPool::take(c10::IntArrayRef sizes, c10::ScalarType dtype) {
     }
   }
   if (data == nullptr) {
-    data = std::aligned_alloc(kAlignment, (static_cast<size_t>(bytes) + kAlignment - 1) /
-                                              kAlignment * kAlignment);
+    data = std::aligned_alloc(
+        kAlignment, (static_cast<size_t>(bytes) + kAlignment - 1) / kAlignment * kAlignment);
     if (data == nullptr) throw std::bad_alloc();
   }
   std::shared_ptr<BufferPool> self = shared_from_this();

@@ -1,4 +1,4 @@
-#include "tandem/mpi/collectives.h"
+#include "mpi/collectives.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,9 +6,9 @@
 #include <map>
 #include <set>
 
+#include "mpi/handles.h"
+#include "mpi/wire.h"
 #include "tandem/common/check.h"
-#include "tandem/mpi/handles.h"
-#include "tandem/mpi/wire.h"
 
 namespace tandem::mpi {
 
@@ -127,12 +127,14 @@ void agree_on(MPI_Comm comm, uint64_t config_hash, const std::string& descriptio
     if (!clauses.empty()) clauses += "; ";
     clauses += fmt::format("{} {} {} {}", ranks.size() == 1 ? "rank" : "ranks",
                            fmt::join(ranks, ", "), ranks.size() == 1 ? "has" : "have",
-                           shown.empty() ? std::string("other input files") : fmt::format("{}", fmt::join(shown, " ")));
+                           shown.empty() ? std::string("other input files")
+                                         : fmt::format("{}", fmt::join(shown, " ")));
   }
   TANDEM_CHECK(false,
                "ranks disagree on the configuration: {} (rank {}'s whole configuration: '{}'). "
                "Start every rank with the same options and input files",
-               clauses, ranks_of[order.front()].front(), descriptions[ranks_of[order.front()].front()]);
+               clauses, ranks_of[order.front()].front(),
+               descriptions[ranks_of[order.front()].front()]);
 }
 
 double clock_offset_us(MPI_Comm comm, int rounds) {

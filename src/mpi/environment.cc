@@ -1,11 +1,11 @@
-#include "tandem/mpi/environment.h"
+#include "mpi/environment.h"
 
 #include <algorithm>
 #include <cstring>
 #include <string>
 
+#include "mpi/handles.h"
 #include "tandem/common/check.h"
-#include "tandem/mpi/handles.h"
 
 // OpenMPI declares its CUDA query here (MPIX_CUDA_AWARE_SUPPORT says whether the library was
 // built with CUDA); MPICH 4 declares MPIX_GPU_query_support in mpi.h.

@@ -1,4 +1,4 @@
-#include "tandem/mpi/handles.h"
+#include "mpi/handles.h"
 
 #include <utility>
 

@@ -1,4 +1,4 @@
-#include "tandem/mpi/layout.h"
+#include "mpi/layout.h"
 
 #include "tandem/common/check.h"
 

@@ -1,6 +1,6 @@
-#include "tandem/mpi/mailbox.h"
+#include "mpi/mailbox.h"
 
-#include "tandem/mpi/wire.h"
+#include "mpi/wire.h"
 
 namespace tandem::mpi {
 

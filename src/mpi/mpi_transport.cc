@@ -1,15 +1,15 @@
-#include "tandem/mpi/mpi_transport.h"
+#include "mpi/mpi_transport.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
 
+#include "mpi/collectives.h"
+#include "mpi/staging.h"
+#include "mpi/wait_query.h"
+#include "mpi/wire.h"
 #include "tandem/common/check.h"
-#include "tandem/mpi/collectives.h"
-#include "tandem/mpi/staging.h"
-#include "tandem/mpi/wait_query.h"
-#include "tandem/mpi/wire.h"
 
 namespace tandem::mpi {
 

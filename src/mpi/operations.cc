@@ -1,4 +1,4 @@
-#include "tandem/mpi/operations.h"
+#include "mpi/operations.h"
 
 #include <algorithm>
 #include <limits>

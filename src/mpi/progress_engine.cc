@@ -1,4 +1,4 @@
-#include "tandem/mpi/progress_engine.h"
+#include "mpi/progress_engine.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -8,8 +8,8 @@
 #include <sys/prctl.h>
 #endif
 
+#include "mpi/wait_query.h"
 #include "tandem/common/check.h"
-#include "tandem/mpi/wait_query.h"
 
 namespace tandem::mpi {
 

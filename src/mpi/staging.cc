@@ -1,4 +1,4 @@
-#include "tandem/mpi/staging.h"
+#include "mpi/staging.h"
 
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/cuda.h>

@@ -1,4 +1,4 @@
-#include "tandem/mpi/wait_query.h"
+#include "mpi/wait_query.h"
 
 #include <cstring>
 

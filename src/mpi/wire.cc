@@ -1,4 +1,4 @@
-#include "tandem/mpi/wire.h"
+#include "mpi/wire.h"
 
 #include <cstring>
 

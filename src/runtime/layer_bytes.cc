@@ -5,10 +5,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "memory/cpu_allocator.h"
 #include "tandem/common/check.h"
 #include "tandem/graph/call_context.h"
 #include "tandem/memory/context.h"
-#include "tandem/memory/cpu_allocator.h"
 #include "tandem/memory/tracker.h"
 #include "tandem/runtime/memory_plan.h"
 

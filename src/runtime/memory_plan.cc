@@ -6,9 +6,9 @@
 #include <memory>
 #include <set>
 
+#include "schedule/held_messages.h"
 #include "tandem/common/check.h"
 #include "tandem/memory/bytes.h"
-#include "tandem/schedule/held_messages.h"
 #include "tandem/schedule/simulate.h"
 
 namespace tandem::runtime {

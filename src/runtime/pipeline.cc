@@ -4,11 +4,14 @@
 #include <cmath>
 #include <map>
 
+#include "memory/cuda_stats.h"
 #include "pipeline_impl.h"
+#include "runtime/worker_pool.h"
+#include "schedule/index.h"
+#include "schedule/lower.h"
+#include "schedule/replay.h"
 #include "tandem/memory/context.h"
-#include "tandem/memory/cuda_stats.h"
 #include "tandem/memory/tracker.h"
-#include "tandem/runtime/worker_pool.h"
 #include "tandem/schedule/all.h"
 
 namespace tandem::runtime {

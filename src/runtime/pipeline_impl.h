@@ -11,9 +11,12 @@
 
 #include "core_share.h"
 #include "executor.h"
+#include "runtime/worker_pool.h"
+#include "schedule/index.h"
+#include "schedule/lower.h"
+#include "schedule/replay.h"
 #include "tandem/runtime/pipeline.h"
 #include "tandem/runtime/placement_log.h"
-#include "tandem/runtime/worker_pool.h"
 #include "tandem/schedule/all.h"
 #include "tandem/spatial/group.h"
 #include "tandem/transport/transport.h"

@@ -4,14 +4,17 @@
 #include <algorithm>
 #include <numeric>
 
+#include "memory/cpu_allocator.h"
+#include "memory/cuda_stats.h"
 #include "pipeline_impl.h"
 #include "placement.h"
+#include "runtime/worker_pool.h"
+#include "schedule/index.h"
+#include "schedule/lower.h"
+#include "schedule/replay.h"
 #include "tandem/memory/context.h"
-#include "tandem/memory/cpu_allocator.h"
-#include "tandem/memory/cuda_stats.h"
 #include "tandem/memory/tracker.h"
 #include "tandem/runtime/pipeline.h"
-#include "tandem/runtime/worker_pool.h"
 #include "tandem/schedule/all.h"
 #include "tandem/transport/inprocess.h"
 

@@ -4,6 +4,9 @@
 // Private to the runtime.
 #pragma once
 
+#include "schedule/index.h"
+#include "schedule/lower.h"
+#include "schedule/replay.h"
 #include "tandem/schedule/all.h"
 
 namespace tandem::runtime {

@@ -1,4 +1,4 @@
-#include "tandem/runtime/worker_pool.h"
+#include "runtime/worker_pool.h"
 
 namespace tandem::runtime {
 

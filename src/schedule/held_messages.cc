@@ -1,12 +1,12 @@
-#include "tandem/schedule/held_messages.h"
+#include "schedule/held_messages.h"
 
 #include <algorithm>
 #include <iterator>
 #include <set>
 #include <tuple>
 
+#include "schedule/index.h"
 #include "tandem/common/check.h"
-#include "tandem/schedule/index.h"
 
 namespace tandem::schedule {
 

@@ -1,4 +1,4 @@
-#include "tandem/schedule/index.h"
+#include "schedule/index.h"
 
 namespace tandem::schedule {
 

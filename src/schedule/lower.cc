@@ -1,11 +1,11 @@
-#include "tandem/schedule/lower.h"
+#include "schedule/lower.h"
 
 #include <algorithm>
 #include <tuple>
 #include <unordered_map>
 
+#include "schedule/index.h"
 #include "tandem/common/check.h"
-#include "tandem/schedule/index.h"
 #include "tandem/schedule/validate.h"
 
 namespace tandem::schedule {

@@ -1,4 +1,4 @@
-#include "tandem/schedule/replay.h"
+#include "schedule/replay.h"
 
 namespace tandem::schedule {
 std::vector<Stall> replay(const Schedule& schedule, const ScheduleIndex& index, Sends sends) {

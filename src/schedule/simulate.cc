@@ -6,8 +6,8 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "schedule/index.h"
 #include "tandem/common/check.h"
-#include "tandem/schedule/index.h"
 #include "tandem/schedule/validate.h"
 
 namespace tandem::schedule {

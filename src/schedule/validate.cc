@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "tandem/schedule/index.h"
-#include "tandem/schedule/replay.h"
+#include "schedule/index.h"
+#include "schedule/replay.h"
 
 namespace tandem::schedule {
 

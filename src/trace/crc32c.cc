@@ -1,4 +1,4 @@
-#include "tandem/trace/crc32c.h"
+#include "trace/crc32c.h"
 
 #include <array>
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "tandem/common/check.h"
-#include "tandem/trace/time_axis.h"
+#include "trace/time_axis.h"
 
 namespace tandem::trace {
 namespace {

@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "tandem/common/check.h"
-#include "tandem/trace/tfrecord.h"
+#include "trace/tfrecord.h"
 
 namespace tandem::trace {
 namespace {

@@ -2,10 +2,10 @@
 #include <mutex>
 #include <vector>
 
+#include "data/batching.h"
+#include "data/moments.h"
 #include "tandem/common/check.h"
-#include "tandem/data/batching.h"
 #include "tandem/data/mnist.h"
-#include "tandem/data/moments.h"
 #include "tandem/train/source.h"
 
 namespace tandem::train {

@@ -6,13 +6,13 @@
 #include <cstdio>
 #include <functional>
 
+#include "common/launcher.h"
 #include "tandem/common/device.h"
-#include "tandem/common/launcher.h"
 #include "tandem/schedule/registry.h"
 
 #ifdef TANDEM_WITH_MPI
-#include "tandem/mpi/environment.h"
-#include "tandem/mpi/mpi_transport.h"
+#include "mpi/environment.h"
+#include "mpi/mpi_transport.h"
 #endif
 
 namespace tandem::train {

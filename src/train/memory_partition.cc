@@ -4,11 +4,11 @@
 #include <map>
 #include <numeric>
 
+#include "schedule/lower.h"
 #include "tandem/common/check.h"
 #include "tandem/memory/bytes.h"
 #include "tandem/runtime/memory_plan.h"
 #include "tandem/schedule/generators.h"
-#include "tandem/schedule/lower.h"
 #include "tandem/schedule/registry.h"
 #include "tandem/spatial/group.h"
 #include "tandem/spatial/slabs.h"

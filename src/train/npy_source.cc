@@ -5,8 +5,8 @@
 #include <mutex>
 #include <optional>
 
+#include "data/batching.h"
 #include "tandem/common/check.h"
-#include "tandem/data/batching.h"
 #include "tandem/data/npy.h"
 
 namespace tandem::train {
@@ -45,10 +45,11 @@ void check_split(const Split& s, const ModelNeeds& needs) {
                  "'{}' has shape {}; the model reads samples of at least one feature: (N, "
                  "features...).",
                  s.x_path, xs);
-    TANDEM_CHECK(s.y.shape.size() == 1 && (s.y.dtype == torch::kInt64 || s.y.dtype == torch::kUInt8),
-                 "'{}' has shape {} and dtype '{}'; cross-entropy needs one class label per "
-                 "sample: shape ({},) of int64 or uint8.",
-                 s.y_path, ys, s.y.descr, s.x.shape[0]);
+    TANDEM_CHECK(
+        s.y.shape.size() == 1 && (s.y.dtype == torch::kInt64 || s.y.dtype == torch::kUInt8),
+        "'{}' has shape {} and dtype '{}'; cross-entropy needs one class label per "
+        "sample: shape ({},) of int64 or uint8.",
+        s.y_path, ys, s.y.descr, s.x.shape[0]);
     return;
   }
   const size_t rank = s.x.shape.size();
@@ -57,8 +58,8 @@ void check_split(const Split& s, const ModelNeeds& needs) {
                s.x_path, xs);
   const std::vector<int64_t> space = tail(s.x.shape, rank - 3);
   const std::vector<int64_t> y_space = tail(s.y.shape, 1);
-  const bool y_fits = y_space == space || (y_space.size() == 4 && y_space[0] == 1 &&
-                                           tail(y_space, 1) == space);
+  const bool y_fits =
+      y_space == space || (y_space.size() == 4 && y_space[0] == 1 && tail(y_space, 1) == space);
   TANDEM_CHECK(y_fits,
                "'{}' has shape {} but '{}' has {}: the targets are one voxel map per sample, "
                "(N, D, H, W) or (N, 1, D, H, W) with the inputs' D, H, W.",
@@ -153,8 +154,7 @@ class NpySource : public Source {
                    "'{}' holds the label {} at sample {}; the model has {} classes (0..{}). Give "
                    "--classes with one more than the largest label.",
                    s.y_path, bad.numel() ? y[bad[0][0]].item<int64_t>() : 0,
-                   bad.numel() ? bad[0][0].item<int64_t>() : 0, needs_.classes,
-                   needs_.classes - 1);
+                   bad.numel() ? bad[0][0].item<int64_t>() : 0, needs_.classes, needs_.classes - 1);
       a.y = y;
       return a;
     }

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <map>
 
+#include "schedule/index.h"
+#include "schedule/lower.h"
+#include "schedule/replay.h"
 #include "tandem/schedule/all.h"
 
 namespace tandem::train {
@@ -66,8 +69,8 @@ void add_exchange_spans(trace::Trace& out, const runtime::Pipeline& p,
     for (const spatial::Exchange& e : exchanges[d]) {
       trace::Span s;
       s.device = rank >= 0 ? rank : static_cast<int>(d);
-      s.device_name = rank >= 0 ? fmt::format("r{} {}", rank, p.devices()[d].name)
-                                : p.devices()[d].name;
+      s.device_name =
+          rank >= 0 ? fmt::format("r{} {}", rank, p.devices()[d].name) : p.devices()[d].name;
       s.track = "slabs";
       s.kind = 'X';
       s.name = fmt::format("{} {}", e.kind, e.microbatch);

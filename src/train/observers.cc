@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "tandem/common/output_path.h"
+#include "common/output_path.h"
 #include "tandem/schedule/action.h"
 #include "tandem/trace/chrome_trace.h"
 #include "tandem/trace/svg.h"

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "checkpoint/optimizer_state.h"
 #include "input_fits.h"
 #include "memory_partition.h"
 #include "tandem/checkpoint/all.h"

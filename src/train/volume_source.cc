@@ -1,14 +1,14 @@
 #include "tandem/train/volume_source.h"
 
+#include <fmt/ranges.h>
+
 #include <array>
 #include <functional>
 #include <mutex>
 #include <vector>
 
-#include <fmt/ranges.h>
-
+#include "data/batching.h"
 #include "tandem/common/check.h"
-#include "tandem/data/batching.h"
 #include "tandem/data/mri.h"
 #include "tandem/data/nifti.h"
 #include "tandem/data/nifti_folder.h"
@@ -93,7 +93,7 @@ class VolumeSource : public Source {
   int64_t train_size_, test_size_;
   std::vector<int64_t> input_shape_;
   std::function<void()> load_;  // null: nothing to read ahead
-  mutable std::mutex mutex_;  // guards the epoch order cache below
+  mutable std::mutex mutex_;    // guards the epoch order cache below
   mutable int64_t order_epoch_ = -1;
   mutable std::vector<int64_t> order_;
 };
@@ -183,8 +183,8 @@ std::unique_ptr<Source> make_nifti_source(const std::string& dir, const ModelNee
   data::NiftiFolderOptions o;
   o.crop = volume;
   o.test_files = test_files;
-  o.labels = needs.target == ModelNeeds::Target::kMask ? data::LabelKind::kMask
-                                                        : data::LabelKind::kReal;
+  o.labels =
+      needs.target == ModelNeeds::Target::kMask ? data::LabelKind::kMask : data::LabelKind::kReal;
   o.seed = seed;
   auto set = std::make_shared<data::NiftiFolder>(dir, o);  // headers only
   const int64_t held_out = test_files > 0 ? test_size : 0;
@@ -194,9 +194,9 @@ std::unique_ptr<Source> make_nifti_source(const std::string& dir, const ModelNee
   const std::string description = fmt::format(
       "{}^3 crops of {} ({} files, {} channels; {} held out; {} training, {} held-out crops)",
       volume, dir, set->pairs().size(), set->channels(), test_files, train_size, held_out);
-  return std::make_unique<VolumeSource>(description, std::move(draw), seed, train_size, held_out,
-                                        std::vector<int64_t>{set->channels(), volume, volume, volume},
-                                        [set] { set->load(); });
+  return std::make_unique<VolumeSource>(
+      description, std::move(draw), seed, train_size, held_out,
+      std::vector<int64_t>{set->channels(), volume, volume, volume}, [set] { set->load(); });
 }
 
 }  // namespace tandem::train

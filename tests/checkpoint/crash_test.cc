@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "checkpoint/optimizer_state.h"
 #include "helpers.h"
 #include "tandem/checkpoint/all.h"
 

@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "checkpoint/optimizer_state.h"
 #include "helpers.h"
 #include "tandem/checkpoint/all.h"
 

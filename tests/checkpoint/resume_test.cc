@@ -4,6 +4,7 @@
 // moments, SGD's momentum) and the step (dropout streams are keyed by it) restored exactly.
 #include <gtest/gtest.h>
 
+#include "checkpoint/optimizer_state.h"
 #include "helpers.h"
 #include "tandem/checkpoint/all.h"
 

@@ -8,6 +8,7 @@
 #include <iterator>
 #include <map>
 
+#include "checkpoint/optimizer_state.h"
 #include "helpers.h"
 #include "tandem/checkpoint/all.h"
 

@@ -1,5 +1,5 @@
 // The launcher's environment variables, read without MPI.
-#include "tandem/common/launcher.h"
+#include "common/launcher.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // and files given as folders, paths that are not regular files and folders where nothing can
 // be created are refused with the option, the path and the reason. Writes replace a regular
 // file whole or report why they could not.
-#include "tandem/common/output_path.h"
+#include "common/output_path.h"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>

@@ -35,8 +35,8 @@
 #include <map>
 
 #include "../runtime/test_models.h"
+#include "memory/cuda_stats.h"
 #include "tandem/graph/partition.h"
-#include "tandem/memory/cuda_stats.h"
 #include "tandem/runtime/pipeline.h"
 
 #if __has_include("tandem/models/unet3d.h") && __has_include("../models/volume_models.h")

@@ -1,4 +1,4 @@
-#include "tandem/data/batching.h"
+#include "data/batching.h"
 
 #include <gtest/gtest.h>
 

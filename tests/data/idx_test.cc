@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "data/file_bytes.h"
 #include "expect_error.h"
 #include "tandem/common/check.h"
-#include "tandem/data/file_bytes.h"
 
 namespace tandem::data {
 namespace {

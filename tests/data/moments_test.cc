@@ -1,6 +1,6 @@
 // The moments data sets are standardized with: the textbook values, and the same bits
 // whatever thread count the calling thread has.
-#include "tandem/data/moments.h"
+#include "data/moments.h"
 
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>

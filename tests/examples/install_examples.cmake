@@ -4,6 +4,7 @@
 #                the same loss to the last bit
 #   custom_unet  2 steps saved, then run again to 4: it resumes from its checkpoint; in process
 #                and under mpirun -n 2
+# and the snippets of docs/API.md compiled against the same installed headers.
 # cmake -DSOURCE=... -DBUILD=... -DWORK=... [-DMPIRUN="mpirun|--oversubscribe|..."] -P this file
 string(REPLACE "|" ";" MPIRUN "${MPIRUN}")
 function(run what)
@@ -34,8 +35,28 @@ foreach(internal tandem/mpi/wire.h tandem/mpi/mailbox.h tandem/schedule/lower.h)
     message(FATAL_ERROR "the internal header ${internal} is installed")
   endif()
 endforeach()
+# The ```cpp snippets of docs/API.md, in order, as one file compiled with the examples.
+file(READ ${SOURCE}/docs/API.md rest)
+set(tour "")
+while(TRUE)
+  string(FIND "${rest}" "```cpp\n" start)
+  if(start EQUAL -1)
+    break()
+  endif()
+  math(EXPR start "${start} + 7")
+  string(SUBSTRING "${rest}" ${start} -1 rest)
+  string(FIND "${rest}" "```" end)
+  string(SUBSTRING "${rest}" 0 ${end} block)
+  string(APPEND tour "${block}\n")
+  string(SUBSTRING "${rest}" ${end} -1 rest)
+endwhile()
+if(NOT tour MATCHES "train::Job job")
+  message(FATAL_ERROR "docs/API.md: its snippets were not found")
+endif()
+file(WRITE ${WORK}/api_tour.cc "${tour}")
 run("configuring examples/ against the installed tandem" ${CMAKE_COMMAND} -S ${SOURCE}/examples
-    -B ${WORK}/build -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCMAKE_BUILD_TYPE=Release)
+    -B ${WORK}/build -DCMAKE_PREFIX_PATH=${WORK}/prefix -DCMAKE_BUILD_TYPE=Release
+    -DAPI_TOUR=${WORK}/api_tour.cc)
 run("building the examples" ${CMAKE_COMMAND} --build ${WORK}/build -j 2)
 
 run("seed_mlp in process" ${WORK}/build/seed_mlp data/mnist 6)

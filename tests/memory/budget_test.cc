@@ -6,8 +6,8 @@
 #include <string>
 #include <thread>
 
+#include "memory/cpu_allocator.h"
 #include "tandem/memory/context.h"
-#include "tandem/memory/cpu_allocator.h"
 #include "tandem/memory/out_of_memory.h"
 #include "tandem/memory/tracker.h"
 

@@ -1,7 +1,7 @@
 // The CPU allocator hook against the global tracker. The hook is process-wide, so every test
 // installs it (idempotent) and uses device indices no other test uses, measuring from the
 // device's value at the start of the test.
-#include "tandem/memory/cpu_allocator.h"
+#include "memory/cpu_allocator.h"
 
 #include <c10/core/CPUAllocator.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "tandem/memory/cuda_stats.h"
+#include "memory/cuda_stats.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

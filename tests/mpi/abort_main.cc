@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <thread>
 
-#include "tandem/mpi/environment.h"
-#include "tandem/mpi/mpi_transport.h"
+#include "mpi/environment.h"
+#include "mpi/mpi_transport.h"
 
 int main(int argc, char** argv) {
   using namespace tandem;

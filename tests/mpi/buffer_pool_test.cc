@@ -1,6 +1,6 @@
 // The receive buffer pool: large buffers come back for reuse when their tensors die, small
 // ones are plain tensors, and the pool keeps no more than its limits.
-#include "tandem/mpi/buffer_pool.h"
+#include "mpi/buffer_pool.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

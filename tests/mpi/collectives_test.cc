@@ -1,6 +1,6 @@
 // Collective tests: all-reduce over data-parallel groups, configuration agreement, text
 // gathering, clock alignment and the raw ping-pong. Run under mpirun with 2 and 4 ranks.
-#include "tandem/mpi/collectives.h"
+#include "mpi/collectives.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -8,9 +8,9 @@
 #include <chrono>
 #include <cmath>
 
+#include "mpi/environment.h"
+#include "mpi/mpi_transport.h"
 #include "tandem/common/check.h"
-#include "tandem/mpi/environment.h"
-#include "tandem/mpi/mpi_transport.h"
 
 namespace tandem::mpi {
 Environment& test_environment();

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "mpi/environment.h"
+#include "mpi/mpi_transport.h"
 #include "tandem/common/check.h"
-#include "tandem/mpi/environment.h"
-#include "tandem/mpi/mpi_transport.h"
 
 namespace tandem::mpi {
 Environment& test_environment();

@@ -11,9 +11,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "mpi/mpi_transport.h"
 #include "tandem/graph/partition.h"
 #include "tandem/models/mlp.h"
-#include "tandem/mpi/mpi_transport.h"
 #include "tandem/runtime/pipeline.h"
 
 namespace tandem::mpi {

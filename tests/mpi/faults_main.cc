@@ -11,8 +11,8 @@
 #include <string>
 
 #include "../runtime/test_models.h"
-#include "tandem/mpi/environment.h"
-#include "tandem/mpi/mpi_transport.h"
+#include "mpi/environment.h"
+#include "mpi/mpi_transport.h"
 #include "tandem/runtime/pipeline.h"
 #include "tandem/transport/faulty.h"
 

@@ -6,7 +6,7 @@
 
 #include <cstdio>
 
-#include "tandem/mpi/environment.h"
+#include "mpi/environment.h"
 
 namespace tandem::mpi {
 

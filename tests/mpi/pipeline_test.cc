@@ -11,7 +11,7 @@
 #include <torch/torch.h>
 
 #include "../runtime/test_models.h"
-#include "tandem/mpi/mpi_transport.h"
+#include "mpi/mpi_transport.h"
 
 namespace tandem::mpi {
 Environment& test_environment();

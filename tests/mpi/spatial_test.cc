@@ -7,7 +7,7 @@
 #include <torch/torch.h>
 
 #include "../models/volume_models.h"
-#include "tandem/mpi/mpi_transport.h"
+#include "mpi/mpi_transport.h"
 #include "tandem/runtime/pipeline.h"
 
 namespace tandem::mpi {
@@ -70,7 +70,8 @@ void check(const Case& c) {
   for (auto& [name, t] : p.named_parameters()) expect_close(t.grad(), want.at(name), name);
   if (p.owns_loss() && c.replicas == 1) {
     graph::Model ref = make();
-    const double want_loss = ref.loss(reference_forward(ref, whole.input), whole.target).item<double>();
+    const double want_loss =
+        ref.loss(reference_forward(ref, whole.input), whole.target).item<double>();
     EXPECT_NEAR(s.loss, want_loss, 1e-6);
   }
   // The in-process split of the same layout: the same gradients within the tolerance.
@@ -93,8 +94,8 @@ void check(const Case& c) {
   if (p.owns_loss()) {
     graph::Model ref = make();
     torch::NoGradGuard no_grad;
-    const double want_metric = ref.metric(
-        reference_forward(ref, input, 0, 0, 0, /*training=*/false), target);
+    const double want_metric =
+        ref.metric(reference_forward(ref, input, 0, 0, 0, /*training=*/false), target);
     EXPECT_NEAR(e.metric_sum, want_metric, 1e-9);
     EXPECT_EQ(e.samples, batch);
   } else {

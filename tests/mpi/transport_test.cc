@@ -6,13 +6,13 @@
 #include <chrono>
 #include <thread>
 
+#include "mpi/environment.h"
+#include "mpi/mpi_transport.h"
+#include "mpi/wire.h"
 #include "tandem/common/check.h"
 #include "tandem/memory/context.h"
 #include "tandem/memory/out_of_memory.h"
 #include "tandem/memory/tracker.h"
-#include "tandem/mpi/environment.h"
-#include "tandem/mpi/mpi_transport.h"
-#include "tandem/mpi/wire.h"
 
 namespace tandem::mpi {
 // The job's environment, owned by main() (mpi_test_main.cc).

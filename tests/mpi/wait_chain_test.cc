@@ -11,8 +11,8 @@
 #include <string>
 #include <thread>
 
-#include "tandem/mpi/environment.h"
-#include "tandem/mpi/mpi_transport.h"
+#include "mpi/environment.h"
+#include "mpi/mpi_transport.h"
 
 namespace tandem::mpi {
 // The job's environment, owned by main() (mpi_test_main.cc).

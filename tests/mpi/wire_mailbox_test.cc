@@ -7,13 +7,13 @@
 #include <functional>
 #include <thread>
 
+#include "common/launcher.h"
+#include "mpi/environment.h"
+#include "mpi/layout.h"
+#include "mpi/mailbox.h"
+#include "mpi/wait_query.h"
+#include "mpi/wire.h"
 #include "tandem/common/check.h"
-#include "tandem/common/launcher.h"
-#include "tandem/mpi/environment.h"
-#include "tandem/mpi/layout.h"
-#include "tandem/mpi/mailbox.h"
-#include "tandem/mpi/wait_query.h"
-#include "tandem/mpi/wire.h"
 
 namespace tandem::mpi {
 namespace {

@@ -15,12 +15,13 @@
 #include <filesystem>
 #include <iostream>
 
+#include "checkpoint/optimizer_state.h"
+#include "common/launcher.h"
 #include "tandem/checkpoint/all.h"
-#include "tandem/common/launcher.h"
 #include "tandem/onnx/load.h"
 #include "tandem/runtime/pipeline.h"
 #if TANDEM_WITH_MPI
-#include "tandem/mpi/mpi_transport.h"
+#include "mpi/mpi_transport.h"
 #endif
 
 namespace tandem {
@@ -28,8 +29,8 @@ namespace {
 
 int train(int argc, char** argv) {
   if (argc != 8) {
-    std::fprintf(stderr,
-                 "usage: %s MODEL.onnx BATCHES.pt OUT.pt LOSS DEVICES MICROBATCHES LR\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL.onnx BATCHES.pt OUT.pt LOSS DEVICES MICROBATCHES LR\n",
+                 argv[0]);
     return 2;
   }
   const std::string model_path = argv[1], batches_path = argv[2], out = argv[3];

@@ -7,13 +7,13 @@
 
 #include <algorithm>
 
+#include "schedule/held_messages.h"
+#include "schedule/lower.h"
 #include "tandem/models/conv3d_stack.h"
 #include "tandem/models/layers.h"
 #include "tandem/models/unet3d.h"
 #include "tandem/runtime/pipeline.h"
 #include "tandem/schedule/registry.h"
-#include "tandem/schedule/held_messages.h"
-#include "tandem/schedule/lower.h"
 #include "test_models.h"
 
 namespace tandem {

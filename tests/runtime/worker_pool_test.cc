@@ -1,6 +1,6 @@
 // The worker pool: every worker runs the job, and the errors come back in worker order,
 // whatever the order they were thrown in.
-#include "tandem/runtime/worker_pool.h"
+#include "runtime/worker_pool.h"
 
 #include <gtest/gtest.h>
 

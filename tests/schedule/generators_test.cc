@@ -1,11 +1,10 @@
-#include "tandem/schedule/registry.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
+#include "schedule/lower.h"
 #include "tandem/common/check.h"
-#include "tandem/schedule/lower.h"
+#include "tandem/schedule/registry.h"
 #include "tandem/schedule/simulate.h"
 #include "tandem/schedule/validate.h"
 

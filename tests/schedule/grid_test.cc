@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
+#include "schedule/lower.h"
 #include "tandem/common/check.h"
 #include "tandem/schedule/generators.h"
-#include "tandem/schedule/lower.h"
 #include "tandem/schedule/schedule.h"
 
 namespace tandem::schedule {

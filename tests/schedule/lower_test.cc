@@ -1,11 +1,11 @@
-#include "tandem/schedule/lower.h"
+#include "schedule/lower.h"
 
 #include <gtest/gtest.h>
 
+#include "schedule/held_messages.h"
+#include "schedule/index.h"
 #include "tandem/common/check.h"
 #include "tandem/schedule/generators.h"
-#include "tandem/schedule/held_messages.h"
-#include "tandem/schedule/index.h"
 #include "tandem/schedule/validate.h"
 
 namespace tandem::schedule {

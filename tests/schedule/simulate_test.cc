@@ -2,9 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "schedule/lower.h"
 #include "tandem/common/check.h"
 #include "tandem/schedule/generators.h"
-#include "tandem/schedule/lower.h"
 
 namespace tandem::schedule {
 namespace {

@@ -4,11 +4,11 @@
 
 #include <algorithm>
 
+#include "schedule/index.h"
+#include "schedule/lower.h"
+#include "schedule/replay.h"
 #include "tandem/common/check.h"
 #include "tandem/schedule/registry.h"
-#include "tandem/schedule/index.h"
-#include "tandem/schedule/lower.h"
-#include "tandem/schedule/replay.h"
 
 namespace tandem::schedule {
 namespace {

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "tandem/common/check.h"
-#include "tandem/trace/tfrecord.h"
+#include "trace/tfrecord.h"
 
 namespace tandem::trace {
 namespace {

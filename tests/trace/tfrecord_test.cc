@@ -1,11 +1,11 @@
-#include "tandem/trace/tfrecord.h"
+#include "trace/tfrecord.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "tandem/common/check.h"
-#include "tandem/trace/crc32c.h"
+#include "trace/crc32c.h"
 
 namespace tandem::trace {
 namespace {

@@ -1,4 +1,4 @@
-#include "tandem/trace/time_axis.h"
+#include "trace/time_axis.h"
 
 #include <gtest/gtest.h>
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "data/file_bytes.h"
 #include "tandem/common/check.h"
-#include "tandem/data/file_bytes.h"
 #include "tandem/data/idx.h"
 #include "tandem/train/source.h"
 

@@ -12,6 +12,9 @@
 #include <set>
 
 #include "../runtime/test_models.h"
+#include "schedule/index.h"
+#include "schedule/lower.h"
+#include "schedule/replay.h"
 #include "tandem/schedule/all.h"
 #include "tandem/trace/chrome_trace.h"
 #include "tandem/trace/svg.h"

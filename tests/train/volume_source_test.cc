@@ -7,8 +7,8 @@
 #include <fstream>
 #include <set>
 
+#include "data/batching.h"
 #include "tandem/common/check.h"
-#include "tandem/data/batching.h"
 #include "tandem/data/regression.h"
 #include "tandem/data/spheres.h"
 

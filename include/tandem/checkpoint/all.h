@@ -4,7 +4,6 @@
 #include "tandem/checkpoint/files.h"
 #include "tandem/checkpoint/load.h"
 #include "tandem/checkpoint/manifest.h"
-#include "tandem/checkpoint/optimizer_state.h"
 #include "tandem/checkpoint/save.h"
 #include "tandem/checkpoint/state.h"
 #include "tandem/checkpoint/state_dict.h"

@@ -3,10 +3,7 @@
 
 #include "tandem/schedule/action.h"
 #include "tandem/schedule/generators.h"
-#include "tandem/schedule/index.h"
-#include "tandem/schedule/lower.h"
 #include "tandem/schedule/registry.h"
-#include "tandem/schedule/replay.h"
 #include "tandem/schedule/schedule.h"
 #include "tandem/schedule/simulate.h"
 #include "tandem/schedule/stage_graph.h"

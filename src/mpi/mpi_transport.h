@@ -22,12 +22,12 @@
 #include <string>
 #include <vector>
 
-#include "tandem/mpi/environment.h"
-#include "tandem/mpi/handles.h"
-#include "tandem/mpi/layout.h"
-#include "tandem/mpi/mailbox.h"
-#include "tandem/mpi/progress_engine.h"
-#include "tandem/mpi/wait_query.h"
+#include "mpi/environment.h"
+#include "mpi/handles.h"
+#include "mpi/layout.h"
+#include "mpi/mailbox.h"
+#include "mpi/progress_engine.h"
+#include "mpi/wait_query.h"
 #include "tandem/transport/transport.h"
 
 namespace tandem::mpi {

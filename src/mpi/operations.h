@@ -15,10 +15,10 @@
 #include <mutex>
 #include <vector>
 
-#include "tandem/mpi/buffer_pool.h"
-#include "tandem/mpi/handles.h"
-#include "tandem/mpi/mailbox.h"
-#include "tandem/mpi/wire.h"
+#include "mpi/buffer_pool.h"
+#include "mpi/handles.h"
+#include "mpi/mailbox.h"
+#include "mpi/wire.h"
 
 namespace tandem::mpi {
 

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "tandem/mpi/mailbox.h"
-#include "tandem/mpi/operations.h"
+#include "mpi/mailbox.h"
+#include "mpi/operations.h"
 
 namespace tandem::mpi {
 

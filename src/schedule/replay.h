@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "tandem/schedule/index.h"
+#include "schedule/index.h"
 #include "tandem/schedule/schedule.h"
 
 namespace tandem::schedule {

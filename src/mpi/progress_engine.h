@@ -27,9 +27,9 @@
 #include <thread>
 #include <vector>
 
-#include "tandem/mpi/buffer_pool.h"
-#include "tandem/mpi/mailbox.h"
-#include "tandem/mpi/operations.h"
+#include "mpi/buffer_pool.h"
+#include "mpi/mailbox.h"
+#include "mpi/operations.h"
 
 namespace tandem::mpi {
 

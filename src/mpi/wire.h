@@ -6,8 +6,8 @@
 // tensor under its key, so shapes may change from one micro-batch to the next:
 //
 //   u32 magic | u32 version | i32 step | i32 microbatch | u8 gradient | i32 from_stage |
-//   i32 to_stage | i64 run | i16 dtype (c10::ScalarType) | i32 ndim | i64 sizes[ndim] | i64 nbytes |
-//   u32 name length | name bytes
+//   i32 to_stage | i64 run | i16 dtype (c10::ScalarType) | i32 ndim | i64 sizes[ndim] | i64 nbytes
+//   | u32 name length | name bytes
 //
 // Integers are in the sender's byte order: all ranks of a job run on the same architecture.
 // MPI matches messages between two ranks on one communicator and tag in order, so the k-th
