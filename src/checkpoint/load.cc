@@ -142,7 +142,7 @@ TrainState load(runtime::Pipeline& pipeline, const std::string& path) {
   const std::string diff = first_difference(m.fingerprint, fingerprint(pipeline.model()));
   TANDEM_CHECK(diff.empty(),
                "checkpoint '{}' was saved from another model: {}. Build the same model "
-               "(same --model, --width, --blocks) to resume, or start a new run.",
+               "(same Config::model, Config::width, Config::blocks) to resume, or start a new run.",
                checkpoint, diff);
 
   // The layers this process holds, and the shards that hold them.
@@ -184,7 +184,7 @@ TrainState load(runtime::Pipeline& pipeline, const std::string& path) {
         const std::string current = optimizer_kind(*opt);
         TANDEM_CHECK(current == kind,
                      "checkpoint '{}' holds {} optimizer state but stage {} uses {}; resume with "
-                     "--optimizer {}",
+                     "Config::optimizer = {}",
                      checkpoint, kind, s, current, kind);
       }
     }

@@ -132,7 +132,8 @@ std::string save(const runtime::Pipeline& pipeline, const TrainState& state, con
                  const SaveOptions& options) {
   const World& w = options.world;
   TANDEM_CHECK(!dir.empty(), "give a directory to save checkpoints in");
-  TANDEM_CHECK(options.keep >= 0, "--keep must be 0 (keep all) or more, not {}", options.keep);
+  TANDEM_CHECK(options.keep >= 0, "SaveOptions::keep must be 0 (keep all) or more, not {}",
+               options.keep);
   TANDEM_CHECK(state.step == pipeline.step(),
                "the state to save says step {} but the pipeline has run {} steps; save "
                "TrainState.step = pipeline.step() (dropout streams continue from it)",

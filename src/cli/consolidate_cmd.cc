@@ -2,6 +2,7 @@
 
 #include "commands.h"
 #include "common/output_path.h"
+#include "flag_words.h"
 #include "tandem/checkpoint/state_dict.h"
 
 namespace tandem::cli {
@@ -27,16 +28,16 @@ Runner add_consolidate(CLI::App& app) {
       check_output_file(args->out, "-o");
       dict = checkpoint::consolidated_dict(args->checkpoint);
     } catch (const Error& e) {
-      std::cerr << "tandem: " << e.what() << "\n";
+      std::cerr << "tandem: " << flag_words(e.what()) << "\n";
       return kExitUsage;
     } catch (const std::exception& e) {
-      std::cerr << "tandem: " << error_message(e) << "\n";
+      std::cerr << "tandem: " << flag_words(error_message(e)) << "\n";
       return kExitFailure;
     }
     try {
       write_output_file(args->out, std::string_view(dict.bytes.data(), dict.bytes.size()));
     } catch (const std::exception& e) {
-      std::cerr << "tandem: " << error_message(e) << "\n";
+      std::cerr << "tandem: " << flag_words(error_message(e)) << "\n";
       return kExitFailure;
     }
     std::cout << fmt::format("result: tensors={} output={}\n", dict.tensors, args->out);

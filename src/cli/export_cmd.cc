@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "flag_words.h"
 #include "tandem/common/check.h"
 #if TANDEM_WITH_ONNX
 #include "tandem/onnx/export.h"
@@ -39,10 +40,10 @@ Runner add_export(CLI::App& app) {
       std::cout << fmt::format("result: initializers={} output={}\n", n, args->out);
       return 0;
     } catch (const Error& e) {
-      std::cerr << "tandem: " << e.what() << "\n";
+      std::cerr << "tandem: " << flag_words(e.what()) << "\n";
       return kExitFailure;
     } catch (const std::exception& e) {
-      std::cerr << "tandem: " << error_message(e) << "\n";
+      std::cerr << "tandem: " << flag_words(error_message(e)) << "\n";
       return kExitFailure;
     }
 #else

@@ -8,13 +8,14 @@
 #include <limits>
 #include <system_error>
 
+#include "flag_words.h"
 #include "tandem/schedule/registry.h"
 #include "tandem/train/catalog.h"
 
 namespace tandem::cli {
 
 void add_model_options(CLI::App& cmd, train::Config& c) {
-  cmd.footer("\n" + train::catalog_help());
+  cmd.footer("\n" + flag_words(train::catalog_help()));
   cmd.add_option("--model", c.model,
                  fmt::format("model: {} (model.onnx)", fmt::join(train::model_names(), " | ")))
       ->capture_default_str();

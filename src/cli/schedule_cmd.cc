@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "common/output_path.h"
+#include "flag_words.h"
 #include "schedule/index.h"
 #include "schedule/lower.h"
 #include "schedule/replay.h"
@@ -82,7 +83,7 @@ Runner add_schedule(CLI::App& app) {
       if (args->weight > 0) costs.weight.assign(s.num_stages, args->weight);
       t = schedule::simulate(s, g, costs);
     } catch (const Error& e) {
-      std::cerr << "tandem: " << e.what() << "\n";
+      std::cerr << "tandem: " << flag_words(e.what()) << "\n";
       return kExitUsage;
     }
     try {
@@ -100,7 +101,7 @@ Runner add_schedule(CLI::App& app) {
           args->schedule, s.num_stages, s.num_devices, s.num_microbatches, t.makespan, t.bubble);
       return 0;
     } catch (const std::exception& e) {
-      std::cerr << "tandem: " << error_message(e) << "\n";
+      std::cerr << "tandem: " << flag_words(error_message(e)) << "\n";
       return kExitFailure;
     }
   };

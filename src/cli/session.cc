@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "common/launcher.h"
+#include "flag_words.h"
 #include "tandem/common/cpu_kernels.h"
 #include "tandem/memory/bytes.h"
 #include "tandem/memory/out_of_memory.h"
@@ -37,8 +38,9 @@ void report(const std::unique_ptr<train::Job>& job, const char* what, int exit_s
   std::string prefix = job ? job->prefix() : "";
   if (!job && launched_world_size() > 1 && launched_rank() >= 0)
     prefix = fmt::format("[r{}/{}] ", launched_rank(), launched_world_size());
-  std::fprintf(stderr, "%standem: %s\n", prefix.c_str(), what);
-  if (job && job->mpi()) job->abort(what, exit_status);
+  const std::string message = flag_words(what);  // the library's fields as this command's flags
+  std::fprintf(stderr, "%standem: %s\n", prefix.c_str(), message.c_str());
+  if (job && job->mpi()) job->abort(message, exit_status);
 }
 
 }  // namespace
@@ -118,7 +120,7 @@ void print_start(Session& session) {
   if (!t.memory_plan().empty() && (job.mpi() ? job.rank() == 0 : session.main_process()))
     std::cout << prefix << "memory plan (per device; layers measured on the CPU on one micro-batch"
               << (on_gpus ? ", so a GPU's own workspaces are not in it" : "") << "):\n"
-              << t.memory_plan() << std::flush;
+              << flag_words(t.memory_plan()) << std::flush;
 }
 
 int run_guarded(Session& session, const std::function<int()>& body) {

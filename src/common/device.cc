@@ -33,7 +33,7 @@ int available_cores() {
 }
 
 std::vector<DeviceSpec> parse_devices(const std::string& spec, int threads_per_device) {
-  TANDEM_CHECK(!spec.empty(), "--devices is empty; give a count (4) or a list (cpu:0,cpu:1)");
+  TANDEM_CHECK(!spec.empty(), "Config::devices is empty; give a count (4) or a list (cpu:0,cpu:1)");
   std::vector<DeviceSpec> out;
   bool all_digits = spec.find_first_not_of("0123456789") == std::string::npos;
   if (all_digits) {
@@ -41,7 +41,8 @@ std::vector<DeviceSpec> parse_devices(const std::string& spec, int threads_per_d
     const bool short_enough = spec.size() <= 4;
     const int n = short_enough ? std::stoi(spec) : 0;
     TANDEM_CHECK(short_enough && n >= 1 && n <= 1024,
-                 "--devices {} must be a count between 1 and 1024 (or a list: cpu:0,cpu:1)", spec);
+                 "Config::devices = {} must be a count between 1 and 1024 (or a list: cpu:0,cpu:1)",
+                 spec);
     for (int i = 0; i < n; ++i)
       out.push_back({fmt::format("cpu:{}", i), c10::Device(c10::kCPU), 1});
   } else {
@@ -50,25 +51,28 @@ std::vector<DeviceSpec> parse_devices(const std::string& spec, int threads_per_d
       std::string type = item.substr(0, colon);
       TANDEM_CHECK(colon != std::string::npos && colon + 1 < item.size() &&
                        item.find_first_not_of("0123456789", colon + 1) == std::string::npos,
-                   "device '{}' in --devices {} is not of the form cpu:N or cuda:N", item, spec);
-      TANDEM_CHECK(item.size() - colon - 1 <= 6,
-                   "device '{}' in --devices {} has an index beyond any device; number devices "
-                   "from 0 (cpu:0,cpu:1)",
-                   item, spec);
+                   "device '{}' in Config::devices = {} is not of the form cpu:N or cuda:N", item,
+                   spec);
+      TANDEM_CHECK(
+          item.size() - colon - 1 <= 6,
+          "device '{}' in Config::devices = {} has an index beyond any device; number devices "
+          "from 0 (cpu:0,cpu:1)",
+          item, spec);
       const int index = std::stoi(item.substr(colon + 1));
       if (type == "cpu") {
         out.push_back({item, c10::Device(c10::kCPU), 1});
       } else if (type == "cuda") {
         TANDEM_CHECK(torch::cuda::is_available(),
                      "device '{}' needs CUDA, but this LibTorch has no CUDA or no GPU is visible; "
-                     "use cpu devices (--devices 4)",
+                     "use cpu devices (Config::devices = 4)",
                      item);
         TANDEM_CHECK(index < static_cast<int>(torch::cuda::device_count()),
                      "device '{}' does not exist: {} GPU(s) visible", item,
                      torch::cuda::device_count());
         out.push_back({item, c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index)), 1});
       } else {
-        TANDEM_CHECK(false, "device type '{}' in --devices {} is unknown; use cpu:N or cuda:N",
+        TANDEM_CHECK(false,
+                     "device type '{}' in Config::devices = {} is unknown; use cpu:N or cuda:N",
                      type, spec);
       }
     }
@@ -77,10 +81,11 @@ std::vector<DeviceSpec> parse_devices(const std::string& spec, int threads_per_d
   // own with its own memory count, and the name is how results and reports tell them apart.
   for (size_t i = 0; i < out.size(); ++i)
     for (size_t j = i + 1; j < out.size(); ++j)
-      TANDEM_CHECK(!(out[i].device.is_cpu() && out[i].name == out[j].name),
-                   "device '{}' appears twice in --devices {}; CPU devices need distinct names "
-                   "(cpu:0,cpu:1), or give a count (--devices {})",
-                   out[i].name, spec, out.size());
+      TANDEM_CHECK(
+          !(out[i].device.is_cpu() && out[i].name == out[j].name),
+          "device '{}' appears twice in Config::devices = {}; CPU devices need distinct names "
+          "(cpu:0,cpu:1), or give a count (Config::devices = {})",
+          out[i].name, spec, out.size());
   int cpu_devices = 0;
   for (const auto& d : out) cpu_devices += d.device.is_cpu();
   int threads = threads_per_device > 0 ? threads_per_device

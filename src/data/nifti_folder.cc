@@ -31,7 +31,7 @@ bool is_nifti_name(const std::string& name) {
 std::set<std::string> nifti_names(const fs::path& folder, const std::string& dir) {
   std::error_code error;
   TANDEM_CHECK(fs::is_directory(folder, error),
-               "--data nifti:{} needs the folder '{}' (images/ and labels/ with the same file "
+               "the NIfTI folder {} needs the folder '{}' (images/ and labels/ with the same file "
                "names, .nii or .nii.gz).",
                dir, folder.string());
   std::set<std::string> names;
@@ -105,7 +105,8 @@ NiftiFolder::NiftiFolder(const std::string& dir, NiftiFolderOptions options)
     : pairs_(list_nifti_pairs(dir)), options_(options) {
   const int64_t files = static_cast<int64_t>(pairs_.size());
   TANDEM_CHECK(options.test_files >= 0 && options.test_files < files,
-               "--test-files {} leaves no file of the {} in '{}' for training; use 0..{}.",
+               "NiftiFolderOptions::test_files = {} leaves no file of the {} in '{}' for training; "
+               "use 0..{}.",
                options.test_files, files, dir, files - 1);
   int64_t largest = std::numeric_limits<int64_t>::max();
   for (const NiftiPair& p : pairs_)
@@ -114,7 +115,7 @@ NiftiFolder::NiftiFolder(const std::string& dir, NiftiFolderOptions options)
     TANDEM_CHECK(
         options.crop >= 1 && options.crop <= std::min({p.shape[1], p.shape[2], p.shape[3]}),
         "a crop of {}^3 does not fit the image '{}' of shape [{}] [C,Z,Y,X]; use "
-        "--volume {} or less.",
+        "NiftiFolderOptions::crop = {} or less.",
         options.crop, p.image, fmt::join(p.shape, ", "), largest);
 }
 
@@ -156,7 +157,8 @@ VolumeBatch NiftiFolder::sample(int64_t first, int count, Subset subset) const {
                "{} >= 1.",
                first, count);
   TANDEM_CHECK(train || options_.test_files > 0,
-               "NiftiFolder: no file is held out (--test-files 0), so there are no held-out "
+               "NiftiFolder: no file is held out (NiftiFolderOptions::test_files = 0), so there "
+               "are no held-out "
                "crops.");
   load();
   const int64_t s = options_.crop;

@@ -12,11 +12,11 @@ namespace {
 // smaller micro-batches.
 const char* ways_out(const Where& where) {
   if (where.phase == "parameters" || where.phase == "optimizer")
-    return "more devices or another --balance (fewer parameters on this device), or a larger "
-           "--device-memory.";
-  return "more devices (for a volume also --spatial N: every sample cut into N depth slabs, one "
-         "per device, each holding about 1/N of every activation), --recompute stage, more "
-         "micro-batches, a smaller volume or batch, or a larger --device-memory.";
+    return "more devices or another Config::balance (fewer parameters on this device), or a "
+           "larger Config::device_memory.";
+  return "more devices (for a volume also Config::spatial = N: every sample cut into N depth "
+         "slabs, one per device, each holding about 1/N of every activation), Config::recompute, "
+         "more micro-batches, a smaller volume or batch, or a larger Config::device_memory.";
 }
 
 std::string message(const std::string& device_name, const Where& where, uint64_t requested,

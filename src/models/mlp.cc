@@ -16,8 +16,8 @@ double correct_predictions(const torch::Tensor& logits, const torch::Tensor& lab
 }
 
 graph::Model mlp(const MlpOptions& o) {
-  TANDEM_CHECK(o.width >= 1, "--width must be at least 1, not {}", o.width);
-  TANDEM_CHECK(o.blocks >= 0, "--blocks must be at least 0, not {}", o.blocks);
+  TANDEM_CHECK(o.width >= 1, "MlpOptions::width must be at least 1, not {}", o.width);
+  TANDEM_CHECK(o.blocks >= 0, "MlpOptions::blocks must be at least 0, not {}", o.blocks);
   graph::Model m;
   m.name = "mlp";
   m.layers.push_back(flatten_layer("flatten", "input", "x"));

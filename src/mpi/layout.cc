@@ -25,7 +25,7 @@ void Layout::validate(int world_size) const {
                stages_devices * replicas);
   TANDEM_CHECK(slabs >= 1 && stages_devices % slabs == 0,
                "{} stage devices cannot form slab groups of {}: the devices of a replica must be "
-               "a multiple of the slabs (--spatial)",
+               "a multiple of the slabs (PipelineOptions::slabs)",
                stages_devices, slabs);
 }
 

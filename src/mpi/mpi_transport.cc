@@ -46,8 +46,10 @@ MpiTransport::MpiTransport(const Environment& env, Layout layout, MpiTransportOp
   layout_.validate(size_);
   // Every rank runs the same MPI library, so all ranks refuse together, before any collective.
   TANDEM_CHECK(options_.cuda_path != MpiTransportOptions::CudaPath::kDirect || env.cuda_aware(),
-               "--mpi-cuda direct: this MPI cannot read or write CUDA memory (it is not "
-               "CUDA-aware: {}); use --mpi-cuda staged or auto, which copy CUDA tensors through "
+               "MpiTransportOptions::cuda_path = direct: this MPI cannot read or write CUDA memory "
+               "(it is not "
+               "CUDA-aware: {}); use MpiTransportOptions::cuda_path = staged or auto, which copy "
+               "CUDA tensors through "
                "pinned host memory",
                env.library_version());
   cuda_direct_ = options_.cuda_path == MpiTransportOptions::CudaPath::kDirect ||
@@ -121,7 +123,8 @@ torch::Tensor MpiTransport::recv(int to_device, int from_device, const transport
     if (std::find(late.begin(), late.end(), key) != late.end()) {
       throw transport::CommTimeout(fmt::format(
           "{} rank {} waited {:g} s for message {} from rank {}, which arrived only after the "
-          "deadline: this rank was stopped or starved of CPU (a longer --comm-timeout helps "
+          "deadline: this rank was stopped or starved of CPU (a longer "
+          "MpiTransportOptions::comm_timeout_s helps "
           "on a crowded machine)",
           prefix_, rank_, options_.comm_timeout_s, key.to_string(), from_device));
     }

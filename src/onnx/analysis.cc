@@ -56,11 +56,12 @@ void find_input(Analysis& a) {
                a.path, inputs.size(), listed(inputs), inputs[1]);
   a.input = inputs[0];
   const auto& type = info->type();
-  TANDEM_CHECK(type.has_tensor_type() && type.tensor_type().elem_type() == pb::TensorProto::FLOAT,
-               "the input '{}' of the ONNX model '{}' has element type {}; tandem feeds FLOAT "
-               "(float32) batches",
-               a.input, a.path,
-               type.has_tensor_type() ? type_name(type.tensor_type().elem_type()) : "(not a tensor)");
+  TANDEM_CHECK(
+      type.has_tensor_type() && type.tensor_type().elem_type() == pb::TensorProto::FLOAT,
+      "the input '{}' of the ONNX model '{}' has element type {}; tandem feeds FLOAT "
+      "(float32) batches",
+      a.input, a.path,
+      type.has_tensor_type() ? type_name(type.tensor_type().elem_type()) : "(not a tensor)");
   const Shape s = shape_of(type);
   TANDEM_CHECK(!s || !s->empty(),
                "the input '{}' of the ONNX model '{}' is a scalar; tandem feeds batches [B,...]",
@@ -105,12 +106,13 @@ void choose_output(Analysis& a, const std::string& wanted) {
   if (wanted.empty()) {
     TANDEM_CHECK(outputs.size() == 1,
                  "the ONNX model '{}' has {} outputs ({}); name the one the loss reads with "
-                 "--output",
+                 "LoadOptions::output",
                  a.path, outputs.size(), listed(outputs));
     a.output = outputs[0];
   } else {
     TANDEM_CHECK(std::find(outputs.begin(), outputs.end(), wanted) != outputs.end(),
-                 "--output {}: the ONNX model '{}' has no output of that name; its outputs are {}",
+                 "LoadOptions::output = {}: the ONNX model '{}' has no output of that name; its "
+                 "outputs are {}",
                  wanted, a.path, listed(outputs));
     a.output = wanted;
   }
@@ -132,13 +134,14 @@ void take_over_final(Analysis& a) {
     const Shape s = a.shape(last.input(0));
     const int64_t rank = s ? static_cast<int64_t>(s->size()) : -1;
     const bool classes = (axis == 1 || (rank > 0 && axis + rank == 1)) && (!coerce || rank == 2);
-    TANDEM_CHECK(classes,
-                 "the ONNX model '{}' ends in {} node '{}' over axis {} of a tensor of rank {} "
-                 "(opset {}); --loss {} needs the class scores on axis 1: export the {} over "
-                 "axis 1, or end the graph before it",
-                 a.path, last.op_type(), a.layer_names[a.producer.at(a.output)], axis,
-                 rank < 0 ? std::string("unknown") : std::to_string(rank), a.opset, a.loss->name,
-                 last.op_type());
+    TANDEM_CHECK(
+        classes,
+        "the ONNX model '{}' ends in {} node '{}' over axis {} of a tensor of rank {} "
+        "(opset {}); LoadOptions::loss = {} needs the class scores on axis 1: export the {} over "
+        "axis 1, or end the graph before it",
+        a.path, last.op_type(), a.layer_names[a.producer.at(a.output)], axis,
+        rank < 0 ? std::string("unknown") : std::to_string(rank), a.opset, a.loss->name,
+        last.op_type());
   }
   a.output = last.input(0);
   a.taken_over = true;
@@ -186,8 +189,8 @@ void classify(Analysis& a) {
       if (!t.empty()) a.batched.insert(t);
   }
   TANDEM_CHECK(a.batched.count(a.output),
-               "the output '{}' of the ONNX model '{}' does not depend on its input '{}'",
-               a.output, a.path, a.input);
+               "the output '{}' of the ONNX model '{}' does not depend on its input '{}'", a.output,
+               a.path, a.input);
 }
 
 // Marks the initializers a static tensor is computed from (through parameter-free operators)
@@ -264,7 +267,7 @@ Analysis analyze(const pb::ModelProto& model, const std::string& path, const std
   a.path = path;
   a.opset = default_opset(model, path);
   a.loss = find_loss(loss);
-  TANDEM_CHECK(a.loss, "--loss {} is unknown; use {}", loss, listed(loss_names()));
+  TANDEM_CHECK(a.loss, "LoadOptions::loss = {} is unknown; use {}", loss, listed(loss_names()));
   for (const auto& t : a.graph->initializer()) a.initializers[t.name()] = &t;
   find_input(a);
   name_layers(a);

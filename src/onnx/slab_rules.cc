@@ -89,8 +89,7 @@ SlabStep slab_broadcast(const Node& n) {
       return refused(fmt::format("the shape of its operand '{}' is unknown", n.input_name(i)));
     // Numpy broadcasting aligns the operand's last axis with the tensor's last.
     const int64_t at = kAxis - (rank - static_cast<int64_t>(s->size()));
-    if (rank < 0 && !s->empty())
-      return refused("the rank of its per-sample input is unknown");
+    if (rank < 0 && !s->empty()) return refused("the rank of its per-sample input is unknown");
     if (at >= 0 && at < static_cast<int64_t>(s->size()) && (*s)[static_cast<size_t>(at)] != 1)
       return refused(
           fmt::format("its operand '{}' [{}] varies along the depth axis, which a slab "
@@ -213,7 +212,7 @@ SlabStep slab_batch_norm(const Node&) {
 
 SlabStep slab_global_pool(const Node&) {
   return refused(
-      "it averages the whole volume into one value per channel; --spatial needs a "
+      "it averages the whole volume into one value per channel; a spatial split needs a "
       "graph that keeps the depth axis to its output (segmentation, a volume out)");
 }
 
@@ -223,7 +222,7 @@ SlabWalk::SlabWalk(const std::string& input, int64_t input_rank) {
     refused_ = fmt::format("the rank of the graph input '{}' is unknown", input);
   } else if (input_rank <= kAxis) {
     refused_ = fmt::format(
-        "the graph input '{}' has rank {}: no volume to cut (--spatial cuts axis 2 "
+        "the graph input '{}' has rank {}: no volume to cut (a spatial split cuts axis 2 "
         "of [B,C,D,...])",
         input, input_rank);
   }
@@ -249,7 +248,7 @@ void SlabWalk::add(const Node& node) {
   const OperatorEntry* entry = find_operator(node.op());
   if (!entry || !entry->slab)
     return refuse(
-        "it reshapes or mixes the depth axis, which slabs cut; --spatial runs graphs "
+        "it reshapes or mixes the depth axis, which slabs cut; a spatial split runs graphs "
         "of convolutions, poolings, up-samplings, normalizations per instance, "
         "element-wise operators and concatenations of channels");
   const SlabStep step = entry->slab(node);

@@ -62,9 +62,10 @@ void Pipeline::Impl::check_options() {
     layout.extent = options.slab_extent;
     layout.slabs = spatial::split_extent(options.slab_extent, slabs, model.slab_multiple);
   }
-  TANDEM_CHECK(options.microbatches >= 1, "--microbatches must be at least 1, not {}",
-               options.microbatches);
-  TANDEM_CHECK(options.replicas >= 1, "--replicas must be at least 1, not {}", options.replicas);
+  TANDEM_CHECK(options.microbatches >= 1,
+               "PipelineOptions::microbatches must be at least 1, not {}", options.microbatches);
+  TANDEM_CHECK(options.replicas >= 1, "PipelineOptions::replicas must be at least 1, not {}",
+               options.replicas);
 }
 
 // Stage -> device, and the training and evaluation schedules.
@@ -102,9 +103,10 @@ void Pipeline::Impl::connect_devices() {
     for (int g : transport->local_devices()) local.push_back(g % pipeline_size);
     replica = transport->local_devices().front() / pipeline_size;
   } else {
-    TANDEM_CHECK(options.replicas == 1,
-                 "{} replicas need one process per replica: run under mpirun with --replicas",
-                 options.replicas);
+    TANDEM_CHECK(
+        options.replicas == 1,
+        "{} replicas need one process per replica: run under mpirun with PipelineOptions::replicas",
+        options.replicas);
     local.resize(pipeline_size);
     std::iota(local.begin(), local.end(), 0);
   }
@@ -250,7 +252,7 @@ schedule::Schedule Pipeline::Impl::build_schedule(const std::string& name, int m
   schedule::Schedule s = schedule::make(name, o);
   TANDEM_CHECK(s.num_stages == partition.num_stages,
                "schedule '{}' on {} devices has {} stages but the partition has {}: give {} stages "
-               "(--balance with that many entries)",
+               "(a partition of that many stages)",
                name, groups, s.num_stages, partition.num_stages, s.num_stages);
   if (!options.stage_device.empty()) {
     s = place_stages(s, stage_graph, stage_device, groups);

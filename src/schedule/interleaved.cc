@@ -31,7 +31,7 @@ Schedule interleaved(int devices, int virtual_stages, int microbatches) {
     TANDEM_CHECK(false,
                  "interleaved with {} virtual stages per device needs a micro-batch count that "
                  "is a multiple of the devices; got {} micro-batches on {} devices (use "
-                 "--microbatches {}{}).",
+                 "Options::microbatches = {}{}).",
                  v, m, p, (m / p + 1) * p, lower);
   }
   Schedule s;

@@ -13,23 +13,17 @@ namespace tandem::schedule {
 
 namespace {
 
-// tandem's own schedules. A new one: its generator (generators.h) and one entry here.
+// tandem's own schedules: one file each in src/schedule/kinds/, listed by the build
+// (cmake: tandem_kind_list) in the generated file included here, in the files' order.
+#define TANDEM_KIND(id) ScheduleKind schedule_kind_##id();
+#include "schedule/schedule_kinds.inc"
+#undef TANDEM_KIND
+
 std::deque<ScheduleKind> builtin() {
-  auto one = [](Schedule (*g)(int, int)) {
-    return [g](const Options& o) { return g(o.stages, o.microbatches); };
-  };
   std::deque<ScheduleKind> out;
-  out.push_back({"sequential", "one micro-batch at a time through every stage (the reference)", 1,
-                 one(sequential)});
-  out.push_back({"gpipe", "every forward, then every backward", 1, one(gpipe)});
-  out.push_back(
-      {"1f1b", "one forward, one backward after a warm-up (PipeDream-flush)", 1, one(one_f_one_b)});
-  out.push_back(
-      {"interleaved", "1F1B over --virtual-stages chunks per device (Megatron-LM)", 0,
-       [](const Options& o) { return interleaved(o.stages, o.virtual_stages, o.microbatches); }});
-  out.push_back({"zb-h1", "zero bubble H1: weight gradients fill the cool-down", 1, one(zb_h1)});
-  out.push_back({"zb-v", "zero bubble V: 2 stages per device in a V", 2, one(zb_v)});
-  out.push_back({"forward-only", "forwards only (evaluation)", 1, one(forward_only)});
+#define TANDEM_KIND(id) out.push_back(schedule_kind_##id());
+#include "schedule/schedule_kinds.inc"
+#undef TANDEM_KIND
   return out;
 }
 
@@ -112,11 +106,11 @@ Schedule make(std::string_view name, const Options& options) {
   const int per_device = kind.stages_per_device;
   TANDEM_CHECK(per_device != 1 || v == 1,
                "{} virtual stages per device only apply to {}; schedule '{}' runs one stage per "
-               "device (leave --virtual-stages at 1).",
+               "device (leave Options::virtual_stages at 1).",
                v, names_placing_own_stages(), name);
   TANDEM_CHECK(per_device <= 1 || v == 1 || v == per_device,
                "{} always runs {} stages per device; got {} virtual stages (use "
-               "--virtual-stages 1 or {}).",
+               "Options::virtual_stages = 1 or {}).",
                name, per_device, v, per_device);
   return kind.make(options);
 }

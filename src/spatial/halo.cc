@@ -46,7 +46,8 @@ c10::intrusive_ptr<Halo> exchange_halo(const torch::Tensor& x, int64_t dim, int6
                dim, fmt::join(x.sizes(), ","));
   TANDEM_CHECK(x.size(dim) >= width,
                "layer {} of stage {}: a slab of {} plane{} along dimension {} cannot lend the {} "
-               "halo planes its convolution needs; use fewer slabs (--spatial) or a larger volume",
+               "halo planes its convolution needs; use fewer slabs (PipelineOptions::slabs) or a "
+               "larger volume",
                call.layer, call.stage, x.size(dim), x.size(dim) == 1 ? "" : "s", dim, width);
   Group& g = *call.group;
   auto halo = c10::make_intrusive<Halo>();

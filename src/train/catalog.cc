@@ -146,14 +146,14 @@ std::vector<std::string> data_names() {
 }
 
 std::string catalog_help() {
-  std::string out = "Models (--model):\n";
+  std::string out = "Models (Config::model):\n";
   {
     Table<ModelKind>& t = models();
     std::lock_guard<std::mutex> lock(t.mu);
     for (const ModelKind& k : t.kinds)
       out += fmt::format("  {:<16} {}\n", k.suffix.empty() ? k.name : "PATH" + k.suffix, k.summary);
   }
-  out += "Data sets (--data):\n";
+  out += "Data sets (Config::data):\n";
   Table<DataKind>& t = data_sets();
   std::lock_guard<std::mutex> lock(t.mu);
   for (const DataKind& k : t.kinds) out += fmt::format("  {:<16} {}\n", data_words(k), k.summary);
@@ -177,9 +177,10 @@ const DataKind& data_kind(const std::string& data) {
     if (const DataKind* k = t.find(data_name(data))) {
       const bool colon = data.find(':') != std::string::npos;
       TANDEM_CHECK(colon == k->folder,
-                   k->folder ? "--data {}: {} reads a folder of your own files; give {}:DIR"
-                             : "--data {}: {} is a data set of its own and takes no folder; give "
-                               "--data {} (--data-dir for another copy of its files)",
+                   k->folder
+                       ? "Config::data = {}: {} reads a folder of your own files; give {}:DIR"
+                       : "Config::data = {}: {} is a data set of its own and takes no folder; give "
+                         "Config::data = {} (Config::data_dir for another copy of its files)",
                    data, k->name, k->name);
       return *k;
     }
@@ -190,10 +191,11 @@ const DataKind& data_kind(const std::string& data) {
 graph::Model make_model(const Config& c, const std::vector<int64_t>& input_shape) {
   TANDEM_ASSERT(!input_shape.empty(), "a source gives the shape of its samples");
   const ModelKind& k = model_kind(c.model);
-  TANDEM_CHECK(k.takes_loss || (c.loss.empty() && c.output.empty()),
-               "--loss and --output choose the loss of a model from an ONNX file; model {} has "
-               "its own",
-               c.model);
+  TANDEM_CHECK(
+      k.takes_loss || (c.loss.empty() && c.output.empty()),
+      "Config::loss and Config::output choose the loss of a model from an ONNX file; model {} has "
+      "its own",
+      c.model);
   return k.make(c, input_shape);
 }
 
@@ -203,7 +205,7 @@ std::unique_ptr<Source> make_source(const Config& c, const ModelNeeds& needs) {
   const DataKind& d = data_kind(c.data);
   if (d.folder) {
     const std::string dir = c.data.substr(c.data.find(':') + 1);
-    TANDEM_CHECK(!dir.empty(), "--data {} names no folder; give {}DIR", c.data, c.data);
+    TANDEM_CHECK(!dir.empty(), "Config::data = {} names no folder; give {}DIR", c.data, c.data);
     return d.make(c, dir, needs);
   }
   if (!needs.any_data) {
@@ -227,14 +229,14 @@ std::unique_ptr<Source> make_source(const Config& c, const ModelNeeds& needs) {
       }
     }
     const std::string instead = fmt::format(
-        "use --data {}{}", fitting_data.empty() ? "nifti:DIR" : one_of(fitting_data),
+        "use Config::data = {}{}", fitting_data.empty() ? "nifti:DIR" : one_of(fitting_data),
         fitting_models.empty() ? std::string()
-                               : fmt::format(", or --model {}", one_of(fitting_models)));
-    TANDEM_CHECK(d.volumes == needs.volumes, "model {} {}, but --data {} gives {}: {}", c.model,
-                 needs.volumes ? "needs volumes" : "takes no volumes", c.data,
+                               : fmt::format(", or Config::model = {}", one_of(fitting_models)));
+    TANDEM_CHECK(d.volumes == needs.volumes, "model {} {}, but Config::data = {} gives {}: {}",
+                 c.model, needs.volumes ? "needs volumes" : "takes no volumes", c.data,
                  d.volumes ? "volumes" : "no volumes", instead);
-    TANDEM_CHECK(d.target == needs.target, "--data {} gives {}, but model {} needs {}: {}", c.data,
-                 target_words(d.target), c.model, target_words(needs.target), instead);
+    TANDEM_CHECK(d.target == needs.target, "Config::data = {} gives {}, but model {} needs {}: {}",
+                 c.data, target_words(d.target), c.model, target_words(needs.target), instead);
   }
   return d.make(c, c.data_dir, needs);
 }

@@ -26,10 +26,11 @@ void check_input_fits(const Config& c, const Source& source, uint64_t memory) {
   const double bytes = static_cast<double>(sample) * static_cast<double>(samples);
   if (bytes <= static_cast<double>(memory)) return;
   const bool volumes = source.input_shape().size() >= 4;  // [C,D,H,W]
-  const std::string what = volumes ? fmt::format("--volume {}", c.volume) : "the batch";
-  const std::string smaller =
-      volumes ? (samples > 1 ? "use a smaller --volume or --batch" : "use a smaller --volume")
-              : "use a smaller --batch";
+  const std::string what = volumes ? fmt::format("Config::volume = {}", c.volume) : "the batch";
+  const std::string smaller = volumes
+                                  ? (samples > 1 ? "use a smaller Config::volume or Config::batch"
+                                                 : "use a smaller Config::volume")
+                                  : "use a smaller Config::batch";
   throw memory::DoesNotFit(fmt::format(
       "{} does not fit: {} of {} sample{} takes {} (inputs and targets, before any layer runs), "
       "more than the {} of memory of this machine; {}",

@@ -29,17 +29,18 @@ Job::Job(Config& c) : mpi_(std::make_unique<Mpi>()) {
   gethostname(name, sizeof(name) - 1);
   host_ = name;
   TANDEM_CHECK(c.transport == "auto" || c.transport == "inprocess" || c.transport == "mpi",
-               "--transport {} is unknown; use auto, inprocess or mpi", c.transport);
+               "Config::transport = {} is unknown; use auto, inprocess or mpi", c.transport);
   const bool launched = launched_by_mpi_launcher() && launched_world_size() > 1;
   const bool use_mpi = c.transport == "mpi" || (c.transport == "auto" && launched);
-  TANDEM_CHECK(use_mpi || c.mpi_cuda == "auto",
-               "--mpi-cuda {} chooses how CUDA tensors go between MPI ranks, but this run has no "
-               "ranks: run it under mpirun, or leave --mpi-cuda out",
-               c.mpi_cuda);
+  TANDEM_CHECK(
+      use_mpi || c.mpi_cuda == "auto",
+      "Config::mpi_cuda = {} chooses how CUDA tensors go between MPI ranks, but this run has no "
+      "ranks: run it under mpirun, or leave Config::mpi_cuda out",
+      c.mpi_cuda);
 #ifdef TANDEM_WITH_MPI
   if (!use_mpi) {
     TANDEM_CHECK(c.replicas == 1,
-                 "--replicas {} needs one process per pipeline: run under mpirun with "
+                 "Config::replicas = {} needs one process per pipeline: run under mpirun with "
                  "stages x replicas ranks",
                  c.replicas);
     return;
@@ -47,21 +48,23 @@ Job::Job(Config& c) : mpi_(std::make_unique<Mpi>()) {
   mpi_->env = std::make_unique<mpi::Environment>();
   rank_ = mpi_->env->rank();
   world_ = mpi_->env->size();
-  TANDEM_CHECK(c.replicas >= 1, "--replicas must be at least 1, not {}", c.replicas);
+  TANDEM_CHECK(c.replicas >= 1, "Config::replicas must be at least 1, not {}", c.replicas);
   TANDEM_CHECK(world_ % c.replicas == 0,
                "{} ranks cannot hold {} replicas: the world size must be stages x replicas", world_,
                c.replicas);
   const int stage_devices = world_ / c.replicas;
   TANDEM_CHECK(
       c.spatial >= 1 && stage_devices % c.spatial == 0,
-      "{} ranks with --replicas {} give {} devices per replica, which make no whole groups "
-      "of --spatial {}: the world size must be stages x spatial x replicas",
+      "{} ranks with Config::replicas = {} give {} devices per replica, which make no whole groups "
+      "of Config::spatial = {}: the world size must be stages x spatial x replicas",
       world_, c.replicas, stage_devices, c.spatial);
   TANDEM_CHECK(c.stages == 0 || c.stages * c.spatial == stage_devices ||
                    schedule::places_own_stages(c.schedule),
-               "{} ranks with --replicas {}{} give {} stage devices, but --stages is {}; run with "
+               "{} ranks with Config::replicas = {}{} give {} stage devices, but Config::stages is "
+               "{}; run with "
                "mpirun -n {}",
-               world_, c.replicas, c.spatial > 1 ? fmt::format(" and --spatial {}", c.spatial) : "",
+               world_, c.replicas,
+               c.spatial > 1 ? fmt::format(" and Config::spatial = {}", c.spatial) : "",
                stage_devices / c.spatial, c.stages, c.stages * c.spatial * c.replicas);
   mpi::MpiTransportOptions options;
   options.comm_timeout_s = c.comm_timeout_s;
@@ -71,16 +74,18 @@ Job::Job(Config& c) : mpi_(std::make_unique<Mpi>()) {
     if (c.devices_given) {
       const int asked = static_cast<int>(parse_devices(c.devices, 1).size());
       TANDEM_CHECK(asked == stage_devices,
-                   "--devices {} asks for {} devices, but {} ranks with --replicas {} give {} (one "
-                   "device per rank): run with mpirun -n {}, or leave --devices out",
+                   "Config::devices = {} asks for {} devices, but {} ranks with Config::replicas = "
+                   "{} give {} (one "
+                   "device per rank): run with mpirun -n {}, or leave Config::devices out",
                    c.devices, asked, world_, c.replicas, stage_devices, asked * c.replicas);
     }
     c.devices = std::to_string(stage_devices);
   } else {
     const auto specs = parse_devices(c.devices, 1);
-    TANDEM_CHECK(static_cast<int>(specs.size()) == stage_devices,
-                 "--devices {} names {} devices but the job has {} stage devices per replica",
-                 c.devices, specs.size(), stage_devices);
+    TANDEM_CHECK(
+        static_cast<int>(specs.size()) == stage_devices,
+        "Config::devices = {} names {} devices but the job has {} stage devices per replica",
+        c.devices, specs.size(), stage_devices);
     options.device = specs[rank_ % stage_devices].device;
   }
   // --threads-per-device auto: the ranks of a node share its cores, so each rank's device gets
@@ -93,14 +98,15 @@ Job::Job(Config& c) : mpi_(std::make_unique<Mpi>()) {
   mpi_->transport = t.get();
   transport_ = t;
 #else
-  TANDEM_CHECK(c.transport != "mpi", "--transport mpi: this tandem was built without MPI");
+  TANDEM_CHECK(c.transport != "mpi", "Config::transport = mpi: this tandem was built without MPI");
   // Under a launcher each rank would otherwise train the whole model on its own.
-  TANDEM_CHECK(!use_mpi,
-               "this process is one of {} ranks started by an MPI launcher, but this tandem was "
-               "built without MPI, so every rank would train the whole model alone; build with "
-               "-DTANDEM_WITH_MPI=ON, run without the launcher, or pass --transport inprocess to "
-               "run each rank on its own on purpose",
-               launched_world_size());
+  TANDEM_CHECK(
+      !use_mpi,
+      "this process is one of {} ranks started by an MPI launcher, but this tandem was "
+      "built without MPI, so every rank would train the whole model alone; build with "
+      "-DTANDEM_WITH_MPI=ON, run without the launcher, or pass Config::transport = inprocess to "
+      "run each rank on its own on purpose",
+      launched_world_size());
 #endif
 }
 
@@ -142,7 +148,7 @@ std::string Job::cuda_path() const {
 #ifdef TANDEM_WITH_MPI
   if (mpi_->transport) {
     if (mpi_->transport->cuda_direct()) return "GPU to GPU (CUDA-aware MPI)";
-    return mpi_->env->cuda_aware() ? "through pinned host memory (--mpi-cuda staged)"
+    return mpi_->env->cuda_aware() ? "through pinned host memory (Config::mpi_cuda = staged)"
                                    : "through pinned host memory (this MPI is not CUDA-aware)";
   }
 #endif

@@ -144,16 +144,15 @@ BudgetVerdict budget_verdict(const std::vector<double>& planned, const runtime::
   const std::string size = memory::format_bytes(static_cast<uint64_t>(worst->second));
   const std::string cap = memory::format_bytes(budget);
   if (worst->second <= static_cast<double>(budget))
-    return {true, fmt::format("planned peaks fit --device-memory {} (largest: {} on {})\n", cap,
-                              size, worst->first)};
+    return {true, fmt::format("planned peaks fit Config::device_memory = {} (largest: {} on {})\n",
+                              cap, size, worst->first)};
   const std::vector<int>& over = stages[worst->first];
-  return {
-      false,
-      fmt::format(
-          "warning: stage{} {} on {} plan{} {}, above --device-memory {}: expect the first step to "
-          "stop out of memory; --recompute stage, more --microbatches or more devices plan less\n",
-          over.size() > 1 ? "s" : "", fmt::join(over, ", "), worst->first,
-          over.size() > 1 ? "" : "s", size, cap)};
+  return {false, fmt::format("warning: stage{} {} on {} plan{} {}, above Config::device_memory = "
+                             "{}: expect the first step to "
+                             "stop out of memory; Config::recompute, more Config::microbatches or "
+                             "more devices plan less\n",
+                             over.size() > 1 ? "s" : "", fmt::join(over, ", "), worst->first,
+                             over.size() > 1 ? "" : "s", size, cap)};
 }
 
 }  // namespace tandem::train

@@ -67,7 +67,7 @@ void check_split(const Split& s, const ModelNeeds& needs) {
   for (int64_t side : space)
     TANDEM_CHECK(side % needs.divisor == 0,
                  "'{}' has shape {}: the U-Net halves the volume {} times, so D, H and W must "
-                 "be multiples of {}. Crop or pad the volumes, or use fewer --levels.",
+                 "be multiples of {}. Crop or pad the volumes, or use fewer Config::levels.",
                  s.x_path, xs, __builtin_ctzll(static_cast<uint64_t>(needs.divisor)),
                  needs.divisor);
 }
@@ -152,7 +152,7 @@ class NpySource : public Source {
       torch::Tensor bad = (y < 0).logical_or(y >= needs_.classes).nonzero();
       TANDEM_CHECK(bad.numel() == 0,
                    "'{}' holds the label {} at sample {}; the model has {} classes (0..{}). Give "
-                   "--classes with one more than the largest label.",
+                   "Config::classes with one more than the largest label.",
                    s.y_path, bad.numel() ? y[bad[0][0]].item<int64_t>() : 0,
                    bad.numel() ? bad[0][0].item<int64_t>() : 0, needs_.classes, needs_.classes - 1);
       a.y = y;

@@ -27,16 +27,18 @@ void check_outputs(const ObserveOptions& o, const Trainer& trainer, const Job& j
   const bool loss_writer = trainer.pipeline().owns_loss() && trainer.replica() == 0;
   // Under MPI rank 0 writes the merged trace and timeline; in process the one process does.
   if (!job.mpi() || job.rank() == 0) {
-    if (!o.trace.empty()) check_output_file(o.trace, "--trace");
-    if (!o.timeline.empty()) check_output_file(o.timeline, "--timeline");
+    if (!o.trace.empty()) check_output_file(o.trace, "ObserveOptions::trace");
+    if (!o.timeline.empty()) check_output_file(o.timeline, "ObserveOptions::timeline");
   }
   if (!job.mpi() || loss_writer) {
-    if (!o.report.empty()) check_output_file(o.report, "--report");
+    if (!o.report.empty()) check_output_file(o.report, "ObserveOptions::report");
   }
-  if (loss_writer && !o.tensorboard.empty()) check_output_folder(o.tensorboard, "--tensorboard");
+  if (loss_writer && !o.tensorboard.empty())
+    check_output_folder(o.tensorboard, "ObserveOptions::tensorboard");
   // Every process of replica 0 writes its stages' shards into the checkpoint folder.
   const std::string& save_dir = trainer.config().save_dir;
-  if (trainer.replica() == 0 && !save_dir.empty()) check_output_folder(save_dir, "--save-dir");
+  if (trainer.replica() == 0 && !save_dir.empty())
+    check_output_folder(save_dir, "Config::save_dir");
 }
 
 Observers::Observers(ObserveOptions options, Trainer& trainer, Job& job)

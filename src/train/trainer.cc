@@ -37,37 +37,42 @@ std::string volume_models(const Config& c) {
 }
 
 int spatial_groups(const graph::Model& model, const Config& c, int devices, int64_t depth) {
-  TANDEM_CHECK(c.spatial >= 1, "--spatial must be at least 1, not {}", c.spatial);
+  TANDEM_CHECK(c.spatial >= 1, "Config::spatial must be at least 1, not {}", c.spatial);
   if (c.spatial == 1) return devices;
   TANDEM_CHECK(model.slab_refusal.empty(),
-               "--spatial {} cuts every sample into depth slabs, but {}: use --spatial 1 and "
+               "Config::spatial = {} cuts every sample into depth slabs, but {}: use "
+               "Config::spatial = 1 and "
                "split its layers across devices",
                c.spatial, model.slab_refusal);
-  TANDEM_CHECK(model.slab_dim >= 0,
-               "--spatial {} cuts every sample's volume into slabs, but model {} has no volume: "
-               "use --model {}",
-               c.spatial, c.model, volume_models(c));
-  TANDEM_CHECK(devices % c.spatial == 0,
-               "--spatial {} runs every stage on a group of {} devices, but {} devices make no "
-               "whole groups: give a multiple of {} devices",
-               c.spatial, c.spatial, devices, c.spatial);
+  TANDEM_CHECK(
+      model.slab_dim >= 0,
+      "Config::spatial = {} cuts every sample's volume into slabs, but model {} has no volume: "
+      "use Config::model = {}",
+      c.spatial, c.model, volume_models(c));
+  TANDEM_CHECK(
+      devices % c.spatial == 0,
+      "Config::spatial = {} runs every stage on a group of {} devices, but {} devices make no "
+      "whole groups: give a multiple of {} devices",
+      c.spatial, c.spatial, devices, c.spatial);
   const int64_t multiple = model.slab_multiple;
   const int most = spatial::most_slabs(depth, multiple);
   if (most < c.spatial) {
     // A slab of several planes: the model's poolings ask for them.
     const std::string why = multiple > 1 ? fmt::format(" with model {}", c.model) : std::string();
-    TANDEM_CHECK(false,
-                 "--volume {}{} and --spatial {}: {} slabs of at least {} plane{} need a depth "
-                 "of at least {}; use --volume {} or more{}",
-                 depth, why, c.spatial, c.spatial, multiple, multiple == 1 ? "" : "s",
-                 c.spatial * multiple, c.spatial * multiple,
-                 most >= 1 ? fmt::format(", or --spatial {} or fewer", most) : std::string());
+    TANDEM_CHECK(
+        false,
+        "Config::volume = {}{} and Config::spatial = {}: {} slabs of at least {} plane{} need a "
+        "depth "
+        "of at least {}; use Config::volume = {} or more{}",
+        depth, why, c.spatial, c.spatial, multiple, multiple == 1 ? "" : "s", c.spatial * multiple,
+        c.spatial * multiple,
+        most >= 1 ? fmt::format(", or Config::spatial = {} or fewer", most) : std::string());
   }
   return devices / c.spatial;
 }
 
 runtime::OptimizerFactory make_optimizer(const Config& c) {
-  TANDEM_CHECK(c.lr > 0, "--lr must be positive, not {}", c.lr);
+  TANDEM_CHECK(c.lr > 0, "Config::lr must be positive, not {}", c.lr);
   if (c.optimizer == "adam") {
     return
         [lr = c.lr](std::vector<torch::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
@@ -75,7 +80,7 @@ runtime::OptimizerFactory make_optimizer(const Config& c) {
         };
   }
   if (c.optimizer == "sgd") {
-    TANDEM_CHECK(c.momentum >= 0 && c.momentum < 1, "--momentum must be in [0, 1), not {}",
+    TANDEM_CHECK(c.momentum >= 0 && c.momentum < 1, "Config::momentum must be in [0, 1), not {}",
                  c.momentum);
     return [lr = c.lr, m = c.momentum](
                std::vector<torch::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
@@ -90,22 +95,25 @@ void check_resume_path(const std::string& resume) {
   if (resume.empty()) return;
   std::error_code ec;
   const std::filesystem::file_status status = std::filesystem::status(resume, ec);
-  TANDEM_CHECK(std::filesystem::exists(status),
-               "--resume {}: no such folder; give the save folder of an earlier run (its latest "
-               "checkpoint) or one step-N checkpoint in it",
-               resume);
-  TANDEM_CHECK(std::filesystem::is_directory(status),
-               "--resume {}: that is not a folder; --resume takes a save folder or one step-N "
-               "checkpoint in it and continues that run (optimizer and step included); to start "
-               "a new run from the parameters of a state dict file, give it to --init-from",
-               resume);
+  TANDEM_CHECK(
+      std::filesystem::exists(status),
+      "Config::resume = {}: no such folder; give the save folder of an earlier run (its latest "
+      "checkpoint) or one step-N checkpoint in it",
+      resume);
+  TANDEM_CHECK(
+      std::filesystem::is_directory(status),
+      "Config::resume = {}: that is not a folder; Config::resume takes a save folder or one step-N "
+      "checkpoint in it and continues that run (optimizer and step included); to start "
+      "a new run from the parameters of a state dict file, give it to Config::init_from",
+      resume);
 }
 
 // A save folder that holds checkpoints belongs to another run unless this one continues it:
 // saving into it would mix the two runs' checkpoints, or replace the other's without a word.
 void check_save_dir(const Config& c) {
   TANDEM_CHECK(!c.overwrite || !c.save_dir.empty(),
-               "--overwrite replaces the checkpoints of --save-dir, but no --save-dir is given");
+               "Config::overwrite replaces the checkpoints of Config::save_dir, but no "
+               "Config::save_dir is given");
   if (c.save_dir.empty() || c.overwrite || c.eval_only || c.plan_only) return;
   const std::vector<std::string> held = checkpoint::list_checkpoints(c.save_dir);
   if (held.empty()) return;
@@ -120,9 +128,10 @@ void check_save_dir(const Config& c) {
   std::vector<std::string> names;
   for (const std::string& h : held) names.push_back(std::filesystem::path(h).filename().string());
   TANDEM_CHECK(false,
-               "--save-dir {} holds checkpoints of another run ({}); give --resume {} to continue "
-               "that run, --overwrite to replace its checkpoints with this run's, or another "
-               "--save-dir",
+               "Config::save_dir = {} holds checkpoints of another run ({}); give Config::resume = "
+               "{} to continue "
+               "that run, Config::overwrite to replace its checkpoints with this run's, or another "
+               "Config::save_dir",
                c.save_dir, fmt::join(names, ", "), c.save_dir);
 }
 
@@ -150,17 +159,18 @@ Trainer::Trainer(Config config, graph::Model model, std::unique_ptr<Source> sour
 
 void Trainer::check_options() const {
   const Config& c = config_;
-  TANDEM_CHECK(c.batch >= 1, "--batch must be at least 1, not {}", c.batch);
+  TANDEM_CHECK(c.batch >= 1, "Config::batch must be at least 1, not {}", c.batch);
   TANDEM_CHECK(c.microbatches <= c.batch,
                "{} micro-batches cannot be cut from a batch of {} samples: use at most {} "
-               "micro-batches or a larger --batch",
+               "micro-batches or a larger Config::batch",
                c.microbatches, c.batch, c.batch);
   TANDEM_CHECK(c.lr_schedule == "cosine" || c.lr_schedule == "constant",
-               "--lr-schedule {} is unknown; use cosine or constant", c.lr_schedule);
-  TANDEM_CHECK(c.epochs >= 1 || c.steps > 0, "give --epochs >= 1 or --steps > 0");
+               "Config::lr_schedule = {} is unknown; use cosine or constant", c.lr_schedule);
+  TANDEM_CHECK(c.epochs >= 1 || c.steps > 0, "give Config::epochs >= 1 or Config::steps > 0");
   TANDEM_CHECK(c.init_from.empty() || c.resume.empty(),
-               "--init-from and --resume exclude each other: --resume continues a run (parameters, "
-               "optimizer, step), --init-from starts a new one from parameters");
+               "Config::init_from and Config::resume exclude each other: Config::resume continues "
+               "a run (parameters, "
+               "optimizer, step), Config::init_from starts a new one from parameters");
   check_resume_path(c.resume);
   check_save_dir(c);
 }
@@ -203,17 +213,19 @@ void Trainer::start(graph::Model model, std::shared_ptr<transport::Transport> tr
     if (c.balance.empty()) stages = want;
   }
   TANDEM_CHECK(c.partition == "parameters" || c.partition == "memory" || c.partition == "fit",
-               "--partition {} is unknown; use parameters, memory or fit", c.partition);
-  TANDEM_CHECK(c.partition != "fit" || c.device_memory > 0,
-               "--partition fit chooses the most even compute among the splits whose plan fits "
-               "--device-memory: give --device-memory");
+               "Config::partition = {} is unknown; use parameters, memory or fit", c.partition);
+  TANDEM_CHECK(
+      c.partition != "fit" || c.device_memory > 0,
+      "Config::partition = fit chooses the most even compute among the splits whose plan fits "
+      "Config::device_memory: give Config::device_memory");
   TANDEM_CHECK(c.balance.empty() || c.partition == "parameters",
-               "--balance gives the layers per stage and --partition {} computes them: give one "
+               "Config::balance gives the layers per stage and Config::partition = {} computes "
+               "them: give one "
                "of the two",
                c.partition);
   TANDEM_CHECK(source_->test_size() == 0 || source_->test_size() >= c.microbatches,
                "the held-out set has {} samples, too few for {} micro-batches: use "
-               "--microbatches {} or fewer",
+               "Config::microbatches = {} or fewer",
                source_->test_size(), c.microbatches, source_->test_size());
   std::vector<double> planned;  // per stage, when there is a memory plan
   std::string spatial_hint;     // a --spatial that would fit, when the plan does not
@@ -239,7 +251,8 @@ void Trainer::start(graph::Model model, std::shared_ptr<transport::Transport> tr
           model, c, stages, groups, leads, transport != nullptr, *source_, once, partition, depth);
       if (fit.spatial > 0)
         spatial_hint = fmt::format(
-            "--spatial {} would plan at most {} per device ({} devices: {} group{} of {}), within "
+            "Config::spatial = {} would plan at most {} per device ({} devices: {} group{} of {}), "
+            "within "
             "the budget\n",
             fit.spatial, memory::format_bytes(static_cast<uint64_t>(fit.bytes)),
             groups * fit.spatial, groups, groups > 1 ? "s" : "", fit.spatial);
@@ -284,22 +297,24 @@ void Trainer::resume() {
   const int64_t per_epoch = source_->train_size() / global_batch;
   const int64_t total = total_steps();
   const checkpoint::TrainState st = checkpoint::load(*pipeline_, config_.resume);
-  TANDEM_CHECK(st.seed == config_.seed,
-               "the checkpoint was saved with --seed {}, not {}; resume with --seed {}", st.seed,
-               config_.seed, st.seed);
+  TANDEM_CHECK(
+      st.seed == config_.seed,
+      "the checkpoint was saved with Config::seed = {}, not {}; resume with Config::seed = {}",
+      st.seed, config_.seed, st.seed);
   // The data set belongs to the run like its seed; older checkpoints do not say theirs.
   TANDEM_CHECK(st.data.empty() || st.data == config_.data,
-               "the checkpoint was saved from a run on --data {}, not {}; resume with --data {}, "
-               "or start a new run from its parameters with --init-from",
+               "the checkpoint was saved from a run on Config::data = {}, not {}; resume with "
+               "Config::data = {}, "
+               "or start a new run from its parameters with Config::init_from",
                st.data, config_.data, st.data);
-  TANDEM_CHECK(
-      st.position == (st.step % per_epoch) * global_batch,
-      "the checkpoint was taken at sample {} of its epoch, which --batch {} x --replicas {} "
-      "cannot reach; resume with the batch and replicas it was saved with",
-      st.position, config_.batch, config_.replicas);
+  TANDEM_CHECK(st.position == (st.step % per_epoch) * global_batch,
+               "the checkpoint was taken at sample {} of its epoch, which Config::batch = {} x "
+               "Config::replicas = {} "
+               "cannot reach; resume with the batch and replicas it was saved with",
+               st.position, config_.batch, config_.replicas);
   TANDEM_CHECK(st.step <= total,
                "the checkpoint {} is at step {}, past the {} steps of this run: give more "
-               "--steps or --epochs to continue it, or evaluate it with tandem eval "
+               "Config::steps or Config::epochs to continue it, or evaluate it with tandem eval "
                "--checkpoint {}",
                config_.resume, st.step, total, config_.resume);
   start_step_ = st.step;

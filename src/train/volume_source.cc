@@ -109,10 +109,11 @@ std::unique_ptr<Source> make_volume_source(const std::string& name, int volume, 
   TANDEM_CHECK(channels >= 1, "the number of input channels must be at least 1, not {}", channels);
   TANDEM_CHECK(train_size >= 1, "the training set needs at least 1 sample, not {}", train_size);
   TANDEM_CHECK(test_size >= 0, "the held-out set cannot have {} samples; use 0 or more", test_size);
-  TANDEM_CHECK(name != "regression" || volume >= data::kMinRegressionSize,
-               "--data regression needs --volume {} or more (its targets are means over {}^3 "
-               "boxes of the input), not {}",
-               data::kMinRegressionSize, data::kMinRegressionSize, volume);
+  TANDEM_CHECK(
+      name != "regression" || volume >= data::kMinRegressionSize,
+      "Config::data regression needs Config::volume = {} or more (its targets are means over {}^3 "
+      "boxes of the input), not {}",
+      data::kMinRegressionSize, data::kMinRegressionSize, volume);
   TANDEM_CHECK(name == "regression" || channels == 1,
                "the {} data set has 1 input channel, not {}; use 1 channel, or the regression "
                "data set for several",
@@ -175,10 +176,11 @@ std::unique_ptr<Source> make_volume_source(const std::string& name, int volume, 
 std::unique_ptr<Source> make_nifti_source(const std::string& dir, const ModelNeeds& needs,
                                           int volume, int test_files, uint64_t seed,
                                           int64_t train_size, int64_t test_size) {
-  TANDEM_CHECK(needs.volumes && needs.target != ModelNeeds::Target::kClasses,
-               "--data nifti:{} gives volumes with voxel-wise labels; use --model unet3d (0/1 "
-               "masks) or conv3d-stack (real-valued labels)",
-               dir);
+  TANDEM_CHECK(
+      needs.volumes && needs.target != ModelNeeds::Target::kClasses,
+      "Config::data nifti:{} gives volumes with voxel-wise labels; use Config::model unet3d (0/1 "
+      "masks) or conv3d-stack (real-valued labels)",
+      dir);
   TANDEM_CHECK(train_size >= 1, "the training set needs at least 1 sample, not {}", train_size);
   data::NiftiFolderOptions o;
   o.crop = volume;

@@ -3,8 +3,8 @@
 namespace tandem::transport {
 
 std::string MessageKey::to_string() const {
-  return fmt::format("'{}' s{}->s{} step {} mb {} {} (run {})", tensor, from_stage, to_stage,
-                     step, microbatch, gradient ? "grad" : "fwd", run);
+  return fmt::format("'{}' s{}->s{} step {} mb {} {} (run {})", tensor, from_stage, to_stage, step,
+                     microbatch, gradient ? "grad" : "fwd", run);
 }
 
 InProcessTransport::InProcessTransport(std::vector<const DeviceContext*> devices,
@@ -23,8 +23,8 @@ void InProcessTransport::send(int from_device, int to_device, const MessageKey& 
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_) throw Aborted(abort_reason_);
-    auto [it, inserted] =
-        mailboxes_[to_device].messages.emplace(std::make_pair(from_device, key), Message{tensor, ready});
+    auto [it, inserted] = mailboxes_[to_device].messages.emplace(std::make_pair(from_device, key),
+                                                                 Message{tensor, ready});
     TANDEM_ASSERT(inserted, "message {} sent twice to device {}", key.to_string(), to_device);
   }
   cv_.notify_all();
@@ -42,14 +42,15 @@ torch::Tensor InProcessTransport::recv(int to_device, int from_device, const Mes
     if (!arrived) {
       throw CommTimeout(fmt::format(
           "device {} waited {:.1f} s for {} from device {}; the sender never sent it (raise "
-          "--comm-timeout if a step legitimately takes this long)",
+          "PipelineOptions::comm_timeout if a step legitimately takes this long)",
           to_device, timeout_.count() / 1000.0, key.to_string(), from_device));
     }
     auto it = box.find(id);
     msg = std::move(it->second);
     box.erase(it);
   }
-  TANDEM_ASSERT(into == devices_[to_device]->spec().device, "recv into {} on device {}", into.str(), to_device);
+  TANDEM_ASSERT(into == devices_[to_device]->spec().device, "recv into {} on device {}", into.str(),
+                to_device);
   return devices_[to_device]->copy_in(msg.tensor, msg.ready);
 }
 

@@ -152,7 +152,7 @@ TEST(Resume, AnotherOptimizerKindIsRefused) {
   auto resumed = make_pipeline(sgd);
   const auto before = snapshot(*resumed);
   EXPECT_THROW_WITH(load(*resumed, dir.path()), "holds adam optimizer state", "uses sgd",
-                    "--optimizer adam");
+                    "Config::optimizer = adam");
   expect_bitwise_equal(snapshot(*resumed), before);  // nothing half-loaded
 }
 
@@ -161,7 +161,7 @@ TEST(Resume, SaveChecksTheStep) {
   auto p = make_pipeline(Recipe{});
   train_until(*p, 2);
   EXPECT_THROW_WITH(save(*p, {3, 0, 0, 5}, dir.path()), "says step 3", "has run 2 steps");
-  EXPECT_THROW_WITH(save(*p, {2, 0, 0, 5}, dir.path(), keep(-1)), "--keep");
+  EXPECT_THROW_WITH(save(*p, {2, 0, 0, 5}, dir.path(), keep(-1)), "SaveOptions::keep");
 }
 
 TEST(Resume, SaveBeforeAnyStepHasNoOptimizerState) {

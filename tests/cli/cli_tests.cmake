@@ -38,8 +38,13 @@ tandem_cli_test(schedule_gpipe_bubble 0 "bubble=0.2727" schedule --schedule gpip
 tandem_cli_test(schedule_1f1b_grid 0 "d3 \\| 3F0 3B0 3F1 3B1" schedule --schedule 1f1b --stages 4 --microbatches 8)
 tandem_cli_test(help_lists_defaults 0 "--microbatches INT:INT in \\[1 - 1048576\\]=8" train --help)
 tandem_cli_test(bad_option 2 "tandem: " train --no-such-option)
+# The library names option fields, the command line its flags: every field a library message names
+# is a flag here, and an error shows the flag.
+tandem_python_test(cli_flag_words flag_words_check.py ${PROJECT_SOURCE_DIR} $<TARGET_FILE:tandem_cli>)
+tandem_cli_test(error_names_flags 2 "--lr must be positive, not -1" train --lr=-1 --steps 1)
+tandem_cli_test(catalog_in_help 0 "unet3d +a 3D U-Net segmenting 0/1 masks \\(Dice, --bce\\): --levels" train --help)
 tandem_cli_test(unknown_model 2 "unknown model 'cnn'; use conv3d-stack, mlp, unet3d or a path to an .onnx file" train --model cnn --steps 1)
-tandem_cli_test(bad_schedule 2 "unknown schedule 'nope'; valid names: sequential, gpipe, 1f1b, interleaved, zb-h1, zb-v" train --schedule nope --steps 1)
+tandem_cli_test(bad_schedule 2 "unknown schedule 'nope'; valid names: 1f1b, forward-only, gpipe, interleaved, sequential, zb-h1, zb-v" train --schedule nope --steps 1)
 tandem_cli_test(balance_mismatch 2 "balance 3,4 covers 7 layers but the model has" train --balance 3,4 --steps 1)
 tandem_cli_test(too_many_microbatches 2 "micro-batches cannot be cut from a batch of 4" train --batch 4 --microbatches 8 --devices 2 --steps 1 --progress none)
 tandem_cli_test(train_two_steps 0 "result: steps=2 loss=[0-9.]+ test_accuracy=[0-9.]+ samples_per_s=" train --devices 2 --steps 2 --batch 32 --microbatches 4 --eval-batch 5000 --progress none)

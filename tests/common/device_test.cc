@@ -35,21 +35,22 @@ TEST(ParseDevices, AListKeepsItsNames) {
 }
 
 TEST(ParseDevices, RefusesMalformedLists) {
-  EXPECT_NE(error_of("").find("--devices is empty"), std::string::npos);
+  EXPECT_NE(error_of("").find("Config::devices is empty"), std::string::npos);
   EXPECT_NE(error_of("cpu0").find("not of the form cpu:N or cuda:N"), std::string::npos);
-  EXPECT_NE(error_of("tpu:0").find("device type 'tpu' in --devices tpu:0 is unknown"),
+  EXPECT_NE(error_of("tpu:0").find("device type 'tpu' in Config::devices = tpu:0 is unknown"),
             std::string::npos);
   EXPECT_NE(error_of("0").find("must be a count between 1 and 1024"), std::string::npos);
 }
 
 // Counts and indices too large for an int are refused with the option, not by the conversion.
 TEST(ParseDevices, RefusesNumbersBeyondAnyDevice) {
-  EXPECT_EQ(error_of("99999999999"),
-            "--devices 99999999999 must be a count between 1 and 1024 (or a list: cpu:0,cpu:1)");
+  EXPECT_EQ(
+      error_of("99999999999"),
+      "Config::devices = 99999999999 must be a count between 1 and 1024 (or a list: cpu:0,cpu:1)");
   EXPECT_EQ(error_of("1025"),
-            "--devices 1025 must be a count between 1 and 1024 (or a list: cpu:0,cpu:1)");
+            "Config::devices = 1025 must be a count between 1 and 1024 (or a list: cpu:0,cpu:1)");
   EXPECT_NE(error_of("cpu:0,cpu:99999999999")
-                .find("device 'cpu:99999999999' in --devices "
+                .find("device 'cpu:99999999999' in Config::devices = "
                       "cpu:0,cpu:99999999999 has an index beyond"),
             std::string::npos);
 }
@@ -58,10 +59,10 @@ TEST(ParseDevices, RefusesNumbersBeyondAnyDevice) {
 // result line and the report.
 TEST(ParseDevices, RefusesACpuNameTwice) {
   const std::string e = error_of("cpu:0,cpu:1,cpu:0");
-  EXPECT_NE(e.find("device 'cpu:0' appears twice in --devices cpu:0,cpu:1,cpu:0"),
+  EXPECT_NE(e.find("device 'cpu:0' appears twice in Config::devices = cpu:0,cpu:1,cpu:0"),
             std::string::npos)
       << e;
-  EXPECT_NE(e.find("--devices 3"), std::string::npos) << e;
+  EXPECT_NE(e.find("Config::devices = 3"), std::string::npos) << e;
 }
 
 TEST(ParseDevices, CudaNeedsAVisibleGpu) {

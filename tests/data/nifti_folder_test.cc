@@ -180,7 +180,8 @@ TEST(NiftiFolder, BadFoldersNameTheFile) {
       [&] {
         NiftiFolder(small, {16, 0, LabelKind::kMask, 0});
       },
-      {"16^3 does not fit", small + "/images/a.nii", "[1, 8, 12, 9]", "--volume 8"});
+      {"16^3 does not fit", small + "/images/a.nii", "[1, 8, 12, 9]",
+       "NiftiFolderOptions::crop = 8"});
 
   // A file cut short passes the header checks and is named when the voxels are read.
   const std::string truncated = folder("truncated");

@@ -39,13 +39,14 @@ TEST_F(Budget, ThrowsBeforeAllocatingAndNamesEverything) {
     auto too_much = torch::empty({128 * 1024}, torch::kFloat32);  // 512 KiB
     FAIL() << "allocation over budget succeeded";
   } catch (const OutOfMemory& e) {
-    EXPECT_STREQ(e.what(),
-                 "cpu:20 is out of its 1.0 MiB budget: stage 1, layer conv3 (forward, "
-                 "micro-batch 2) asked for 512.0 KiB while 768.0 KiB are in use (peak 768.0 "
-                 "KiB). Ways out: more devices (for a volume also --spatial N: every sample cut "
-                 "into N depth slabs, one per device, each holding about 1/N of every "
-                 "activation), --recompute stage, more micro-batches, a smaller volume or batch, "
-                 "or a larger --device-memory.");
+    EXPECT_STREQ(
+        e.what(),
+        "cpu:20 is out of its 1.0 MiB budget: stage 1, layer conv3 (forward, "
+        "micro-batch 2) asked for 512.0 KiB while 768.0 KiB are in use (peak 768.0 "
+        "KiB). Ways out: more devices (for a volume also Config::spatial = N: every sample cut "
+        "into N depth slabs, one per device, each holding about 1/N of every "
+        "activation), Config::recompute, more micro-batches, a smaller volume or batch, "
+        "or a larger Config::device_memory.");
     EXPECT_EQ(e.where().stage, 1);
     EXPECT_EQ(e.where().microbatch, 2);
     EXPECT_EQ(e.where().layer, "conv3");

@@ -63,12 +63,13 @@ TEST(Tracker, OutOfMemoryCarriesTheNumbers) {
     EXPECT_EQ(e.in_use(), 63126118u);
     EXPECT_EQ(e.peak(), 63126118u);
     EXPECT_EQ(e.budget(), 64ULL << 20);
-    EXPECT_STREQ(e.what(),
-                 "cpu:5 is out of its 64.0 MiB budget: an allocation outside any stage asked for "
-                 "8.0 MiB while 60.2 MiB are in use (peak 60.2 MiB). Ways out: more devices (for "
-                 "a volume also --spatial N: every sample cut into N depth slabs, one per device, "
-                 "each holding about 1/N of every activation), --recompute stage, more "
-                 "micro-batches, a smaller volume or batch, or a larger --device-memory.");
+    EXPECT_STREQ(
+        e.what(),
+        "cpu:5 is out of its 64.0 MiB budget: an allocation outside any stage asked for "
+        "8.0 MiB while 60.2 MiB are in use (peak 60.2 MiB). Ways out: more devices (for "
+        "a volume also Config::spatial = N: every sample cut into N depth slabs, one per device, "
+        "each holding about 1/N of every activation), Config::recompute, more "
+        "micro-batches, a smaller volume or batch, or a larger Config::device_memory.");
   }
 }
 

@@ -63,7 +63,7 @@ TEST(CudaPath, FollowsWhatThisMpiCanDo) {
   } catch (const Error& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("not CUDA-aware"), std::string::npos) << what;
-    EXPECT_NE(what.find("--mpi-cuda staged"), std::string::npos) << what;
+    EXPECT_NE(what.find("MpiTransportOptions::cuda_path = staged"), std::string::npos) << what;
     EXPECT_NE(what.find(env.library_version()), std::string::npos) << what;
   }
 }

@@ -28,9 +28,10 @@ void expect_refusal(const std::string& name, const std::vector<std::string>& par
 }
 
 TEST(OnnxRefused, UnsupportedOperatorNamesNodeOperatorAndTheSupportedOnes) {
-  expect_refusal("unsupported_operator",
-                 {"ONNX node 'erf0' uses operator 'Erf', which tandem does not run",
-                  "tandem runs Add, AveragePool, BatchNormalization,", "Upsample (opsets 11 to 17)"});
+  expect_refusal(
+      "unsupported_operator",
+      {"ONNX node 'erf0' uses operator 'Erf', which tandem does not run",
+       "tandem runs Add, AveragePool, BatchNormalization,", "Upsample (opsets 11 to 17)"});
   expect_refusal("custom_domain", {"'gelu0' uses operator 'Gelu' of domain 'com.example'"});
 }
 
@@ -72,7 +73,8 @@ TEST(OnnxRefused, OutputsTandemDoesNotCompute) {
 }
 
 TEST(OnnxRefused, OutputsAndLosses) {
-  expect_refusal("two_outputs", {"has 2 outputs (a, b); name the one the loss reads with --output"});
+  expect_refusal("two_outputs",
+                 {"has 2 outputs (a, b); name the one the loss reads with LoadOptions::output"});
   EXPECT_EQ(refusal("two_outputs", "mse", "b"), "");
   expect_refusal("two_outputs", {"--output c: ", "its outputs are a, b"}, "mse", "c");
   expect_refusal("two_outputs", {"--loss hinge is unknown; use cross-entropy, dice, dice+bce, mse"},

@@ -203,21 +203,21 @@ TEST(Make, BuildsEveryNamedSchedule) {
   EXPECT_EQ(make("zb-v", o), zb_v(4, 4));
   const std::vector<std::string> names = schedule_names();  // tandem's own come first
   EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + 7),
-            (std::vector<std::string>{"sequential", "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v",
-                                      "forward-only"}));
+            (std::vector<std::string>{"1f1b", "forward-only", "gpipe", "interleaved", "sequential",
+                                      "zb-h1", "zb-v"}));
 }
 
 TEST(Make, RejectsUnknownNamesAndImpossibleCombinations) {
   expect_error("pipedream", {4, 4, 1},
-               "unknown schedule 'pipedream'; valid names: sequential, gpipe, 1f1b, interleaved, "
-               "zb-h1, zb-v, forward-only.");
+               "unknown schedule 'pipedream'; valid names: 1f1b, forward-only, gpipe, interleaved, "
+               "sequential, zb-h1, zb-v.");
   expect_error("gpipe", {4, 0, 1}, "got microbatches=0");
   expect_error("1f1b", {0, 4, 1}, "got stages=0");
   expect_error("gpipe", {4, 4, 2},
                "2 virtual stages per device only apply to interleaved and zb-v");
   expect_error("interleaved", {4, 6, 2},
-               "got 6 micro-batches on 4 devices (use --microbatches 8 or 4)");
-  expect_error("zb-v", {3, 4, 3}, "got 3 virtual stages (use --virtual-stages 1 or 2)");
+               "got 6 micro-batches on 4 devices (use Options::microbatches = 8 or 4)");
+  expect_error("zb-v", {3, 4, 3}, "got 3 virtual stages (use Options::virtual_stages = 1 or 2)");
 }
 
 }  // namespace

@@ -25,7 +25,7 @@ TEST(Registry, AProgramsOwnScheduleIsMadeByNameLikeTandemsOwn) {
   register_schedule({"gpipe-ascending", "GPipe, backwards ascending", 1, gpipe_ascending});
   const std::vector<std::string> names = schedule_names();
   EXPECT_EQ(names.back(), "gpipe-ascending");
-  EXPECT_EQ(names.front(), "sequential");
+  EXPECT_EQ(names.front(), "1f1b");  // tandem's own first
   Options o;
   o.stages = 3;
   o.microbatches = 4;

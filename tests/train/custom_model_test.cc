@@ -203,7 +203,7 @@ TEST(CustomModel, ResumesBitwiseFromItsCheckpoint) {
   expect_same_parameters(*b, *whole);
   // A checkpoint of another data set is refused by name.
   r.data = "mnist";
-  expect_error([&] { own(r); }, {"saved from a run on --data test-blobs, not mnist"});
+  expect_error([&] { own(r); }, {"saved from a run on Config::data = test-blobs, not mnist"});
   std::filesystem::remove_all(c.save_dir);
 }
 
@@ -230,8 +230,8 @@ TEST(CustomModel, CatalogRefusesWhatDoesNotFit) {
   train::Config c = config();
   c.data = "spheres";
   expect_error([&] { train::Trainer t(c); },
-               {"model test-own takes no volumes, but --data spheres gives volumes: use --data "
-                "fashion-mnist, mnist or test-blobs, or --model unet3d"});
+               {"model test-own takes no volumes, but Config::data = spheres gives volumes: use "
+                "Config::data = fashion-mnist, mnist or test-blobs, or Config::model = unet3d"});
   c.data = "test-blobs:somewhere";
   expect_error([&] { train::Trainer t(c); },
                {"test-blobs is a data set of its own and takes no folder"});

@@ -103,9 +103,10 @@ TEST(TrainerChecks, AVolumeBeyondTheMachinesMemoryIsRefusedBeforeItIsAllocated) 
     train::Trainer t(c);
     ADD_FAILURE() << "a 4096^3 volume was accepted";
   } catch (const memory::DoesNotFit& e) {
-    EXPECT_NE(std::string(e.what()).find("--volume 4096 does not fit: one batch of 2 samples "
-                                         "takes 1.0 TiB"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("Config::volume = 4096 does not fit: one batch of 2 samples "
+                                   "takes 1.0 TiB"),
+        std::string::npos)
         << e.what();
   }
 }

@@ -60,10 +60,11 @@ TEST(InProcessTransport, ARecvThatNothingAnswersEndsAfterTheCommTimeout) {
   } catch (const CommTimeout& e) {
     // A lower bound only: the wait may take longer on a loaded machine, never less.
     EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(200));
-    EXPECT_EQ(std::string(e.what()),
-              fmt::format("device 1 waited 0.2 s for {} from device 0; the sender never sent it "
-                          "(raise --comm-timeout if a step legitimately takes this long)",
-                          key("h", 2).to_string()));
+    EXPECT_EQ(
+        std::string(e.what()),
+        fmt::format("device 1 waited 0.2 s for {} from device 0; the sender never sent it "
+                    "(raise PipelineOptions::comm_timeout if a step legitimately takes this long)",
+                    key("h", 2).to_string()));
   }
   EXPECT_FALSE(d.transport.aborted()) << "a timeout is the receiver's failure, not an abort";
   EXPECT_EQ(d.transport.pending(), 1u);

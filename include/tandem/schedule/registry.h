@@ -1,6 +1,6 @@
 // Schedules by name. Everything that chooses by a schedule's name (the command line, the trainer,
 // the memory partition, the runtime, the MPI launch) asks this registry: a schedule is one
-// ScheduleKind, tandem's own listed in src/schedule/registry.cc, a program's own added with
+// ScheduleKind, tandem's own one file each in src/schedule/kinds/, a program's own added with
 // register_schedule() before it builds a Pipeline or a Trainer.
 #pragma once
 
@@ -29,8 +29,8 @@ void register_schedule(ScheduleKind kind);
 // The schedule of that name; unknown names throw tandem::Error listing the known ones.
 const ScheduleKind& schedule_kind(std::string_view name);
 
-// Every registered name, tandem's own first (sequential, gpipe, 1f1b, interleaved, zb-h1, zb-v,
-// forward-only), then a program's own in the order registered.
+// Every registered name, tandem's own first (1f1b, forward-only, gpipe, interleaved, sequential,
+// zb-h1, zb-v: their files' order), then a program's own in the order registered.
 std::vector<std::string> schedule_names();
 
 // The stages each device runs under that schedule with --virtual-stages v.

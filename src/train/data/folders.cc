@@ -9,7 +9,7 @@ namespace tandem::train {
 std::vector<DataKind> data_kinds_folders() {
   DataKind nifti;
   nifti.name = "nifti";
-  nifti.summary = "image and label NIfTI files (.nii, .nii.gz), cropped to --volume^3";
+  nifti.summary = "image and label NIfTI files (.nii, .nii.gz), cropped to Config::volume^3";
   nifti.folder = true;
   nifti.make = [](const Config& c, const std::string& dir, const ModelNeeds& needs) {
     return make_nifti_source(dir, needs, c.volume, c.test_files, c.seed, c.train_samples,

@@ -13,8 +13,9 @@ std::vector<DataKind> data_kinds_images() {
     };
     return k;
   };
-  return {kind("mnist", "handwritten digits, 60000 training and 10000 test images (--data-dir)"),
-          kind("fashion-mnist", "Zalando's clothing images, MNIST's sizes (--data-dir)")};
+  return {
+      kind("mnist", "handwritten digits, 60000 training and 10000 test images (Config::data_dir)"),
+      kind("fashion-mnist", "Zalando's clothing images, MNIST's sizes (Config::data_dir)")};
 }
 
 }  // namespace tandem::train

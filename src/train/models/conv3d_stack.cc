@@ -9,7 +9,8 @@ namespace tandem::train {
 ModelKind model_kind_conv3d_stack() {
   ModelKind k;
   k.name = "conv3d-stack";
-  k.summary = "3D convolutions regressing a volume (mean squared error): --convs, --filters";
+  k.summary =
+      "3D convolutions regressing a volume (mean squared error): Config::convs, Config::filters";
   k.needs = [](const Config&) {
     ModelNeeds n;
     n.volumes = true;

@@ -8,7 +8,8 @@ namespace tandem::train {
 ModelKind model_kind_mlp() {
   ModelKind k;
   k.name = "mlp";
-  k.summary = "a multilayer perceptron: --width, --blocks, --dropout, --classes";
+  k.summary =
+      "a multilayer perceptron: Config::width, Config::blocks, Config::dropout, Config::classes";
   k.needs = [](const Config& c) {
     ModelNeeds n;
     n.classes = c.classes;

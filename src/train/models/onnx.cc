@@ -11,7 +11,7 @@ ModelKind model_kind_onnx() {
   ModelKind k;
   k.name = "onnx";
   k.suffix = ".onnx";
-  k.summary = "a model from an ONNX file (PyTorch, Keras): --loss, --output";
+  k.summary = "a model from an ONNX file (PyTorch, Keras): Config::loss, Config::output";
   k.takes_loss = true;
   k.has_weights = true;
   k.needs = [](const Config& c) {
@@ -33,11 +33,12 @@ ModelKind model_kind_onnx() {
     o.output = c.output;
     return onnx::load(c.model, o);
 #else
-    TANDEM_CHECK(false,
-                 "--model {}: this tandem was built without its ONNX part (the ONNX library was "
-                 "missing when it was configured): install libonnx-dev (or run scripts/setup) "
-                 "and configure and build again",
-                 c.model);
+    TANDEM_CHECK(
+        false,
+        "Config::model = {}: this tandem was built without its ONNX part (the ONNX library was "
+        "missing when it was configured): install libonnx-dev (or run scripts/setup) "
+        "and configure and build again",
+        c.model);
 #endif
   };
   return k;

@@ -9,7 +9,9 @@ namespace tandem::train {
 ModelKind model_kind_unet3d() {
   ModelKind k;
   k.name = "unet3d";
-  k.summary = "a 3D U-Net segmenting 0/1 masks (Dice, --bce): --levels, --filters, --dropout";
+  k.summary =
+      "a 3D U-Net segmenting 0/1 masks (Dice, Config::bce): Config::levels, Config::filters, "
+      "Config::dropout";
   k.needs = [](const Config& c) {
     ModelNeeds n;
     n.volumes = true;

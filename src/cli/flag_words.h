@@ -1,0 +1,15 @@
+// The library's messages name option fields (Config::batch, PipelineOptions::microbatches); the
+// command line's name its flags. flag_words() rewrites the first into the second for everything
+// the command line prints from the library: errors, the memory plan, the help's catalog.
+#pragma once
+
+#include <string>
+
+namespace tandem::cli {
+
+// "Config::volume = 32 or more" -> "--volume 32 or more"; "PipelineOptions::slabs" ->
+// "--spatial". Fields of Config without an entry in the table become their flag by name
+// (lr_schedule -> --lr-schedule); any other field without an entry is left as it is.
+std::string flag_words(const std::string& text);
+
+}  // namespace tandem::cli
