@@ -11,14 +11,15 @@
 
 namespace tandem::schedule {
 
-namespace {
-
-// tandem's own schedules: one file each in src/schedule/kinds/, listed by the build
-// (cmake: tandem_kind_list) in the generated file included here, in the files' order.
+// tandem's own schedules: one function per file of src/schedule/kinds/.
 #define TANDEM_KIND(id) ScheduleKind schedule_kind_##id();
 #include "schedule/schedule_kinds.inc"
 #undef TANDEM_KIND
 
+namespace {
+
+// tandem's own, listed by the build (cmake: tandem_kind_list) in the generated file included
+// here, in the files' order.
 std::deque<ScheduleKind> builtin() {
   std::deque<ScheduleKind> out;
 #define TANDEM_KIND(id) out.push_back(schedule_kind_##id());
