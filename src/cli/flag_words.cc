@@ -8,7 +8,7 @@ namespace {
 
 // The option fields whose flag is not their name. tests/cli/flag_words.cmake checks that every
 // field a library message names maps to a flag of `tandem train` or `tandem eval`: keep one
-// entry per line, as {"Struct::field", "--flag"}.
+// entry per line, as {"Struct::field", "--flag"} ("" for a field without a flag).
 const std::map<std::string, std::string>& flags() {
   static const std::map<std::string, std::string> table = {
       {"Config::lend_idle_cores", "--idle-cores lend"},
@@ -34,13 +34,17 @@ const std::map<std::string, std::string>& flags() {
       {"ObserveOptions::report", "--report"},
       {"ObserveOptions::tensorboard", "--tensorboard"},
       {"ObserveOptions::trace_steps", "--trace-steps"},
+      // Fields the command line fills in itself (no flag): their messages stay as they are.
+      {"PipelineOptions::slab_extent", ""},
+      {"PipelineOptions::wrap_transport", ""},
+      {"MriOptions::held_out_fraction", ""},
   };
   return table;
 }
 
 std::string flag_of(const std::string& owner, const std::string& field) {
   const auto it = flags().find(owner + "::" + field);
-  if (it != flags().end()) return it->second;
+  if (it != flags().end()) return it->second.empty() ? owner + "::" + field : it->second;
   if (owner != "Config") return owner + "::" + field;
   std::string flag = "--" + field;
   for (char& ch : flag)
