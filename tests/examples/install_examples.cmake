@@ -6,6 +6,7 @@
 #                and under mpirun -n 2
 # and the snippets of docs/API.md compiled against the same installed headers.
 # cmake -DSOURCE=... -DBUILD=... -DWORK=... [-DMPIRUN="mpirun|--oversubscribe|..."] -P this file
+cmake_minimum_required(VERSION 3.18)
 string(REPLACE "|" ";" MPIRUN "${MPIRUN}")
 function(run what)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
