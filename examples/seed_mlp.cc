@@ -2,6 +2,7 @@
 //
 //   mpirun -n 4 ./seed_mlp [MNIST folder] [steps]     (default data/mnist, one epoch)
 //   ./seed_mlp [MNIST folder] [steps]                 the same 4 stages on 4 in-process devices
+//   mpirun -n 8 ./seed_mlp [MNIST folder] [steps] 2   2 data-parallel replicas of the 4 stages
 //
 // Flatten -> Dense 128 relu -> a block of two Dense 128 relu -> Dropout 0.2 -> Dense 10 softmax
 // (the softmax inside the cross-entropy), Adam at 1e-3, batch 64 in 8 micro-batches, 1F1B. Both
@@ -52,7 +53,8 @@ int main(int argc, char** argv) {
   c.optimizer = "adam";
   c.lr = 1e-3;
   c.lr_schedule = "constant";
-  c.steps = argc > 2 ? std::stoll(argv[2]) : 0;  // 0: one epoch
+  c.steps = argc > 2 ? std::stoll(argv[2]) : 0;    // 0: one epoch
+  c.replicas = argc > 3 ? std::stoi(argv[3]) : 1;  // batch 64 each
   c.seed = 0;
   train::Job job(c);  // MPI when started by mpirun with more than one rank
   job.agree(c);
@@ -63,8 +65,8 @@ int main(int argc, char** argv) {
     torch::manual_seed(c.seed);  // the parameters are the seed's
     std::unique_ptr<train::Trainer> trainer = job.trainer(c, seed_mlp(inputs), std::move(source));
     const train::Result r = trainer->run();
-    // The process of the last stage holds the loss.
-    if (trainer->pipeline().owns_loss())
+    // The process of the last stage holds the loss (of the whole batch, every replica's).
+    if (trainer->pipeline().owns_loss() && trainer->replica() == 0)
       std::printf("%sseed_mlp: steps=%lld loss=%.17g test_accuracy=%.4f\n", job.prefix().c_str(),
                   static_cast<long long>(r.steps), r.loss, r.test_metric);
   });

@@ -1,7 +1,7 @@
 # The examples as a user builds them: tandem installed into a temporary prefix (cmake --install),
 # examples/ configured against it with find_package(tandem) only, then each run briefly:
 #   seed_mlp     4 stages on 4 in-process devices, and under mpirun -n 4 (one stage per rank):
-#                the same loss to the last bit
+#                the same loss to the last bit; 2 replicas of them on 8 ranks
 #   custom_unet  2 steps saved, then run again to 4: it resumes from its checkpoint; in process
 #                and under mpirun -n 2
 # and the snippets of docs/API.md compiled against the same installed headers.
@@ -71,6 +71,13 @@ if(MPIRUN)
   field("${out}" "seed_mlp:" loss ranks)
   if(NOT ranks STREQUAL inprocess)
     message(FATAL_ERROR "seed_mlp: loss ${ranks} on 4 ranks, ${inprocess} in process")
+  endif()
+  # 2 replicas of the 4 stages on 8 ranks: stages x replicas.
+  run("seed_mlp under mpirun -n 8, 2 replicas" ${MPIRUN} -n 8 ${WORK}/build/seed_mlp data/mnist 6 2)
+  field("${out}" "seed_mlp:" steps steps)
+  field("${out}" "seed_mlp:" loss replicated)
+  if(NOT steps EQUAL 6 OR replicated STREQUAL ranks OR replicated STREQUAL "nan")
+    message(FATAL_ERROR "seed_mlp with 2 replicas: expected 6 steps on a batch of 128:\n${out}")
   endif()
 endif()
 

@@ -6,10 +6,14 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "../data/expect_error.h"
 #include "tandem/graph/module_layer.h"
 #include "tandem/train/catalog.h"
+#include "tandem/train/job.h"
+#include "tandem/train/observers.h"
 #include "tandem/train/trainer.h"
 
 namespace tandem {
@@ -223,6 +227,52 @@ TEST(CustomModel, MemoryFitPlansAndSplitsItsLayers) {
   c.device_memory = 64;
   c.plan_only = true;
   EXPECT_FALSE(own(c)->plan_fits());
+}
+
+// The trace, timeline and report of `tandem train --trace --timeline --report`, for the model
+// of one's own on a job of one process: the report's partition and schedule are the run's.
+TEST(CustomModel, TraceAndReportOfItsSteps) {
+  train::Config c = config();
+  c.steps = 4;
+  c.transport = "inprocess";
+  train::Job job(c);
+  torch::manual_seed(c.seed);
+  std::unique_ptr<train::Trainer> t = job.trainer(c, own_model(), std::make_unique<BlobSource>());
+  const std::string dir = temp_dir("observe");
+  std::filesystem::create_directories(dir);
+  train::ObserveOptions o;
+  o.trace = dir + "/run.json";
+  o.timeline = dir + "/run.svg";
+  o.report = dir + "/report.json";
+  o.trace_steps = 2;
+  train::check_outputs(o, *t, job);
+  train::Observers observers(o, *t, job);
+  int64_t calls = 0;
+  const train::Result r =
+      t->run([&](int64_t step, int64_t total, const runtime::StepStats& s, double samples_per_s) {
+        EXPECT_EQ(step, ++calls);
+        EXPECT_EQ(total, 4);
+        observers.after_step(step, s, samples_per_s);
+      });
+  observers.finish(r, train::run_memory(job, t->pipeline(), r.peak_bytes));
+  EXPECT_EQ(calls, 4);
+  std::ifstream in(o.report);
+  const nlohmann::json report = nlohmann::json::parse(in);
+  EXPECT_EQ(report.at("traced_steps"), 2);
+  EXPECT_EQ(report.at("schedule"), "1f1b");
+  EXPECT_EQ(report.at("devices").size(), 2u);
+  EXPECT_EQ(report.at("loss").get<double>(), r.loss);
+  std::ifstream trace(o.trace);
+  const nlohmann::json events = nlohmann::json::parse(trace);
+  // Spans of both devices' forwards and backwards, named like the schedule's actions (1F0).
+  const std::string text = events.dump();
+  EXPECT_NE(text.find("\"0F0\""), std::string::npos);
+  EXPECT_NE(text.find("\"1B3\""), std::string::npos);
+  EXPECT_GT(std::filesystem::file_size(o.timeline), 0u);
+  // An output that cannot be written is refused before the first step.
+  o.report = dir + "/no/such/folder/report.json";
+  expect_error([&] { train::check_outputs(o, *t, job); }, {"ObserveOptions::report"});
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CustomModel, CatalogRefusesWhatDoesNotFit) {
