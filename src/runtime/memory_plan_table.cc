@@ -1,0 +1,37 @@
+// The memory plan as a table, one row per stage (memory_plan_table in memory_plan.h).
+#include <fmt/format.h>
+
+#include "runtime/stage_memory.h"
+#include "tandem/memory/bytes.h"
+#include "tandem/runtime/memory_plan.h"
+
+namespace tandem::runtime {
+
+std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes,
+                              const graph::Partition& partition, const std::vector<int>& in_flight,
+                              bool recompute, const schedule::Schedule* lowered) {
+  const char* row = "{:<6} {:<28} {:>7} {:>9} {:>13} {:>11} {:>13} {:>11} {:>12} {:>11} {:>11}\n";
+  std::string out = fmt::format(row, "stage", "layers", "FLOPs", "in flight",
+                                recompute ? "inputs per mb" : "kept per mb", "workspace",
+                                "recv. ahead", "state", "planned peak", "late recv.", "at most");
+  const TensorUses uses = index_tensors(model, bytes);
+  const Messages m = message_bytes(model, bytes, partition, recompute, lowered);
+  auto mib = [](double b) { return memory::format_bytes(static_cast<uint64_t>(b)); };
+  const double total_flops = forward_flops(model, 0, static_cast<int>(model.layers.size()));
+  for (int s = 0; s < partition.num_stages; ++s) {
+    auto [begin, end] = partition.layers_of(s);
+    const StageParts p = stage_parts(uses, bytes, begin, end, recompute, &partition);
+    const double planned = p.peak(in_flight[s], m.ahead[s]);
+    // The stage's share of the model's forward FLOPs, where the layers know theirs.
+    const std::string share =
+        total_flops > 0
+            ? fmt::format("{:.0f}%", 100 * forward_flops(model, begin, end) / total_flops)
+            : "-";
+    out += fmt::format(row, s, partition.layer_range(model, s), share, in_flight[s],
+                       mib(p.per_microbatch), mib(p.workspace), mib(m.ahead[s]), mib(p.state),
+                       mib(planned), mib(m.late[s]), mib(planned + m.late[s]));
+  }
+  return out;
+}
+
+}  // namespace tandem::runtime

@@ -1,0 +1,159 @@
+// The pieces of a stage's predicted memory (stage_memory.h).
+#include "runtime/stage_memory.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "schedule/held_messages.h"
+#include "tandem/common/check.h"
+#include "tandem/schedule/stage_graph.h"
+
+namespace tandem::runtime {
+
+double forward_flops(const graph::Model& model, int begin, int end) {
+  double flops = 0;
+  for (int i = begin; i < end; ++i) flops += model.layers[i].forward_flops_per_sample;
+  return flops;
+}
+
+TensorUses index_tensors(const graph::Model& model, const LayerBytes& bytes) {
+  TensorUses u;
+  std::map<std::string, int> ids;
+  auto id = [&](const std::string& name) {
+    auto [it, added] = ids.emplace(name, static_cast<int>(u.producer.size()));
+    if (added) {
+      u.producer.push_back(-1);
+      u.readers.emplace_back();
+      u.bytes.push_back(static_cast<double>(bytes.tensors.at(name)));
+    }
+    return it->second;
+  };
+  id(model.input);
+  u.touched.resize(model.layers.size());
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    const int layer = static_cast<int>(i);
+    for (const auto& name : model.layers[i].inputs) {
+      const int t = id(name);
+      if (u.readers[t].empty() || u.readers[t].back() != layer) u.readers[t].push_back(layer);
+      u.touched[i].push_back(t);
+    }
+    for (const auto& name : model.layers[i].outputs) {
+      const int t = id(name);
+      u.producer[t] = layer;
+      u.touched[i].push_back(t);
+    }
+  }
+  u.output = id(model.output);
+  return u;
+}
+
+StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, int end,
+                       bool recompute, const graph::Partition* partition) {
+  StageParts out;
+  // The micro-batch that runs holds, at layer i: what layers begin..i left alive (a backward
+  // frees the later layers' tensors first: autograd runs nodes in reverse creation order); the
+  // tensors it sent, which later layers made (kept until its backward ends); the gradients of
+  // tensors made before layer i that a later layer of the stage reads (a skip's gradient
+  // waits for its producer); and layer i's passing workspace. The gradient of layer i's own
+  // output is consumed as its backward starts. The largest such sum, less all of the
+  // micro-batch's activations, plus the gradients of what it sent, is the stage's workspace.
+  // held[i - begin] changes by delta[i - begin] from layer i on.
+  std::vector<double> delta(end - begin + 1, 0);
+  auto hold = [&](int from, int to, double b) {  // held at layers [from, to]
+    from = std::max(from, begin);
+    to = std::min(to, end - 1);
+    if (from > to) return;
+    delta[from - begin] += b;
+    delta[to + 1 - begin] -= b;
+  };
+  double received = 0, sent = 0, sent_on = 0;
+  std::vector<char> seen(u.producer.size(), 0);
+  for (int i = begin; i < end; ++i) {
+    for (const int t : u.touched[i]) {
+      if (seen[t]) continue;
+      seen[t] = 1;
+      const int made = u.producer[t];
+      const auto& readers = u.readers[t];
+      const auto after = std::lower_bound(readers.begin(), readers.end(), end);
+      // Its gradient waits from after the layer that makes it (or from the stage's start, for
+      // what the stage receives) until the stage's last layer that reads it runs backward.
+      if (after != readers.begin() && *std::prev(after) > made)
+        hold(made + 1, *std::prev(after) - 1, u.bytes[t]);
+      if (made < begin) {
+        received += u.bytes[t];  // its own copy per micro-batch in flight
+        continue;
+      }
+      if (after == readers.end() && t != u.output) continue;
+      // Sent on. During its backward the stage holds every gradient message for it, one per
+      // later stage that reads it (without the partition, while partitions are searched, one
+      // per later layer: a bound from above), and from two messages on their sum
+      // (Executor::backward); a layer of the stage that reads it too adds its part to that
+      // sum, one more. A tensor no later layer reads is the output: its gradient comes from
+      // the loss on this stage.
+      std::set<int> senders;
+      for (auto r = after; r != readers.end(); ++r)
+        senders.insert(partition ? partition->stage_of_layer[*r] : *r);
+      const int k = std::max<int>(1, static_cast<int>(senders.size()));
+      const bool inside = std::upper_bound(readers.begin(), after, made) != after;
+      sent += u.bytes[t] * (k + (k >= 2 || inside ? 1 : 0));
+      if (after != readers.end()) sent_on += u.bytes[t];
+      hold(begin, made - 1, u.bytes[t]);  // kept until the backward ends
+    }
+  }
+  double activations = 0, largest_at_a_layer = 0, held = 0;
+  for (int i = begin; i < end; ++i) {
+    activations += static_cast<double>(bytes.activations[i]);
+    out.state += static_cast<double>(bytes.state[i]);
+    held += delta[i - begin];
+    largest_at_a_layer =
+        std::max(largest_at_a_layer, activations + held + static_cast<double>(bytes.transient[i]));
+  }
+  out.workspace = largest_at_a_layer - activations + sent;
+  out.received = received;
+  out.sent_on = sent_on;
+  if (!recompute) {
+    out.per_microbatch = activations + received;
+    return out;
+  }
+  // Kept per micro-batch in flight: only the tensors the stage reads from before it.
+  out.per_microbatch = received;
+  out.recomputed = activations;
+  return out;
+}
+
+Messages message_bytes(const graph::Model& model, const LayerBytes& bytes,
+                       const graph::Partition& partition, bool recompute,
+                       const schedule::Schedule* lowered) {
+  Messages m;
+  m.ahead.assign(partition.num_stages, 0);
+  m.late.assign(partition.num_stages, 0);
+  if (!lowered) return m;
+  TANDEM_CHECK(lowered->num_stages == partition.num_stages,
+               "the schedule has {} stages but the partition {}", lowered->num_stages,
+               partition.num_stages);
+  const graph::Flow flow = graph::analyze(model, partition);
+  auto between = [&](const std::vector<graph::Crossing>& crossings, bool from, int peer) {
+    double b = 0;
+    for (const auto& c : crossings)
+      if ((from ? c.from_stage : c.to_stage) == peer)
+        b += static_cast<double>(bytes.tensors.at(c.tensor));
+    return b;
+  };
+  m.ahead = schedule::peak_received_ahead(*lowered, [&](int stage, int from, schedule::Op op) {
+    // An input has the bytes of what `from` sends; a gradient, of what is sent to `from`.
+    return op == schedule::Op::kForward ? between(flow.inputs[stage], true, from)
+                                        : between(flow.outputs[stage], false, from);
+  });
+  // A gradient it sends has the bytes of what it received from `peer`; an activation it sends
+  // is held anyway until its backward, except with recomputation.
+  const schedule::StageGraph graph{partition.num_stages, flow.consumers()};
+  m.late =
+      schedule::peak_sent_unreceived(*lowered, graph, [&](int stage, int peer, schedule::Op op) {
+        if (op != schedule::Op::kForward) return between(flow.inputs[stage], true, peer);
+        return recompute ? between(flow.outputs[stage], false, peer) : 0.0;
+      });
+  return m;
+}
+
+}  // namespace tandem::runtime

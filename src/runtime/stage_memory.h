@@ -1,0 +1,60 @@
+// The pieces a stage's predicted memory is built of, shared by the planning (memory_plan.cc)
+// and the plan's table (memory_plan_table.cc): who makes and reads every tensor, what a stage
+// keeps per micro-batch and holds at its worst layer, and the messages it holds.
+#pragma once
+
+#include <vector>
+
+#include "tandem/graph/model.h"
+#include "tandem/graph/partition.h"
+#include "tandem/runtime/memory_plan.h"
+#include "tandem/schedule/schedule.h"
+
+namespace tandem::runtime {
+
+// The forward FLOPs per sample of layers [begin, end), of those that know theirs.
+double forward_flops(const graph::Model& model, int begin, int end);
+
+// The parts of a stage's predicted peak.
+struct StageParts {
+  double per_microbatch = 0;  // kept per micro-batch in flight
+  double workspace = 0;       // held above the activations at the worst layer, and returned
+                              // gradients of what the stage sent
+  double state = 0;           // parameters, gradients, optimizer slots
+  double recomputed = 0;      // with recomputation: one micro-batch's activations
+  double received = 0;        // the inputs of one micro-batch from earlier stages
+  double sent_on = 0;         // the activations of one micro-batch it sends to later stages
+  // `messages`: bytes of messages held in a backward besides the above (held_messages.h).
+  double peak(int in_flight, double messages) const {
+    return state + in_flight * per_microbatch + messages + recomputed + workspace;
+  }
+};
+
+// Who makes and who reads every named tensor, by index: what a stage's prediction needs,
+// built once per model so that a partition search costs O(layers) per candidate stage.
+struct TensorUses {
+  std::vector<int> producer;              // per tensor: the layer that makes it; -1: graph input
+  std::vector<std::vector<int>> readers;  // per tensor: the layers that read it, ascending
+  std::vector<double> bytes;              // per tensor: bytes for one micro-batch
+  std::vector<std::vector<int>> touched;  // per layer: the tensors it reads or makes
+  int output = -1;                        // the model's output
+};
+
+TensorUses index_tensors(const graph::Model& model, const LayerBytes& bytes);
+
+// The parts of the peak of layers [begin, end) as one stage; `partition` (null while partitions
+// are searched) says which stages read what it sends.
+StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, int end,
+                       bool recompute, const graph::Partition* partition);
+
+// Per stage: bytes of messages it holds in a backward besides its activations, under `lowered`
+// on `partition` (null: none).
+struct Messages {
+  std::vector<double> ahead;  // received and not used yet: as the schedule orders its recvs
+  std::vector<double> late;   // sent, and not yet taken by a receiver that runs late
+};
+Messages message_bytes(const graph::Model& model, const LayerBytes& bytes,
+                       const graph::Partition& partition, bool recompute,
+                       const schedule::Schedule* lowered);
+
+}  // namespace tandem::runtime
