@@ -275,6 +275,28 @@ TEST(CustomModel, TraceAndReportOfItsSteps) {
   std::filesystem::remove_all(dir);
 }
 
+// x -> (relu(x), -x): a forward of two outputs.
+struct SplitImpl : torch::nn::Cloneable<SplitImpl> {
+  void reset() override {}
+  std::tuple<torch::Tensor, torch::Tensor> forward(torch::Tensor x) { return {torch::relu(x), -x}; }
+};
+TORCH_MODULE(Split);
+
+TEST(CustomModel, MakeLayerTakesTheForwardsInputsAndOutputs) {
+  graph::Layer split = graph::make_layer("split", Split(), {"x"}, {"pos", "neg"});
+  const graph::Tensors out = split.forward({torch::tensor({-1.0f, 2.0f})});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_TRUE(torch::equal(out[1], torch::tensor({1.0f, -2.0f})));
+  // A copy (another device of a spatial split) computes with its own module.
+  EXPECT_TRUE(
+      torch::equal(graph::copy_layer(split).forward({torch::ones({2})})[0], torch::ones({2})));
+  expect_error([] { graph::make_layer("res", Residual(4), {"a"}, {"b"}); },
+               {"layer 'res': its module's forward takes 2 tensors, but the layer names 1 input"});
+  expect_error([] { graph::make_layer("split", Split(), {"a"}, {"b"}); },
+               {"layer 'split': its module's forward returns 2 tensors, but the layer names 1 "
+                "output"});
+}
+
 TEST(CustomModel, CatalogRefusesWhatDoesNotFit) {
   register_own();
   train::Config c = config();
