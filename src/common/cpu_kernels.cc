@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -76,6 +77,14 @@ std::string start_again(const char* what) {
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::fflush(nullptr);  // what was written so far, before this image goes
+  // The program's own path, not /proc/self/exe: the process keeps its name ("tandem", not
+  // "exe") for ps, top, pkill and mpirun's reports.
+  char self[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    execv(self, argv.data());
+  }
   execv("/proc/self/exe", argv.data());
   return fmt::format("could not start again {} ({})", what, std::strerror(errno));
 }

@@ -106,6 +106,19 @@ std::string data_name(const std::string& data) { return data.substr(0, data.find
 
 }  // namespace
 
+std::vector<std::string> models_that(const Config& c,
+                                     const std::function<bool(const ModelNeeds&)>& take) {
+  Table<ModelKind>& t = models();
+  std::lock_guard<std::mutex> lock(t.mu);
+  std::vector<std::string> out;
+  for (const ModelKind& k : t.kinds) {
+    if (!k.suffix.empty()) continue;
+    const ModelNeeds n = k.needs(c);
+    if (!n.any_data && take(n)) out.push_back(k.name);
+  }
+  return out;
+}
+
 std::string one_of(const std::vector<std::string>& words) {
   if (words.empty()) return "";
   if (words.size() == 1) return words[0];
@@ -218,16 +231,8 @@ std::unique_ptr<Source> make_source(const Config& c, const ModelNeeds& needs) {
         if (!k.folder && k.volumes == needs.volumes && k.target == needs.target)
           fitting_data.push_back(k.name);
     }
-    {
-      Table<ModelKind>& t = models();
-      std::lock_guard<std::mutex> lock(t.mu);
-      for (const ModelKind& k : t.kinds) {
-        if (!k.suffix.empty()) continue;
-        const ModelNeeds n = k.needs(c);
-        if (!n.any_data && n.volumes == d.volumes && n.target == d.target)
-          fitting_models.push_back(k.name);
-      }
-    }
+    fitting_models = models_that(
+        c, [&d](const ModelNeeds& n) { return n.volumes == d.volumes && n.target == d.target; });
     const std::string instead = fmt::format(
         "use Config::data = {}{}", fitting_data.empty() ? "nifti:DIR" : one_of(fitting_data),
         fitting_models.empty() ? std::string()

@@ -21,21 +21,14 @@ namespace tandem::train {
 
 namespace {
 
+// The models of the catalog that take volumes, for messages.
+std::string volume_models(const Config& c) {
+  return one_of(models_that(c, [](const ModelNeeds& n) { return n.volumes; }));
+}
+
 // The devices' groups of a spatial split (--spatial N: N devices each), or the devices without
 // one. `depth`: the planes of a sample along the model's slab dimension. Refuses, with the
 // options' words, what cannot be cut.
-// The models of the catalog that take volumes, for messages.
-std::string volume_models(const Config& c) {
-  std::vector<std::string> out;
-  for (const std::string& name : model_names()) {
-    Config other = c;
-    other.model = name;
-    const ModelKind& k = model_kind(name);
-    if (k.suffix.empty() && !k.needs(other).any_data && k.needs(other).volumes) out.push_back(name);
-  }
-  return one_of(out);
-}
-
 int spatial_groups(const graph::Model& model, const Config& c, int devices, int64_t depth) {
   TANDEM_CHECK(c.spatial >= 1, "Config::spatial must be at least 1, not {}", c.spatial);
   if (c.spatial == 1) return devices;

@@ -41,6 +41,7 @@ tandem_cli_test(bad_option 2 "tandem: " train --no-such-option)
 # The library names option fields, the command line its flags: every field a library message names
 # is a flag here, and an error shows the flag.
 tandem_python_test(cli_flag_words flag_words_check.py ${PROJECT_SOURCE_DIR} $<TARGET_FILE:tandem_cli>)
+tandem_python_test(cli_own_name_after_restart own_name_check.py $<TARGET_FILE:tandem_cli>)
 tandem_cli_test(error_names_flags 2 "--lr must be positive, not -1" train --lr=-1 --steps 1)
 tandem_cli_test(catalog_in_help 0 "unet3d +a 3D U-Net segmenting 0/1 masks \\(Dice, --bce\\): --levels" train --help)
 tandem_cli_test(unknown_model 2 "unknown model 'cnn'; use conv3d-stack, mlp, unet3d or a path to an .onnx file" train --model cnn --steps 1)

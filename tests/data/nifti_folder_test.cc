@@ -58,7 +58,7 @@ TEST(NiftiFolder, MriAsAOnePairFolder) {
       [&] {
         NiftiFolder(dir, {32, 1, LabelKind::kMask, 0});
       },
-      {"--test-files 1 leaves no file of the 1", "use 0..0"});
+      {"NiftiFolderOptions::test_files = 1 leaves no file of the 1", "use 0..0"});
 
   const NiftiFolder set(dir, {32, 0, LabelKind::kMask, 7});
   const VolumeBatch b = set.sample(0, 4, Subset::kTrain);

@@ -76,8 +76,9 @@ TEST(OnnxRefused, OutputsAndLosses) {
   expect_refusal("two_outputs",
                  {"has 2 outputs (a, b); name the one the loss reads with LoadOptions::output"});
   EXPECT_EQ(refusal("two_outputs", "mse", "b"), "");
-  expect_refusal("two_outputs", {"--output c: ", "its outputs are a, b"}, "mse", "c");
-  expect_refusal("two_outputs", {"--loss hinge is unknown; use cross-entropy, dice, dice+bce, mse"},
+  expect_refusal("two_outputs", {"LoadOptions::output = c: ", "its outputs are a, b"}, "mse", "c");
+  expect_refusal("two_outputs",
+                 {"LoadOptions::loss = hinge is unknown; use cross-entropy, dice, dice+bce, mse"},
                  "hinge", "a");
   expect_refusal("softmax_not_over_classes",
                  {"ends in Softmax node 'soft2' over axis 2", "needs the class scores on axis 1"},

@@ -304,6 +304,12 @@ TEST(CustomModel, CatalogRefusesWhatDoesNotFit) {
   expect_error([&] { train::Trainer t(c); },
                {"model test-own takes no volumes, but Config::data = spheres gives volumes: use "
                 "Config::data = fashion-mnist, mnist or test-blobs, or Config::model = unet3d"});
+  c.data = "test-blobs";
+  c.spatial = 2;
+  expect_error([&] { own(c); }, {"Config::spatial = 2 cuts every sample's volume into slabs, but "
+                                 "model test-own has no volume: use Config::model = conv3d-stack "
+                                 "or unet3d"});
+  c.spatial = 1;
   c.data = "test-blobs:somewhere";
   expect_error([&] { train::Trainer t(c); },
                {"test-blobs is a data set of its own and takes no folder"});

@@ -81,6 +81,11 @@ ModelNeeds model_needs(const Config& c);
 // data sets (or models) that would fit.
 std::unique_ptr<Source> make_source(const Config& c, const ModelNeeds& needs);
 
+// The names of the catalog's models (not those matched by suffix) whose needs under `c` pass
+// `take`, for messages: "use --model conv3d-stack or unet3d".
+std::vector<std::string> models_that(const Config& c,
+                                     const std::function<bool(const ModelNeeds&)>& take);
+
 // "a, b or c": the words of a list in a message.
 std::string one_of(const std::vector<std::string>& words);
 
