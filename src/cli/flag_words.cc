@@ -1,7 +1,7 @@
 #include "flag_words.h"
 
+#include <cctype>
 #include <map>
-#include <regex>
 
 namespace tandem::cli {
 namespace {
@@ -55,17 +55,30 @@ std::string flag_of(const std::string& owner, const std::string& field) {
 }  // namespace
 
 std::string flag_words(const std::string& text) {
-  static const std::regex field(R"(\b(Config|[A-Za-z]*Options)::([a-z_]+)( = )?)");
+  // Each "Owner::field" where Owner is Config or ends in Options and field is [a-z_]+, with the
+  // " = " after it when a value follows.
+  auto word = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; };
   std::string out;
-  auto begin = std::sregex_iterator(text.begin(), text.end(), field);
   size_t done = 0;
-  for (auto it = begin; it != std::sregex_iterator(); ++it) {
-    const std::smatch& m = *it;
-    out.append(text, done, static_cast<size_t>(m.position(0)) - done);
-    const std::string flag = flag_of(m[1].str(), m[2].str());
+  for (size_t at = text.find("::"); at != std::string::npos; at = text.find("::", at + 2)) {
+    size_t begin = at;
+    while (begin > done && std::isalpha(static_cast<unsigned char>(text[begin - 1]))) --begin;
+    const std::string owner = text.substr(begin, at - begin);
+    const bool options = owner.size() >= 7 && owner.compare(owner.size() - 7, 7, "Options") == 0;
+    if ((owner != "Config" && !options) || (begin > 0 && word(text[begin - 1]))) continue;
+    size_t end = at + 2;
+    while (end < text.size() &&
+           (std::islower(static_cast<unsigned char>(text[end])) || text[end] == '_'))
+      ++end;
+    if (end == at + 2 || (end < text.size() && word(text[end]))) continue;
+    const std::string flag = flag_of(owner, text.substr(at + 2, end - at - 2));
+    out.append(text, done, begin - done);
     out += flag;
-    if (m[3].matched) out += flag.rfind("--", 0) == 0 ? " " : " = ";
-    done = static_cast<size_t>(m.position(0) + m.length(0));
+    if (text.compare(end, 3, " = ") == 0) {
+      out += flag.rfind("--", 0) == 0 ? " " : " = ";
+      end += 3;
+    }
+    done = end;
   }
   out.append(text, done, std::string::npos);
   return out;
