@@ -3,12 +3,16 @@
 //   mpirun -n 4 ./seed_mlp [MNIST folder] [steps]     (default data/mnist, one epoch)
 //   ./seed_mlp [MNIST folder] [steps]                 the same 4 stages on 4 in-process devices
 //   mpirun -n 8 ./seed_mlp [MNIST folder] [steps] 2   2 data-parallel replicas of the 4 stages
+//   ./seed_mlp [MNIST folder] [steps] [replicas] registered
+//                                                     the model registered in tandem's catalog
+//                                                     and chosen by name: the same bits
 //
 // Flatten -> Dense 128 relu -> a block of two Dense 128 relu -> Dropout 0.2 -> Dense 10 softmax
 // (the softmax inside the cross-entropy), Adam at 1e-3, batch 64 in 8 micro-batches, 1F1B. Both
 // ways print the same loss and accuracy, to the bit.
 #include <tandem/common/cpu_kernels.h>
 #include <tandem/models/layers.h>
+#include <tandem/train/catalog.h>
 #include <tandem/train/job.h>
 #include <torch/nn/functional/loss.h>
 
@@ -56,14 +60,34 @@ int main(int argc, char** argv) {
   c.steps = argc > 2 ? std::stoll(argv[2]) : 0;    // 0: one epoch
   c.replicas = argc > 3 ? std::stoi(argv[3]) : 1;  // batch 64 each
   c.seed = 0;
+  const bool registered = argc > 4 && std::string(argv[4]) == "registered";
+  if (registered) {
+    // The same model as an entry of the catalog: the trainer seeds torch and builds it.
+    train::ModelKind k;
+    k.name = "seed-mlp";
+    k.summary = "the MNIST MLP of examples/seed_mlp.cc";
+    k.needs = [](const train::Config&) { return train::ModelNeeds{}; };  // images, labels
+    k.make = [](const train::Config&, const std::vector<int64_t>& sample) {
+      int64_t inputs = 1;
+      for (int64_t d : sample) inputs *= d;
+      return seed_mlp(inputs);
+    };
+    train::register_model(k);
+    c.data_dir = mnist;
+  }
   train::Job job(c);  // MPI when started by mpirun with more than one rank
   job.agree(c);
   return job.guard([&] {
-    std::unique_ptr<train::Source> source = train::make_image_source("mnist", mnist, c.seed);
-    int64_t inputs = 1;
-    for (int64_t d : source->input_shape()) inputs *= d;
-    torch::manual_seed(c.seed);  // the parameters are the seed's
-    std::unique_ptr<train::Trainer> trainer = job.trainer(c, seed_mlp(inputs), std::move(source));
+    std::unique_ptr<train::Trainer> trainer;
+    if (registered) {
+      trainer = job.trainer(c);  // the catalog's "seed-mlp" on --data mnist
+    } else {
+      std::unique_ptr<train::Source> source = train::make_image_source("mnist", mnist, c.seed);
+      int64_t inputs = 1;
+      for (int64_t d : source->input_shape()) inputs *= d;
+      torch::manual_seed(c.seed);  // the parameters are the seed's
+      trainer = job.trainer(c, seed_mlp(inputs), std::move(source));
+    }
     const train::Result r = trainer->run();
     // The process of the last stage holds the loss (of the whole batch, every replica's).
     if (trainer->pipeline().owns_loss() && trainer->replica() == 0)

@@ -1,7 +1,8 @@
 # The examples as a user builds them: tandem installed into a temporary prefix (cmake --install),
 # examples/ configured against it with find_package(tandem) only, then each run briefly:
 #   seed_mlp     4 stages on 4 in-process devices, and under mpirun -n 4 (one stage per rank):
-#                the same loss to the last bit; 2 replicas of them on 8 ranks
+#                the same loss to the last bit; 2 replicas of them on 8 ranks; each also with
+#                the model registered in the catalog: the same loss again
 #   custom_unet  2 steps saved, then run again to 4: it resumes from its checkpoint; in process
 #                and under mpirun -n 2
 # and the snippets of docs/API.md compiled against the same installed headers.
@@ -66,6 +67,12 @@ field("${out}" "seed_mlp:" steps steps)
 if(NOT steps EQUAL 6)
   message(FATAL_ERROR "seed_mlp trained ${steps} steps, not 6:\n${out}")
 endif()
+# The same model registered in the catalog and chosen by name: the same bits.
+run("seed_mlp from the catalog" ${WORK}/build/seed_mlp data/mnist 6 1 registered)
+field("${out}" "seed_mlp:" loss catalog)
+if(NOT catalog STREQUAL inprocess)
+  message(FATAL_ERROR "seed_mlp: loss ${catalog} from the catalog, ${inprocess} given directly")
+endif()
 if(MPIRUN)
   run("seed_mlp under mpirun -n 4" ${MPIRUN} -n 4 ${WORK}/build/seed_mlp data/mnist 6)
   field("${out}" "seed_mlp:" loss ranks)
@@ -78,6 +85,13 @@ if(MPIRUN)
   field("${out}" "seed_mlp:" loss replicated)
   if(NOT steps EQUAL 6 OR replicated STREQUAL ranks OR replicated STREQUAL "nan")
     message(FATAL_ERROR "seed_mlp with 2 replicas: expected 6 steps on a batch of 128:\n${out}")
+  endif()
+  run("seed_mlp from the catalog, 2 replicas" ${MPIRUN} -n 8 ${WORK}/build/seed_mlp data/mnist 6 2
+      registered)
+  field("${out}" "seed_mlp:" loss catalog)
+  if(NOT catalog STREQUAL replicated)
+    message(FATAL_ERROR "seed_mlp, 2 replicas: loss ${catalog} from the catalog, ${replicated} "
+                        "given directly")
   endif()
 endif()
 
