@@ -2,8 +2,9 @@
 # so ranks on different hosts reach each other over TCP only; tests/cluster/cluster_test.sh
 # drives each case (see there). They need root and network namespaces, and skip (status 77)
 # where these cannot be made.
-set(tandem_cluster_timeouts pipeline 600 replicas 600 resume 900 link-cut 400 rank-kill 400)
-foreach(case pipeline replicas resume link-cut rank-kill)
+set(tandem_cluster_timeouts pipeline 600 replicas 600 resume 900 link-cut 400 rank-kill 400
+                            checks 60)
+foreach(case pipeline replicas resume link-cut rank-kill checks)
   list(FIND tandem_cluster_timeouts ${case} at)
   math(EXPR at "${at} + 1")
   list(GET tandem_cluster_timeouts ${at} timeout)

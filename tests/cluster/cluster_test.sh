@@ -13,6 +13,8 @@
 #              schedule grid) and no process left in any namespace, within --comm-timeout
 #              plus 30 s of the cut
 #   rank-kill  a rank on host 2 is killed: the same, and mpirun names the killed rank
+#   checks     six `scripts/cluster check` at once, three times (as when ctest starts several
+#              cluster tests together): each finds namespaces usable; none takes another's probe
 # Bitwise, not within a tolerance: every layer sees the same micro-batches with the same dropout
 # masks in the same order whatever the placement and transport (as tests/cli/mpi_resume.cmake).
 # Usage: cluster_test.sh CASE TANDEM. Status 77 (skipped) where namespaces cannot be made.
@@ -26,6 +28,17 @@ if [ "${CLUSTER_DIR:-}" = "" ]; then
   if ! why=$("$cluster" check); then
     echo "SKIP: $why"
     exit 77
+  fi
+  if [ "$case_name" = checks ]; then
+    failed=0
+    for round in 1 2 3; do
+      pids=()
+      for i in 1 2 3 4 5 6; do "$cluster" check & pids+=($!); done
+      for p in "${pids[@]}"; do wait "$p" || failed=$((failed + 1)); done
+    done
+    [ $failed = 0 ] || { echo "FAIL: $failed of 18 checks side by side refused"; exit 1; }
+    echo "PASS: 18 checks side by side, 6 at a time"
+    exit 0
   fi
   exec "$cluster" run 2 -- "$0" "$@"
 fi
