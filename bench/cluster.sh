@@ -9,8 +9,10 @@
 # on egress, so every packet between two hosts passes exactly one shaped queue: one-way latency
 # D, each host sending at most R. Ranks on one host talk over that host's loopback and never
 # touch the link, so the one-host runs are the same whatever the shaping. A kernel without
-# netem (sch_netem) gets the rate alone, from a token bucket (tbf, with a burst of 16 of the
-# 64 KiB segments veth passes), and the table says so: no qdisc but netem adds delay.
+# netem (sch_netem) gets the rate from a token bucket (tbf) on each host's eth0, and the delay
+# from bench/link_delay.c: host 2's link leaves the bridge and a user-space relay passes its
+# frames to and from the bridge D later, so that every packet between the hosts is delayed
+# once. The relay wakes up later than asked on a busy machine; the table gives by how much.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 shown_build=${1:-build}
@@ -21,6 +23,12 @@ if [ "${CLUSTER_DIR:-}" = "" ]; then
 fi
 read -r -a hosts <<<"$CLUSTER_HOSTS"
 read -r -a namespaces <<<"$CLUSTER_NS"
+read -r -a links <<<"$CLUSTER_LINKS"
+prefix=$(cat "$CLUSTER_DIR/prefix")
+relay_pid=""
+cc -O2 -o "$build/link_delay" "$here/link_delay.c"
+relay_log=$(mktemp)
+trap '[ -z "$relay_pid" ] || kill "$relay_pid" 2>/dev/null; rm -f "$relay_log"' EXIT
 if [ "${CLUSTER_MODEL:-mlp}" = unet3d ]; then
   ranks=2 steps=6 short=3 long=9
   model=(train --model unet3d --levels 3 --filters 8 --volume 64 --data spheres --test-samples 2
@@ -47,10 +55,35 @@ samples_per_s() {
   "$CLUSTER_MPIRUN" --host "$1" -n "$ranks" -x OMP_WAIT_POLICY "$build/tandem" "${model[@]}" --steps "$2" \
     2>/dev/null | sed -n 's/^.*result:.*samples_per_s=\([0-9.]*\).*/\1/p'
 }
-# shape RATE DELAY | shape none: the queue on every host's end of its link. Prints how the
-# link was shaped.
+# delay_link US | delay_link none: host 2's link through link_delay (US microseconds each
+# way), or back on the bridge. The relay's pair of links is listed with the cluster's, so
+# taking the cluster down removes it whatever happens here.
+delay_link() {
+  local v=${links[1]} d="${prefix}d" e="${prefix}e"
+  if [ -n "$relay_pid" ]; then
+    kill "$relay_pid"
+    wait "$relay_pid" || true
+    relay_pid=""
+    ip link del "$d"
+    ip link set "$v" master "${prefix}b"
+  fi
+  [ "$1" = none ] && return 0
+  ip link set "$v" nomaster
+  ip link add "$d" type veth peer name "$e"
+  echo "$d" >>"$CLUSTER_DIR/links"
+  ip link set "$e" master "${prefix}b" up
+  ip link set "$d" up
+  : >"$relay_log"
+  "$build/link_delay" "$v" "$d" "$1" >/dev/null 2>"$relay_log" &
+  relay_pid=$!
+}
+# relay_late: how late, on average, the relay let frames go (after it stopped).
+relay_late() { sed -n 's/.*left \([0-9.]*\) us after their time on average.*/\1/p' "$relay_log"; }
+# shape RATE DELAY | shape none: the queue on every host's end of its link, and the delay
+# between the hosts. Sets `shaped` to how the link was shaped.
 shape() {
   local ns how="unshaped (veth)"
+  delay_link none
   for ns in "${namespaces[@]}"; do
     ip netns exec "$ns" tc qdisc del dev eth0 root 2>/dev/null || true
     [ "$1" = none ] && continue
@@ -58,10 +91,13 @@ shape() {
       how="$1, $2 one way (netem)"
     else
       ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$1" burst 1mb latency 50ms
-      how="$1, no added latency (tbf: this kernel has no netem, so not $2)"
+      how="$1 (tbf), $2 one way (link_delay"
     fi
   done
-  echo "$how"
+  if [[ $how == *link_delay ]]; then
+    delay_link "${2%us}"
+  fi
+  shaped=$how
 }
 # link_bytes NS: bytes sent and received on the host's link so far ("TX RX").
 link_bytes() {
@@ -77,24 +113,30 @@ echo "--steps $steps\` (the first half of the stages on one host, the rest on th
 echo "\`--host H1:$ranks\`; TCP only in both (ob1, tcp and self btls);"
 echo "$repeats runs each, alternating; samples/s from the result line (training steps only)."
 echo "Each host's link is shaped on its egress with \`tc qdisc add dev eth0 root netem rate R delay D\`,"
-echo "or, on a kernel without netem, \`tbf rate R burst 1mb latency 50ms\` (the rate alone)."
+echo "or, on a kernel without netem, \`tbf rate R burst 1mb latency 50ms\` and host 2's frames"
+echo "relayed D later each way by bench/link_delay.c (late by the scheduler's wake-up, as shown)."
 echo
 echo "| link | 1 host samples/s (min-max) | 2 hosts samples/s (min-max) | 2 hosts / 1 host |"
 echo "|---|---|---|---|"
 for shaping in "none -" "10gbit 50us" "1gbit 500us"; do
   read -r rate delay <<<"$shaping"
-  label=$(shape "$rate" "$delay")
+  shape "$rate" "$delay"
+  label=$shaped
   a=() b=()
   for ((r = 0; r < repeats; r++)); do
     a+=("$(samples_per_s "$one" "$steps")")
     b+=("$(samples_per_s "$split" "$steps")")
   done
+  if [ -n "$relay_pid" ]; then
+    delay_link none
+    label="$label: frames left $(relay_late) us late on average)"
+  fi
   ma=$(printf '%s\n' "${a[@]}" | median)
   mb=$(printf '%s\n' "${b[@]}" | median)
   echo "| $label | $ma ($(printf '%s\n' "${a[@]}" | minmax)) | $mb ($(printf '%s\n' "${b[@]}" | minmax)) |" \
     "$(awk -v a="$ma" -v b="$mb" 'BEGIN { printf "%.2f", b / a }') |"
 done
-shape none >/dev/null
+shape none
 
 # Bytes per step: the links' counters around a short and a long run; the difference leaves out
 # start, configuration checks and the final evaluation, the same in both.
