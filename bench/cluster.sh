@@ -82,7 +82,7 @@ relay_late() { sed -n 's/.*left \([0-9.]*\) us after their time on average.*/\1/
 # shape RATE DELAY | shape none: the queue on every host's end of its link, and the delay
 # between the hosts. Sets `shaped` to how the link was shaped.
 shape() {
-  local ns how="unshaped (veth)"
+  local ns how="unshaped (veth)" relay=0
   delay_link none
   for ns in "${namespaces[@]}"; do
     ip netns exec "$ns" tc qdisc del dev eth0 root 2>/dev/null || true
@@ -91,12 +91,11 @@ shape() {
       how="$1, $2 one way (netem)"
     else
       ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$1" burst 1mb latency 50ms
-      how="$1 (tbf), $2 one way (link_delay"
+      how="$1 (tbf), $2 one way (link_delay)"
+      relay=1
     fi
   done
-  if [[ $how == *link_delay ]]; then
-    delay_link "${2%us}"
-  fi
+  [ $relay = 0 ] || delay_link "${2%us}"
   shaped=$how
 }
 # link_bytes NS: bytes sent and received on the host's link so far ("TX RX").
@@ -129,7 +128,7 @@ for shaping in "none -" "10gbit 50us" "1gbit 500us"; do
   done
   if [ -n "$relay_pid" ]; then
     delay_link none
-    label="$label: frames left $(relay_late) us late on average)"
+    label="$label, frames $(relay_late) us late on average"
   fi
   ma=$(printf '%s\n' "${a[@]}" | median)
   mb=$(printf '%s\n' "${b[@]}" | median)

@@ -46,6 +46,7 @@ struct side {
   struct frame* tail;
   long passed;
   long dropped;  // frames the other side would not take (larger than it accepts)
+  int stalled;   // the other side's send buffer is full: wait until it can take more
 };
 
 static volatile sig_atomic_t stop = 0;
@@ -129,7 +130,10 @@ static int release(struct side* from, const struct side* to, int64_t* latest_lat
   while (from->head && from->head->due_ns <= now) {
     struct frame* f = from->head;
     if (send(to->fd, f->bytes, f->len, 0) < 0) {
-      if (errno == EAGAIN || errno == ENOBUFS) return 0;  // try again at the next wake-up
+      if (errno == EAGAIN || errno == ENOBUFS) {
+        from->stalled = 1;  // the next wait is for room on `to`, not a busy retry
+        return 0;
+      }
       if (errno != EMSGSIZE && errno != EINVAL) {
         fprintf(stderr, "link_delay: writing %s: %s\n", to->name, strerror(errno));
         return -1;
@@ -175,19 +179,21 @@ int main(int argc, char** argv) {
   sigprocmask(SIG_BLOCK, &blocked, &during_wait);
   signal(SIGTERM, on_signal);
   signal(SIGINT, on_signal);
-  struct side sides[2] = {{argv[1], open_side(argv[1]), NULL, NULL, 0, 0},
-                          {argv[2], open_side(argv[2]), NULL, NULL, 0, 0}};
+  struct side sides[2] = {{argv[1], open_side(argv[1]), NULL, NULL, 0, 0, 0},
+                          {argv[2], open_side(argv[2]), NULL, NULL, 0, 0, 0}};
   int64_t latest_late_ns = 0;
   int status = 0;
   while (!stop) {
     int64_t wait_ns = -1;
     for (int i = 0; i < 2; ++i) {
-      if (sides[i].head == NULL) continue;
+      if (sides[i].head == NULL || sides[i].stalled) continue;
       int64_t left = sides[i].head->due_ns - now_ns();
       if (left < 0) left = 0;
       if (wait_ns < 0 || left < wait_ns) wait_ns = left;
     }
-    struct pollfd fds[2] = {{sides[0].fd, POLLIN, 0}, {sides[1].fd, POLLIN, 0}};
+    // A side's fd also waits for room when the frames bound for it are stalled.
+    struct pollfd fds[2] = {{sides[0].fd, POLLIN | (sides[1].stalled ? POLLOUT : 0), 0},
+                            {sides[1].fd, POLLIN | (sides[0].stalled ? POLLOUT : 0), 0}};
     struct timespec t = {wait_ns / 1000000000, wait_ns % 1000000000};
     if (ppoll(fds, 2, wait_ns < 0 ? NULL : &t, &during_wait) < 0 && errno != EINTR) {
       perror("link_delay: ppoll");
@@ -201,6 +207,7 @@ int main(int argc, char** argv) {
       }
     }
     if (stop) break;
+    sides[0].stalled = sides[1].stalled = 0;
     if (take(&sides[0], delay_ns) != 0 || take(&sides[1], delay_ns) != 0 ||
         release(&sides[0], &sides[1], &latest_late_ns) != 0 ||
         release(&sides[1], &sides[0], &latest_late_ns) != 0)

@@ -31,9 +31,9 @@ if [ "${CLUSTER_DIR:-}" = "" ]; then
   fi
   if [ "$case_name" = checks ]; then
     failed=0
-    for round in 1 2 3; do
+    for _ in 1 2 3; do
       pids=()
-      for i in 1 2 3 4 5 6; do "$cluster" check & pids+=($!); done
+      for _ in 1 2 3 4 5 6; do "$cluster" check & pids+=($!); done
       for p in "${pids[@]}"; do wait "$p" || failed=$((failed + 1)); done
     done
     [ $failed = 0 ] || { echo "FAIL: $failed of 18 checks side by side refused"; exit 1; }
