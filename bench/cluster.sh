@@ -110,21 +110,24 @@ echo "Command: \`CLUSTER_MODEL=${CLUSTER_MODEL:-mlp} bench/cluster.sh $shown_bui
 echo "\`scripts/cluster run 2\`, \`mpirun --host H1:$per_host,H2:$per_host -n $ranks tandem ${model[*]}"
 echo "--steps $steps\` (the first half of the stages on one host, the rest on the other) against"
 echo "\`--host H1:$ranks\`; TCP only in both (ob1, tcp and self btls);"
-echo "$repeats runs each, alternating; samples/s from the result line (training steps only)."
+echo "$repeats runs each, alternating; samples/s from the result line (training steps only). The"
+echo "last column is the median of each pair's ratio (a 2-host run against the 1-host run just"
+echo "before it), which a machine's slow drift moves less than the ratio of the medians."
 echo "Each host's link is shaped on its egress with \`tc qdisc add dev eth0 root netem rate R delay D\`,"
 echo "or, on a kernel without netem, \`tbf rate R burst 1mb latency 50ms\` and host 2's frames"
 echo "relayed D later each way by bench/link_delay.c (late by the scheduler's wake-up, as shown)."
 echo
-echo "| link | 1 host samples/s (min-max) | 2 hosts samples/s (min-max) | 2 hosts / 1 host |"
-echo "|---|---|---|---|"
+echo "| link | 1 host samples/s (min-max) | 2 hosts samples/s (min-max) | 2 hosts / 1 host | per pair (min-max) |"
+echo "|---|---|---|---|---|"
 for shaping in "none -" "10gbit 50us" "1gbit 500us"; do
   read -r rate delay <<<"$shaping"
   shape "$rate" "$delay"
   label=$shaped
-  a=() b=()
+  a=() b=() pairs=()
   for ((r = 0; r < repeats; r++)); do
     a+=("$(samples_per_s "$one" "$steps")")
     b+=("$(samples_per_s "$split" "$steps")")
+    pairs+=("$(awk -v a="${a[r]}" -v b="${b[r]}" 'BEGIN { printf "%.3f", b / a }')")
   done
   if [ -n "$relay_pid" ]; then
     delay_link none
@@ -133,7 +136,8 @@ for shaping in "none -" "10gbit 50us" "1gbit 500us"; do
   ma=$(printf '%s\n' "${a[@]}" | median)
   mb=$(printf '%s\n' "${b[@]}" | median)
   echo "| $label | $ma ($(printf '%s\n' "${a[@]}" | minmax)) | $mb ($(printf '%s\n' "${b[@]}" | minmax)) |" \
-    "$(awk -v a="$ma" -v b="$mb" 'BEGIN { printf "%.2f", b / a }') |"
+    "$(awk -v a="$ma" -v b="$mb" 'BEGIN { printf "%.2f", b / a }') |" \
+    "$(printf '%s\n' "${pairs[@]}" | median) ($(printf '%s\n' "${pairs[@]}" | minmax)) |"
 done
 shape none
 
