@@ -30,16 +30,16 @@ cc -O2 -o "$build/link_delay" "$here/link_delay.c"
 relay_log=$(mktemp)
 trap '[ -z "$relay_pid" ] || kill "$relay_pid" 2>/dev/null; rm -f "$relay_log"' EXIT
 if [ "${CLUSTER_MODEL:-mlp}" = unet3d ]; then
-  ranks=2 steps=6 short=3 long=9
+  ranks=2 steps=6 short=3 long=9 batch=2
   model=(train --model unet3d --levels 3 --filters 8 --volume 64 --data spheres --test-samples 2
-    --schedule 1f1b --microbatches 2 --batch 2 --optimizer adam --progress none --seed 0
+    --schedule 1f1b --microbatches 2 --batch "$batch" --optimizer adam --progress none --seed 0
     --threads-per-device 1)
   crossing="the U-Net's tensors that cross from stage 0 to stage 1 (activations and skips
 of 2 micro-batches of one 64^3 sample) and their gradients back"
 else
-  ranks=4 steps=20 short=10 long=30
+  ranks=4 steps=20 short=10 long=30 batch=256
   model=(train --model mlp --width 1024 --blocks 8 --data mnist --schedule 1f1b --microbatches 8
-    --batch 256 --optimizer adam --progress none --seed 0 --threads-per-device 1)
+    --batch "$batch" --optimizer adam --progress none --seed 0 --threads-per-device 1)
   crossing="one stage boundary (stage 1 to 2): per step each direction carries 256 x 1024
 floats, 1048576 bytes of tensors (activations from host 1, their gradients from host 2)"
 fi
@@ -50,10 +50,12 @@ export OMP_WAIT_POLICY=passive
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 minmax() { sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { print lo "-" hi }'; }
-# samples_per_s HOSTS STEPS: one run's samples/s from its result line.
+# samples_per_s HOSTS STEPS: one run's samples/s over its training steps: the samples over the
+# result line's seconds (0.01 s), finer than its samples_per_s (0.1, coarse for the U-Net's 1.4).
 samples_per_s() {
   "$CLUSTER_MPIRUN" --host "$1" -n "$ranks" -x OMP_WAIT_POLICY "$build/tandem" "${model[@]}" --steps "$2" \
-    2>/dev/null | sed -n 's/^.*result:.*samples_per_s=\([0-9.]*\).*/\1/p'
+    2>/dev/null | sed -n 's/^.*result:.* seconds=\([0-9.]*\).*/\1/p' |
+    awk -v n="$(($2 * batch))" '{ printf "%.2f\n", n / $1 }'
 }
 # delay_link US | delay_link none: host 2's link through link_delay (US microseconds each
 # way), or back on the bridge. The relay's pair of links is listed with the cluster's, so
