@@ -28,5 +28,6 @@ Runner add_schedule(CLI::App& app);
 Runner add_consolidate(CLI::App& app);
 Runner add_eval(CLI::App& app);
 Runner add_export(CLI::App& app);
+Runner add_numerics(CLI::App& app);
 
 }  // namespace tandem::cli

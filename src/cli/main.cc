@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   auto consolidate = tandem::cli::add_consolidate(app);
   auto eval = tandem::cli::add_eval(app);
   auto export_onnx = tandem::cli::add_export(app);
+  auto numerics = tandem::cli::add_numerics(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -28,5 +29,6 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("consolidate")) return consolidate();
   if (app.got_subcommand("eval")) return eval();
   if (app.got_subcommand("export")) return export_onnx();
+  if (app.got_subcommand("numerics")) return numerics();
   return schedule();
 }

@@ -14,6 +14,11 @@
 #include <iterator>
 #include <vector>
 
+#include <ATen/Parallel.h>
+#include <ATen/Version.h>
+#include <fmt/ranges.h>
+#include <torch/version.h>
+
 #include "loaded_symbol.h"
 #include "tandem/common/check.h"
 
@@ -156,6 +161,64 @@ CpuKernels use_portable_cpu_kernels() {
     return out;
   }
   out.portable = true;
+  return out;
+}
+
+namespace {
+// The processor's name, as /proc/cpuinfo gives it; empty where it gives none.
+std::string processor_name() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+  }
+  return "";
+}
+
+// ATen's kernel family, from its configuration text (the function that answers it directly is
+// not exported by every LibTorch).
+std::string aten_kernels() {
+  const std::string config = at::show_config();
+  const std::string key = "CPU capability usage: ";
+  const size_t at = config.find(key);
+  if (at == std::string::npos) return "not reported";
+  const size_t begin = at + key.size();
+  return config.substr(begin, config.find('\n', begin) - begin);
+}
+
+std::string environment(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? fmt::format("{}={}", name, v) : fmt::format("{} not set", name);
+}
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> cpu_numerics() {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::string name = processor_name();
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  std::vector<std::string> has;  // the builtin takes literals only
+  if (__builtin_cpu_supports("avx2")) has.emplace_back("avx2");
+  if (__builtin_cpu_supports("fma")) has.emplace_back("fma");
+  if (__builtin_cpu_supports("avx512f")) has.emplace_back("avx512f");
+  name += has.empty() ? " (no avx2, fma or avx512f)" : fmt::format(" ({})", fmt::join(has, " "));
+#endif
+  out.emplace_back("processor", name);
+  out.emplace_back("libtorch", TORCH_VERSION);
+  const std::string blas = file_of("sgemm_");
+  out.emplace_back("blas_library", blas.empty() ? "no sgemm_ loaded" : blas);
+  const auto config = detail::loaded_symbol<char* (*)()>("openblas_get_config");
+  const auto threads = detail::loaded_symbol<int (*)()>("openblas_get_num_threads");
+  if (config && (blas.empty() || is_openblas(blas))) {
+    out.emplace_back("openblas", config());
+    out.emplace_back("openblas_kernels", openblas_core());
+    if (threads) out.emplace_back("openblas_threads", std::to_string(threads()));
+  }
+  out.emplace_back("aten_kernels", aten_kernels());
+  out.emplace_back("aten_threads", std::to_string(at::get_num_threads()));
+  out.emplace_back("onednn", environment("ONEDNN_MAX_CPU_ISA"));
+  out.emplace_back("mkl", environment("MKL_CBWR"));
   return out;
 }
 

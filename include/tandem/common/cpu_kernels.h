@@ -10,6 +10,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tandem {
 
@@ -32,5 +34,11 @@ struct CpuKernels {
 // environment set them to another family. Without AVX2 and FMA it changes nothing and says so in
 // why_not.
 CpuKernels use_portable_cpu_kernels();
+
+// What this process's CPU arithmetic depends on, as (name, value) pairs in a fixed order: the
+// processor and its vector extensions, LibTorch's version, the library whose sgemm_ LibTorch
+// calls and, for OpenBLAS, its build, kernels and threads, ATen's kernels and threads, and the
+// caps set for oneDNN and MKL. Two machines that list the same values compute the same bits.
+std::vector<std::pair<std::string, std::string>> cpu_numerics();
 
 }  // namespace tandem
