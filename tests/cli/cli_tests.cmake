@@ -189,6 +189,27 @@ add_test(NAME cli_same_command_any_cpu
     -P ${CMAKE_CURRENT_LIST_DIR}/same_state.cmake
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_same_command_any_cpu PROPERTIES TIMEOUT 300 LABELS blas)
+# `tandem numerics`: the same probe checksums and kernel families under every environment that
+# cli_same_command_any_cpu trains under; and other checksums where the arithmetic is another
+# (2 threads split the product and the sum; ATen's kernels without AVX round exp and log
+# otherwise), so that its lines tell machines apart when they compute otherwise.
+add_test(NAME cli_numerics_any_cpu
+  COMMAND ${CMAKE_COMMAND} -DEXPECT=same
+    "-DCMD0=$<TARGET_FILE:tandem_cli>;numerics"
+    "-DCMD1=env;OPENBLAS_CORETYPE=SkylakeX;ATEN_CPU_CAPABILITY=avx512;$<TARGET_FILE:tandem_cli>;numerics"
+    "-DCMD2=env;OPENBLAS_CORETYPE=Cooperlake;$<TARGET_FILE:tandem_cli>;numerics"
+    "-DCMD3=env;OPENBLAS_CORETYPE=Zen;ATEN_CPU_CAPABILITY=default;$<TARGET_FILE:tandem_cli>;numerics"
+    "-DCMD4=env;LD_LIBRARY_PATH=${blas_dir}/blis-pthread;$<TARGET_FILE:tandem_cli>;numerics"
+    "-DCMD5=env;LD_LIBRARY_PATH=${blas_dir}/blas;$<TARGET_FILE:tandem_cli>;numerics"
+    -P ${CMAKE_CURRENT_LIST_DIR}/same_numerics.cmake)
+add_test(NAME cli_numerics_sees_other_arithmetic
+  COMMAND ${CMAKE_COMMAND} -DEXPECT=differ
+    "-DCMD0=$<TARGET_FILE:tandem_cli>;numerics"
+    "-DCMD1=$<TARGET_FILE:tandem_cli>;numerics;--threads;2"
+    "-DCMD2=env;ATEN_CPU_CAPABILITY=default;$<TARGET_FILE:tandem_cli>;numerics;--cpu-kernels;native"
+    -P ${CMAKE_CURRENT_LIST_DIR}/same_numerics.cmake)
+set_tests_properties(cli_numerics_any_cpu cli_numerics_sees_other_arithmetic PROPERTIES
+                     TIMEOUT 120 LABELS blas)
 # The same for a convolutional model: oneDNN, which LibTorch's convolutions call, picks its
 # kernels from the processor (ONEDNN_MAX_CPU_ISA caps them here as an older machine's would be);
 # its AVX-512, AVX2 and SSE4.1 kernels trained a U-Net to three sets of bits.
