@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/output_path.h"
+#include "tandem/common/cpu_kernels.h"
 #include "tandem/schedule/action.h"
 #include "tandem/trace/chrome_trace.h"
 #include "tandem/trace/svg.h"
@@ -212,6 +213,10 @@ void Observers::write_report(const Result& r, const std::vector<MemoryPeak>& mem
   j["schedule"] = p.schedule().name;
   j["microbatches"] = p.schedule().num_microbatches;
   j["partition"] = p.partition().to_string(p.model());
+  // What this process's CPU arithmetic depended on (tandem numerics prints the same).
+  nlohmann::json numerics = nlohmann::json::object();
+  for (const auto& [name, value] : cpu_numerics()) numerics[name] = value;
+  j["numerics"] = numerics;
   double measured = 0, predicted = 0, flops = 0, seconds = 0;
   std::vector<double> busy(p.devices().size(), 0), comm(p.devices().size(), 0);
   std::vector<double> exchange(p.devices().size(), 0), exchange_bytes(p.devices().size(), 0);

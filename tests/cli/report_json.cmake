@@ -4,6 +4,7 @@
 # devices is one per device with the same peak, none of them 0; the result line's peak_mem_
 # fields are the memory entries' numbers. Every device was busy in the traced steps, and the
 # simulator predicted a bubble from their times (so every device's timings reached the writer).
+# The numerics object names the kernels the run computed with.
 # MPI=1: one rank per device, and memory d names rank d.
 file(REMOVE "${REPORT}")
 string(REPLACE ";" " " shown "${CMD}")
@@ -19,6 +20,15 @@ foreach(key bubble_measured bubble_predicted flops_per_s traced_steps)
     message(FATAL_ERROR "the report has no ${key}:\n${json}")
   endif()
 endforeach()
+# What the arithmetic depended on: the portable kernels (AVX2 families) that train sets up.
+string(JSON aten ERROR_VARIABLE missing GET "${json}" numerics aten_kernels)
+string(JSON blas ERROR_VARIABLE missing_blas GET "${json}" numerics openblas_kernels)
+string(JSON torch ERROR_VARIABLE missing_torch GET "${json}" numerics libtorch)
+if(missing OR missing_blas OR missing_torch OR NOT aten STREQUAL "AVX2"
+   OR NOT blas STREQUAL "Haswell")
+  message(FATAL_ERROR "the report's numerics should name ATen's AVX2 and OpenBLAS's Haswell "
+                      "kernels and LibTorch's version:\n${json}")
+endif()
 string(JSON predicted GET "${json}" bubble_predicted)
 if(NOT predicted GREATER 0)
   message(FATAL_ERROR "no predicted bubble: the timings of some device are missing:\n${json}")
