@@ -1,6 +1,6 @@
 // tandem numerics: what this machine's CPU arithmetic depends on, and checksums of a few
-// products, reductions and convolutions computed with it. Two machines that print the same
-// lines train the same command to the same bits; where a line differs, it says what.
+// products, reductions and convolutions computed with it. Two machines whose lines match
+// compute these kernels alike; where a line differs, it says what differs.
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 #include <torch/torch.h>
@@ -74,8 +74,8 @@ Runner add_numerics(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "numerics",
       "Print what this machine's CPU arithmetic depends on (processor, LibTorch, BLAS and its "
-      "kernels, ATen's kernels, threads) and checksums of a few products computed with it: "
-      "machines that print the same lines train a command to the same bits.");
+      "kernels, ATen's kernels, threads) and checksums of a few products computed with it: where "
+      "two machines give other bits for one command, the first line that differs says why.");
   cmd->add_option("--cpu-kernels", args->cpu_kernels,
                   "portable or native, as for train: the kernels the probes run with")
       ->capture_default_str()
