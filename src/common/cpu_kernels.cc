@@ -170,8 +170,9 @@ std::string processor_name() {
   std::ifstream in("/proc/cpuinfo");
   for (std::string line; std::getline(in, line);) {
     if (line.rfind("model name", 0) != 0) continue;
-    const size_t colon = line.find(':');
-    if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    const size_t value = line.find_first_not_of(" \t", line.find(':') + 1);
+    if (line.find(':') != std::string::npos && value != std::string::npos)
+      return line.substr(value);
   }
   return "";
 }
@@ -181,9 +182,9 @@ std::string processor_name() {
 std::string aten_kernels() {
   const std::string config = at::show_config();
   const std::string key = "CPU capability usage: ";
-  const size_t at = config.find(key);
-  if (at == std::string::npos) return "not reported";
-  const size_t begin = at + key.size();
+  const size_t found = config.find(key);
+  if (found == std::string::npos) return "not reported";
+  const size_t begin = found + key.size();
   return config.substr(begin, config.find('\n', begin) - begin);
 }
 
