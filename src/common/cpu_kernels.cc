@@ -1,8 +1,12 @@
 #include "tandem/common/cpu_kernels.h"
 
+#include <ATen/Parallel.h>
+#include <ATen/Version.h>
 #include <dlfcn.h>
+#include <fmt/ranges.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <torch/version.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,11 +17,6 @@
 #include <fstream>
 #include <iterator>
 #include <vector>
-
-#include <ATen/Parallel.h>
-#include <ATen/Version.h>
-#include <fmt/ranges.h>
-#include <torch/version.h>
 
 #include "loaded_symbol.h"
 #include "tandem/common/check.h"
