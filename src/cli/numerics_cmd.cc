@@ -5,10 +5,10 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include <cstdio>
 #include <iostream>
 
 #include "commands.h"
+#include "session.h"
 #include "tandem/common/cpu_kernels.h"
 #include "tandem/common/device.h"
 #include "trace/crc32c.h"
@@ -41,12 +41,7 @@ uint32_t checksum(const torch::Tensor& t) {
 }
 
 int run(const NumericsArgs& args) {
-  if (args.cpu_kernels == "portable") {
-    const CpuKernels k = use_portable_cpu_kernels();  // may start this program again
-    if (!k.portable)
-      std::fprintf(stderr, "tandem: warning: %s; results may differ from other machines' bits\n",
-                   k.why_not.c_str());
-  }
+  use_cpu_kernels(args.cpu_kernels);  // may start this program again
   at::set_num_threads(args.threads);
   set_blas_threads(args.threads);
   for (const auto& [name, value] : cpu_numerics()) std::cout << name << ": " << value << "\n";

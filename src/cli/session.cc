@@ -55,16 +55,18 @@ bool Session::main_process() const {
   return trainer->pipeline().owns_loss() && trainer->replica() == 0;
 }
 
+void use_cpu_kernels(const std::string& mode) {
+  if (mode != "portable") return;
+  const CpuKernels k = use_portable_cpu_kernels();
+  if (!k.portable)
+    std::fprintf(stderr, "tandem: warning: %s; results may differ from other machines' bits\n",
+                 k.why_not.c_str());
+}
+
 int start_session(RunArgs& args, Session& session,
                   const std::function<void(const Session&)>& check) {
   train::Config& c = args.config;
-  if (args.cpu_kernels == "portable") {
-    // Before any tensor operation and before MPI starts: it may start this program again.
-    const CpuKernels k = use_portable_cpu_kernels();
-    if (!k.portable)
-      std::fprintf(stderr, "tandem: warning: %s; results may differ from other machines' bits\n",
-                   k.why_not.c_str());
-  }
+  use_cpu_kernels(args.cpu_kernels);  // before any tensor operation and before MPI starts
   try {
     if (!args.balance.empty()) c.balance = parse_int_list(args.balance, "--balance");
     if (!args.device_memory.empty()) {

@@ -23,6 +23,11 @@ struct Session {
   bool main_process() const;
 };
 
+// With `mode` "portable", sets up the portable CPU kernels (which may start this program again:
+// call before any tensor operation and before MPI starts) and warns where it cannot; "native"
+// leaves the libraries' choice alone.
+void use_cpu_kernels(const std::string& mode);
+
 // Parses the text options of `args` into its config, joins the job (MPI or in process), checks
 // that every rank runs the same configuration and builds the trainer. Returns 0, or prints
 // why it could not (with the rank prefix, ending the job under MPI) and returns the exit
