@@ -205,8 +205,9 @@ add_test(NAME cli_numerics_any_cpu
 add_test(NAME cli_numerics_sees_other_arithmetic
   COMMAND ${CMAKE_COMMAND} -DEXPECT=differ
     "-DCMD0=$<TARGET_FILE:tandem_cli>;numerics"
-    "-DCMD1=$<TARGET_FILE:tandem_cli>;numerics;--threads;2"
+    "-DCMD1=$<TARGET_FILE:tandem_cli>;numerics;--threads;2" "-DDIFFER1=sgemm|reduction"
     "-DCMD2=env;ATEN_CPU_CAPABILITY=default;$<TARGET_FILE:tandem_cli>;numerics;--cpu-kernels;native"
+    "-DDIFFER2=exp and log"
     -P ${CMAKE_CURRENT_LIST_DIR}/same_numerics.cmake)
 set_tests_properties(cli_numerics_any_cpu cli_numerics_sees_other_arithmetic PROPERTIES
                      TIMEOUT 120 LABELS blas)
