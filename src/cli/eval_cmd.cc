@@ -7,6 +7,7 @@
 #include "session.h"
 #include "tandem/checkpoint/load.h"
 #include "tandem/train/catalog.h"
+#include "tandem/train/fingerprint.h"
 
 namespace tandem::cli {
 
@@ -70,14 +71,15 @@ int run_eval(EvalArgs& args) {
     const auto started = std::chrono::steady_clock::now();
     const double metric = trainer.evaluate();
     const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - started;
+    const std::string weights = train::weights_fingerprint(*session.job, trainer.pipeline());
     if (trainer.config().log_placement) {
       std::cout << prefix << "placement log (from execution):\n"
                 << trainer.pipeline().placement_log_table();
     }
     if (session.main_process()) {
-      std::cout << fmt::format("{}result: {} seconds={:.2f}\n", prefix,
+      std::cout << fmt::format("{}result: {} seconds={:.2f} weights={}\n", prefix,
                                test_metric_field(trainer.pipeline().model().metric_name, metric),
-                               seconds.count());
+                               seconds.count(), weights);
     }
     return 0;
   });

@@ -6,6 +6,7 @@
 #include "run_options.h"
 #include "session.h"
 #include "tandem/trace/progress.h"
+#include "tandem/train/fingerprint.h"
 #include "tandem/train/observers.h"
 
 namespace tandem::cli {
@@ -39,6 +40,7 @@ int run_train(TrainArgs& args) {
     };
     train::Result r = trainer.run(on_step);
     progress.finish();
+    r.weights = train::weights_fingerprint(*session.job, trainer.pipeline());  // collective
     const std::vector<train::MemoryPeak> memory =
         train::run_memory(*session.job, trainer.pipeline(), r.peak_bytes);
     observers.finish(r, memory);
@@ -52,8 +54,9 @@ int run_train(TrainArgs& args) {
         if (m.peak_bytes) mem += fmt::format(" peak_mem_{}={}", m.label, m.peak_bytes);
       const std::string loss = std::isnan(r.loss) ? "none" : fmt::format("{:.4f}", r.loss);
       std::cout << fmt::format(
-          "{}result: steps={} loss={} {} samples_per_s={:.1f} seconds={:.2f}{}\n", prefix, r.steps,
-          loss, test_metric_field(r.metric_name, r.test_metric), r.samples_per_s, r.seconds, mem);
+          "{}result: steps={} loss={} {} samples_per_s={:.1f} seconds={:.2f}{} weights={}\n",
+          prefix, r.steps, loss, test_metric_field(r.metric_name, r.test_metric), r.samples_per_s,
+          r.seconds, mem, r.weights);
     }
     return 0;
   });

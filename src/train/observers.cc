@@ -210,6 +210,7 @@ void Observers::write_report(const Result& r, const std::vector<MemoryPeak>& mem
   j["test_" + r.metric_name] = r.test_metric;
   j["samples_per_s"] = r.samples_per_s;
   j["seconds"] = r.seconds;
+  if (!r.weights.empty()) j["weights"] = r.weights;
   j["schedule"] = p.schedule().name;
   j["microbatches"] = p.schedule().num_microbatches;
   j["partition"] = p.partition().to_string(p.model());

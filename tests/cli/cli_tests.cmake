@@ -66,6 +66,10 @@ tandem_python_test(cli_tensorboard_file tensorboard_check.py $<TARGET_FILE:tande
                    ${PROJECT_BINARY_DIR}/cli_tensorboard)
 tandem_python_test(cli_timeline_svg timeline_check.py $<TARGET_FILE:tandem_cli>
                    ${PROJECT_BINARY_DIR}/cli_timeline)
+# The result line's weights= fingerprint: the definition's value computed by PyTorch from the
+# consolidated state dict, the same from eval and from other layouts, another for other weights.
+tandem_python_test(cli_weights_fingerprint weights_fingerprint_check.py $<TARGET_FILE:tandem_cli>
+                   ${PROJECT_BINARY_DIR}/cli_weights_fingerprint)
 # Out of the budget while a stage's parameters move to its device: the stage and layer are named
 # (only stage 1 holds more than the budget).
 tandem_cli_test(out_of_memory_placing_parameters_exit_3 3 "cpu:1 is out of its 1.0 MiB budget: stage 1, layer conv3 \\(parameters\\) asked for 432.0 KiB" train --model conv3d-stack --convs 8 --filters 64 --data regression --volume 8 --devices 2 --balance 1,7 --batch 2 --microbatches 2 --steps 1 --device-memory 1MiB --progress none)

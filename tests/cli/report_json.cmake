@@ -4,7 +4,7 @@
 # devices is one per device with the same peak, none of them 0; the result line's peak_mem_
 # fields are the memory entries' numbers. Every device was busy in the traced steps, and the
 # simulator predicted a bubble from their times (so every device's timings reached the writer).
-# The numerics object names the kernels the run computed with.
+# The numerics object names the kernels the run computed with; weights is the result line's.
 # MPI=1: one rank per device, and memory d names rank d.
 file(REMOVE "${REPORT}")
 string(REPLACE ";" " " shown "${CMD}")
@@ -28,6 +28,11 @@ if(missing OR missing_blas OR missing_torch OR NOT aten STREQUAL "AVX2"
    OR NOT blas STREQUAL "Haswell")
   message(FATAL_ERROR "the report's numerics should name ATen's AVX2 and OpenBLAS's Haswell "
                       "kernels and LibTorch's version:\n${json}")
+endif()
+# The trained weights' fingerprint: the result line's.
+string(JSON weights ERROR_VARIABLE missing GET "${json}" weights)
+if(missing OR NOT out MATCHES "result:[^\n]* weights=${weights}(\n|$)")
+  message(FATAL_ERROR "the report's weights (${weights}) are not the result line's:\n${out}")
 endif()
 string(JSON predicted GET "${json}" bubble_predicted)
 if(NOT predicted GREATER 0)

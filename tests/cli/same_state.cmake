@@ -4,8 +4,9 @@
 # with mpirun), consolidates each run's last checkpoint with `TANDEM consolidate` into
 # DIR/runi.pt, and requires every file to be byte for byte DIR/run0.pt: the same weights, bit
 # for bit, not a printed loss. Consolidate writes the tensors in model order, so equal values
-# give equal files. With LOAD=ON, two busy processes (`stress --cpu 2`) run alongside the
-# commands after the first, so that the later runs meet another timing than the first.
+# give equal files; each run's result line must also print run0's weights= fingerprint. With
+# LOAD=ON, two busy processes (`stress --cpu 2`) run alongside the commands after the first, so
+# that the later runs meet another timing than the first.
 include(${CMAKE_CURRENT_LIST_DIR}/run_ok.cmake)
 file(REMOVE_RECURSE ${DIR})
 file(MAKE_DIRECTORY ${DIR})
@@ -29,6 +30,10 @@ foreach(i RANGE ${last})
   endif()
   run_ok("${CMD${i}};--save-dir;${DIR}/run${i}")
   message(STATUS "${shown}")
+  if(NOT out MATCHES "result:[^\n]* weights=([0-9a-f]+)")
+    message(FATAL_ERROR "'${shown}' printed no weights= in its result line:\n${out}")
+  endif()
+  set(weights${i} "${CMAKE_MATCH_1}")
   run_ok("${TANDEM};consolidate;${DIR}/run${i};-o;${DIR}/run${i}.pt")
 endforeach()
 if(load_pid)
@@ -38,10 +43,14 @@ foreach(i RANGE 1 ${last})
   execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files ${DIR}/run0.pt ${DIR}/run${i}.pt
                   RESULT_VARIABLE differ)
   string(REPLACE ";" " " shown "${CMD${i}}")
+  string(REPLACE ";" " " first "${CMD0}")
   if(differ)
-    string(REPLACE ";" " " first "${CMD0}")
     message(FATAL_ERROR "the weights of '${shown}' (${DIR}/run${i}.pt) differ from those of "
                         "'${first}' (${DIR}/run0.pt)")
   endif()
+  if(NOT weights${i} STREQUAL weights0)
+    message(FATAL_ERROR "'${shown}' printed weights=${weights${i}}, '${first}' weights=${weights0}, "
+                        "although their state dicts are equal")
+  endif()
 endforeach()
-message(STATUS "${runs} runs: consolidated weights byte for byte equal")
+message(STATUS "${runs} runs: consolidated weights byte for byte equal, weights=${weights0}")

@@ -26,6 +26,9 @@ struct Result {
   // Per device of the pipeline: the most bytes it held at once during training (local
   // devices only).
   std::vector<uint64_t> peak_bytes;
+  // The parameters' fingerprint after the run (weights_fingerprint, fingerprint.h): set by the
+  // caller that computes it (tandem train does, for its result line and --report); else empty.
+  std::string weights;
 };
 
 // Called after every step: (step number from 1, total steps, the step's stats, samples per
