@@ -283,6 +283,17 @@ fallback_build() {
     case $src in "$root"/src/mpi/*) continue ;; esac
     echo "$src $fb/obj/$(echo "${src#"$root"/}" | tr / _).o pch" >>"$list"
   done
+  # tandem::build_info(), which a CMake build writes at every build (cmake/build_info.cmake).
+  local version
+  version=$(sed -n 's/^project(tandem VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
+  if command -v cmake >/dev/null; then
+    cmake -DSOURCE="$root" -DOUT="$fb/build_info.cc" -DVERSION="$version" \
+      -P "$root/cmake/build_info.cmake"
+  else
+    printf '#include "tandem/common/build_info.h"\nnamespace tandem {\nBuildInfo build_info() { return {"%s", "unknown", false, "%s"}; }\n}\n' \
+      "$version" "$root" >"$fb/build_info.cc"
+  fi
+  echo "$fb/build_info.cc $fb/obj/src_common_build_info_generated.o pch" >>"$list"
   echo "$deps/googletest/googletest/src/gtest-all.cc $fb/obj/gtest-all.o" >>"$list"
   echo "$deps/googletest/googletest/src/gtest_main.cc $fb/obj/gtest_main.o" >>"$list"
   xargs -P "$jobs" -L 1 "$fb/cc.sh" <"$list"

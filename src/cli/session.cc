@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "common/launcher.h"
 #include "flag_words.h"
+#include "tandem/common/build_info.h"
 #include "tandem/common/cpu_kernels.h"
 #include "tandem/memory/bytes.h"
 #include "tandem/memory/out_of_memory.h"
@@ -56,11 +57,23 @@ bool Session::main_process() const {
 }
 
 void use_cpu_kernels(const std::string& mode) {
-  if (mode != "portable") return;
-  const CpuKernels k = use_portable_cpu_kernels();
-  if (!k.portable)
-    std::fprintf(stderr, "tandem: warning: %s; results may differ from other machines' bits\n",
-                 k.why_not.c_str());
+  if (mode == "portable") {
+    const CpuKernels k = use_portable_cpu_kernels();
+    if (!k.portable)
+      std::fprintf(stderr, "tandem: warning: %s; results may differ from other machines' bits\n",
+                   k.why_not.c_str());
+  }
+  // After a start again for the kernels: the process that runs the command warns, once.
+  warn_if_built_from_older_sources();
+}
+
+void warn_if_built_from_older_sources() {
+  static bool checked = false;
+  if (checked || launched_rank() > 0) return;
+  checked = true;
+  const BuildInfo build = build_info();
+  const std::string why = sources_moved_on(build.source_dir, build.commit);
+  if (!why.empty()) std::fprintf(stderr, "tandem: warning: %s\n", why.c_str());
 }
 
 int start_session(RunArgs& args, Session& session,

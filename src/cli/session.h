@@ -25,8 +25,13 @@ struct Session {
 
 // With `mode` "portable", sets up the portable CPU kernels (which may start this program again:
 // call before any tensor operation and before MPI starts) and warns where it cannot; "native"
-// leaves the libraries' choice alone.
+// leaves the libraries' choice alone. Then warns_if_built_from_older_sources().
 void use_cpu_kernels(const std::string& mode);
+
+// Warns (once per process, from rank 0 of an MPI launch) when this program was built from
+// another commit than its source folder is at now: a build that failed, or one not run after a
+// pull, leaves the older program in place, which then gives the older code's results.
+void warn_if_built_from_older_sources();
 
 // Parses the text options of `args` into its config, joins the job (MPI or in process), checks
 // that every rank runs the same configuration and builds the trainer. Returns 0, or prints

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "loaded_symbol.h"
+#include "tandem/common/build_info.h"
 #include "tandem/common/check.h"
 
 namespace tandem {
@@ -195,6 +196,7 @@ std::string environment(const char* name) {
 
 std::vector<std::pair<std::string, std::string>> cpu_numerics() {
   std::vector<std::pair<std::string, std::string>> out;
+  out.emplace_back("tandem", describe_build());  // the code itself comes first
   std::string name = processor_name();
 #if defined(__x86_64__)
   __builtin_cpu_init();

@@ -137,6 +137,8 @@ tandem_cli_test(held_out_set_smaller_than_microbatches 2 "the held-out set has 3
 tandem_cli_test(unet3d_on_regression_data 2 "--data regression gives real-valued targets, but model unet3d needs 0/1 masks: use --data mri or spheres, or --model conv3d-stack" train --model unet3d --data regression --steps 1)
 tandem_cli_test(no_held_out_set 0 "result: steps=1 loss=[0-9.]+ test_mse=none " train --model conv3d-stack --data regression --volume 8 --convs 2 --filters 4 --devices 2 --test-samples 0 --batch 4 --microbatches 4 --steps 1 --progress none)
 tandem_cli_test(eval_help_lists_options 0 "--checkpoint TEXT .*--balance" eval --help)
+# --version names the commit of the sources the program was built from (or says it is unknown).
+tandem_cli_test(version 0 "^tandem [0-9]+[.][0-9]+[.][0-9]+, commit ([0-9a-f]+|unknown).* [(]LibTorch [0-9.]+" --version)
 tandem_cli_test(eval_needs_checkpoint 2 "eval needs --checkpoint" eval --devices 2)
 tandem_cli_test(eval_bad_path 2 "--checkpoint no/such/folder: no such file or folder" eval --checkpoint no/such/folder)
 tandem_cli_test(eval_folder_without_checkpoint 2 "holds no complete checkpoint" eval --checkpoint tests/cli ${eval_common} --devices 2)

@@ -36,7 +36,8 @@ struct CpuKernels {
 CpuKernels use_portable_cpu_kernels();
 
 // What this process's CPU arithmetic depends on, as (name, value) pairs in a fixed order: the
-// processor and its vector extensions, LibTorch's version, the library whose sgemm_ LibTorch
+// build of tandem itself (its version and commit, build_info.h), the processor and its vector
+// extensions, LibTorch's version, the library whose sgemm_ LibTorch
 // calls and, for OpenBLAS, its build, kernels and threads, ATen's kernels and threads, and the
 // caps set for oneDNN and MKL. Two machines that list other values may round otherwise.
 std::vector<std::pair<std::string, std::string>> cpu_numerics();
