@@ -41,7 +41,7 @@ Schedule gpipe(int stages, int microbatches) {
   Schedule s = one_stage_per_device("gpipe", stages, microbatches);
   for (int stage = 0; stage < stages; ++stage) {
     for (int mb = 0; mb < microbatches; ++mb) s.device_actions[stage].push_back(f(stage, mb));
-    for (int mb = microbatches - 1; mb >= 0; --mb) s.device_actions[stage].push_back(b(stage, mb));
+    for (int mb = 0; mb < microbatches; ++mb) s.device_actions[stage].push_back(b(stage, mb));
   }
   return s;
 }

@@ -9,8 +9,8 @@ usage: weights_fingerprint_check.py TANDEM WORKDIR
   crc", sorted by name; the CRC-32C of the lines, crcmod from python3-crcmod), must be the one
   the run printed.
 - `tandem eval` of that checkpoint prints the same fingerprint, and so do the same command on
-  1 device and on 4 devices under ZB-H1 (the same weights, bit for bit, on any layout of a
-  schedule that adds the micro-batches' gradients in the same order).
+  1 device, on 4 devices under ZB-H1, on 3 under GPipe and on 2 under ZB-V (the same weights,
+  bit for bit: every schedule adds the micro-batches' weight gradients in ascending order).
 - Another seed prints another fingerprint, and so does the state dict with one bit of one
   parameter flipped: the fingerprint tells different weights apart.
 Exits 77 (a skip for ctest) when this Python lacks torch or crcmod.
@@ -90,6 +90,10 @@ def main():
         "the same run on 1 device": run(tandem, "train", *COMMON, "--seed", "4", "--devices", "1"),
         "the same run on 4 devices (zb-h1)": run(
             tandem, "train", *COMMON, "--seed", "4", "--devices", "4", "--schedule", "zb-h1"),
+        "the same run on 3 devices (gpipe)": run(
+            tandem, "train", *COMMON, "--seed", "4", "--devices", "3", "--schedule", "gpipe"),
+        "the same run on 2 devices (zb-v)": run(
+            tandem, "train", *COMMON, "--seed", "4", "--devices", "2", "--schedule", "zb-v"),
     }
     for what, output in same.items():
         got = printed_weights(output, what)

@@ -12,17 +12,17 @@ namespace {
 TEST(GoldenGrid, Gpipe2x4) {
   EXPECT_EQ(format_grid(gpipe(2, 4)),
             "name=gpipe stages=2 microbatches=4 devices=2 stage_device=0,1\n"
-            "d0 | 0F0 0F1 0F2 0F3 0B3 0B2 0B1 0B0\n"
-            "d1 | 1F0 1F1 1F2 1F3 1B3 1B2 1B1 1B0\n");
+            "d0 | 0F0 0F1 0F2 0F3 0B0 0B1 0B2 0B3\n"
+            "d1 | 1F0 1F1 1F2 1F3 1B0 1B1 1B2 1B3\n");
 }
 
 TEST(GoldenGrid, Gpipe4x8) {
   EXPECT_EQ(format_grid(gpipe(4, 8)),
             "name=gpipe stages=4 microbatches=8 devices=4 stage_device=0,1,2,3\n"
-            "d0 | 0F0 0F1 0F2 0F3 0F4 0F5 0F6 0F7 0B7 0B6 0B5 0B4 0B3 0B2 0B1 0B0\n"
-            "d1 | 1F0 1F1 1F2 1F3 1F4 1F5 1F6 1F7 1B7 1B6 1B5 1B4 1B3 1B2 1B1 1B0\n"
-            "d2 | 2F0 2F1 2F2 2F3 2F4 2F5 2F6 2F7 2B7 2B6 2B5 2B4 2B3 2B2 2B1 2B0\n"
-            "d3 | 3F0 3F1 3F2 3F3 3F4 3F5 3F6 3F7 3B7 3B6 3B5 3B4 3B3 3B2 3B1 3B0\n");
+            "d0 | 0F0 0F1 0F2 0F3 0F4 0F5 0F6 0F7 0B0 0B1 0B2 0B3 0B4 0B5 0B6 0B7\n"
+            "d1 | 1F0 1F1 1F2 1F3 1F4 1F5 1F6 1F7 1B0 1B1 1B2 1B3 1B4 1B5 1B6 1B7\n"
+            "d2 | 2F0 2F1 2F2 2F3 2F4 2F5 2F6 2F7 2B0 2B1 2B2 2B3 2B4 2B5 2B6 2B7\n"
+            "d3 | 3F0 3F1 3F2 3F3 3F4 3F5 3F6 3F7 3B0 3B1 3B2 3B3 3B4 3B5 3B6 3B7\n");
 }
 
 TEST(GoldenGrid, OneFOneB2x4) {
@@ -86,8 +86,8 @@ TEST(Grid, MarksOneSlotWithACaret) {
   const std::string grid = format_grid(s, &s.device_actions[1][1]);
   EXPECT_EQ(grid,
             "name=gpipe stages=2 microbatches=2 devices=2 stage_device=0,1\n"
-            "d0 | 0F0 0F1 0B1 0B0\n"
-            "d1 | 1F0 [1F1] 1B1 1B0\n"
+            "d0 | 0F0 0F1 0B0 0B1\n"
+            "d1 | 1F0 [1F1] 1B0 1B1\n"
             "         ^\n");
   // A marked grid still parses to the same schedule.
   EXPECT_EQ(parse_grid(grid), s);
@@ -96,7 +96,8 @@ TEST(Grid, MarksOneSlotWithACaret) {
 TEST(Grid, MarksByValueWhenThePointerIsNotIntoTheSchedule) {
   const Schedule s = gpipe(2, 2);
   const Action a = parse_action("0B1");
-  EXPECT_NE(format_grid(s, &a).find("d0 | 0F0 0F1 [0B1] 0B0\n             ^\n"), std::string::npos)
+  EXPECT_NE(format_grid(s, &a).find("d0 | 0F0 0F1 0B0 [0B1]\n                 ^\n"),
+            std::string::npos)
       << format_grid(s, &a);
 }
 

@@ -83,7 +83,7 @@ TEST(Validate, RejectsMissingAction) {
 TEST(Validate, RejectsDuplicateActionAndMarksTheSecond) {
   Schedule s = gpipe(2, 2);
   s.device_actions[0].push_back(parse_action("0F1"));
-  expect_invalid(s, kChain2, {"0F1 appears 2 times", "0B0 [0F1]\n"});
+  expect_invalid(s, kChain2, {"0F1 appears 2 times", "0B1 [0F1]\n"});
 }
 
 TEST(Validate, RejectsActionOnWrongDevice) {

@@ -16,8 +16,10 @@ namespace tandem::schedule {
 // Only one device is ever busy; the reference the pipelined schedules are compared against.
 Schedule sequential(int stages, int microbatches);
 
-// GPipe: all F (micro-batches ascending), then all B (descending). Stage s holds m micro-batches.
-//   d0 | 0F0 0F1 0F2 0F3 0B3 0B2 0B1 0B0
+// GPipe: all F, then all B, micro-batches ascending in both. Stage s holds m micro-batches.
+// Backward in ascending order adds the micro-batches' weight gradients in the order every other
+// schedule adds them, so all train bitwise the same weights (descending order rounded otherwise).
+//   d0 | 0F0 0F1 0F2 0F3 0B0 0B1 0B2 0B3
 Schedule gpipe(int stages, int microbatches);
 
 // 1F1B (PipeDream-flush): stage s runs w = min(p-s-1, m) warm-up F, then pairs F(w+k) B(k), then

@@ -3,8 +3,8 @@
 // times it, and the runtime walks one device's list. It prints as a grid, one row per device:
 //
 //   name=gpipe stages=2 microbatches=2 devices=2 stage_device=0,1
-//   d0 | 0F0 0F1 0B1 0B0
-//   d1 | 1F0 1F1 1B1 1B0
+//   d0 | 0F0 0F1 0B0 0B1
+//   d1 | 1F0 1F1 1B0 1B1
 //
 // Columns are list positions, not time (simulate() gives time).
 #pragma once
