@@ -18,11 +18,16 @@ all: build
 setup:
 	@bash scripts/setup
 
-$(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
-
-build: setup $(BUILD)/CMakeCache.txt
-	cmake --build $(BUILD) -j $(JOBS)
+# A set-up, configure or build that fails removes the previous program, which would otherwise
+# stay in place and run the older code (tandem --version names the commit it was built from).
+build:
+	@bash scripts/setup && \
+	  { [ -f $(BUILD)/CMakeCache.txt ] || \
+	    cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS); } && \
+	  cmake --build $(BUILD) -j $(JOBS) || \
+	  { rm -f $(BUILD)/tandem; \
+	    echo "make: the set-up or build failed; $(BUILD)/tandem is removed, so that no older" \
+	      "program runs in its place" >&2; exit 1; }
 
 demo: build
 	$(BUILD)/tandem train --model mlp --data mnist --devices 4 --schedule 1f1b \

@@ -25,7 +25,7 @@ struct Session {
 
 // With `mode` "portable", sets up the portable CPU kernels (which may start this program again:
 // call before any tensor operation and before MPI starts) and warns where it cannot; "native"
-// leaves the libraries' choice alone. Then warns_if_built_from_older_sources().
+// leaves the libraries' choice alone. Then warn_if_built_from_older_sources().
 void use_cpu_kernels(const std::string& mode);
 
 // Warns (once per process, from rank 0 of an MPI launch) when this program was built from

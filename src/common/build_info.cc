@@ -22,7 +22,7 @@ std::string checkout_head(const std::string& dir) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
   posix_spawn_file_actions_addclose(&actions, out[0]);
-  posix_spawn_file_actions_addclose(&actions, out[1]);
+  if (out[1] != STDOUT_FILENO) posix_spawn_file_actions_addclose(&actions, out[1]);
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
   const char* argv[] = {"git", "-C", dir.c_str(), "rev-parse", "HEAD", nullptr};
   pid_t pid = 0;

@@ -137,6 +137,12 @@ tandem_cli_test(held_out_set_smaller_than_microbatches 2 "the held-out set has 3
 tandem_cli_test(unet3d_on_regression_data 2 "--data regression gives real-valued targets, but model unet3d needs 0/1 masks: use --data mri or spheres, or --model conv3d-stack" train --model unet3d --data regression --steps 1)
 tandem_cli_test(no_held_out_set 0 "result: steps=1 loss=[0-9.]+ test_mse=none " train --model conv3d-stack --data regression --volume 8 --convs 2 --filters 4 --devices 2 --test-samples 0 --batch 4 --microbatches 4 --steps 1 --progress none)
 tandem_cli_test(eval_help_lists_options 0 "--checkpoint TEXT .*--balance" eval --help)
+# A failed `make build` removes the program an earlier build left (tandem --version below names
+# the commit a program was built from).
+add_test(NAME cli_failed_build_removes_program
+  COMMAND ${CMAKE_COMMAND} -DSOURCE=${PROJECT_SOURCE_DIR} -DDIR=${PROJECT_BINARY_DIR}/failed_build
+    -P ${CMAKE_CURRENT_LIST_DIR}/failed_build.cmake)
+set_tests_properties(cli_failed_build_removes_program PROPERTIES TIMEOUT 300)
 # --version names the commit of the sources the program was built from (or says it is unknown).
 tandem_cli_test(version 0 "^tandem [0-9]+[.][0-9]+[.][0-9]+, commit ([0-9a-f]+|unknown).* [(]LibTorch [0-9.]+" --version)
 tandem_cli_test(eval_needs_checkpoint 2 "eval needs --checkpoint" eval --devices 2)
