@@ -5,7 +5,9 @@
 file(REMOVE_RECURSE ${DIR})
 file(MAKE_DIRECTORY ${DIR})
 file(WRITE ${DIR}/tandem "an older build\n")
-execute_process(COMMAND make -C ${SOURCE} build BUILD=${DIR} JOBS=1
+# Without the make that runs the suite (make test): its flags and job server are not this one's.
+execute_process(COMMAND env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL
+                        make -C ${SOURCE} build BUILD=${DIR} JOBS=1
                         CMAKE_FLAGS=-DCMAKE_CXX_COMPILER=/bin/false
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 300)
 if(rc STREQUAL "0")
