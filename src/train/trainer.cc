@@ -361,6 +361,7 @@ Result Trainer::run(const StepCallback& on_step) {
     Batch b =
         local_batch([&] { return source_->train_batch(epoch, begin, begin + config_.batch); });
     runtime::StepStats s = pipeline_->forward_backward(b.input, b.target, config_.batch);
+    if (config_.replicas > 1 && pipeline_->needs_target()) s.loss = whole_batch_loss(s.loss);
     const double lr = learning_rate(step);
     for (int stage : pipeline_->local_stages()) {
       for (auto& group : pipeline_->optimizer(stage)->param_groups()) group.options().set_lr(lr);
@@ -392,6 +393,15 @@ Batch Trainer::local_batch(const std::function<Batch()>& read) const {
   b.input = input ? graph::fit_input(pipeline_->model(), b.input) : torch::Tensor();
   if (!target) b.target = torch::Tensor();
   return b;
+}
+
+double Trainer::whole_batch_loss(double replica_loss) {
+  // The devices of the loss stage in all replicas form one data-parallel group (with a spatial
+  // split, every slab's device; the first slab's holds the number). Replicas take equal batches.
+  std::vector<torch::Tensor> sums{
+      torch::tensor({pipeline_->owns_loss() ? replica_loss : 0.0}, torch::kFloat64)};
+  transport_->all_reduce_sum(transport_->local_devices().front(), sums);
+  return sums[0][0].item<double>() / config_.replicas;
 }
 
 double Trainer::evaluate() {

@@ -35,6 +35,19 @@ add_test(NAME test_mpi_report_json${TANDEM_MPI_SUFFIX}
 set_tests_properties(test_mpi_report_json${TANDEM_MPI_SUFFIX} PROPERTIES TIMEOUT 180
                      LABELS "${TANDEM_MPI_LABELS}")
 
+# With replicas the printed loss is the whole batch's: 2 replicas of 16 samples print the loss
+# of one replica of the same 32 (the same micro-batches of 8), not replica 0's half.
+set(mpi_replica_loss train --model mlp --width 32 --blocks 2 --eval-batch 5000 --steps 1
+    --progress none --seed 4 --comm-timeout 60 --devices 2)
+add_test(NAME test_mpi_replicas_print_the_batch_loss${TANDEM_MPI_SUFFIX}
+  COMMAND ${CMAKE_COMMAND} -DKEY=loss
+    "-DCMD0=${TANDEM_MPIRUN};-n;4;$<TARGET_FILE:tandem_cli>;${mpi_replica_loss};--replicas;2;--batch;16;--microbatches;2"
+    "-DCMD1=$<TARGET_FILE:tandem_cli>;${mpi_replica_loss};--batch;32;--microbatches;4"
+    -P ${PROJECT_SOURCE_DIR}/tests/cli/same_metric.cmake
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(test_mpi_replicas_print_the_batch_loss${TANDEM_MPI_SUFFIX} PROPERTIES
+                     TIMEOUT 180 LABELS "${TANDEM_MPI_LABELS}")
+
 # tandem_mpi_refusal(NAME MATCH ARGS...): 2 ranks of `tandem train ARGS` end the job at once
 # with status 2 and an output matching MATCH.
 function(tandem_mpi_refusal name match)

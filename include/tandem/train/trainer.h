@@ -16,8 +16,8 @@ namespace tandem::train {
 
 struct Result {
   int64_t steps = 0;
-  // Mean training loss of the last step; NaN when this run trained no step (--eval-only, or a
-  // resumed run that was already complete).
+  // Mean training loss of the last step over its whole batch (all replicas); NaN when this run
+  // trained no step (--eval-only, or a resumed run that was already complete).
   double loss = std::numeric_limits<double>::quiet_NaN();
   double test_metric = 0;  // the model's metric on the held-out set (NaN when it is empty)
   std::string metric_name = "accuracy";
@@ -96,6 +96,9 @@ class Trainer {
   // The part of a batch this process's stages read: `read` runs only when they read the input
   // or the target, so a rank in the middle of the pipeline never touches the data.
   Batch local_batch(const std::function<Batch()>& read) const;
+  // With replicas: the step's mean loss over the whole batch, from each replica's loss stage's
+  // mean over its own samples (collective over the loss stage's data-parallel group).
+  double whole_batch_loss(double replica_loss);
 
   Config config_;
   std::unique_ptr<Source> source_;
