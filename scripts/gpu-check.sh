@@ -286,13 +286,8 @@ fallback_build() {
   # tandem::build_info(), which a CMake build writes at every build (cmake/build_info.cmake).
   local version
   version=$(sed -n 's/^project(tandem VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
-  if command -v cmake >/dev/null; then
-    cmake -DSOURCE="$root" -DOUT="$fb/build_info.cc" -DVERSION="$version" \
-      -P "$root/cmake/build_info.cmake"
-  else
-    printf '#include "tandem/common/build_info.h"\nnamespace tandem {\nBuildInfo build_info() { return {"%s", "unknown", false, "%s"}; }\n}\n' \
-      "$version" "$root" >"$fb/build_info.cc"
-  fi
+  cmake -DSOURCE="$root" -DOUT="$fb/build_info.cc" -DVERSION="$version" \
+    -P "$root/cmake/build_info.cmake"
   echo "$fb/build_info.cc $fb/obj/src_common_build_info_generated.o pch" >>"$list"
   echo "$deps/googletest/googletest/src/gtest-all.cc $fb/obj/gtest-all.o" >>"$list"
   echo "$deps/googletest/googletest/src/gtest_main.cc $fb/obj/gtest_main.o" >>"$list"

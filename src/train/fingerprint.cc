@@ -35,11 +35,10 @@ std::string weights_fingerprint(const std::vector<std::pair<std::string, torch::
 }
 
 std::string weights_fingerprint(Job& job, const runtime::Pipeline& pipeline) {
-  const auto named = pipeline.named_parameters();
-  if (!job.mpi()) return weights_fingerprint(named);
-  // Each rank's parameters as "<bytes of the name>:<name><line>\n" (a name may hold anything).
+  // Each rank's lines as "<bytes of the name>:<name><line>\n" (a name may hold anything); in
+  // process the gather is this one text.
   std::string mine;
-  for (const auto& [name, tensor] : named)
+  for (const auto& [name, tensor] : pipeline.named_parameters())
     mine += fmt::format("{}:{}{}\n", name.size(), name, parameter_line(tensor));
   std::map<std::string, std::string> lines;
   for (const std::string& text : job.all_gather(mine)) {  // rank order: replica 0, slab 0 first

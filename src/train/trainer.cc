@@ -361,7 +361,9 @@ Result Trainer::run(const StepCallback& on_step) {
     Batch b =
         local_batch([&] { return source_->train_batch(epoch, begin, begin + config_.batch); });
     runtime::StepStats s = pipeline_->forward_backward(b.input, b.target, config_.batch);
-    if (config_.replicas > 1 && pipeline_->needs_target()) s.loss = whole_batch_loss(s.loss);
+    // Each replica's loss is the mean over its own samples (equal batches): the step's is theirs.
+    if (config_.replicas > 1 && pipeline_->needs_target())
+      s.loss = sum_over_replicas({s.loss})[0] / config_.replicas;
     const double lr = learning_rate(step);
     for (int stage : pipeline_->local_stages()) {
       for (auto& group : pipeline_->optimizer(stage)->param_groups()) group.options().set_lr(lr);
@@ -395,13 +397,16 @@ Batch Trainer::local_batch(const std::function<Batch()>& read) const {
   return b;
 }
 
-double Trainer::whole_batch_loss(double replica_loss) {
+std::vector<double> Trainer::sum_over_replicas(const std::vector<double>& mine) {
   // The devices of the loss stage in all replicas form one data-parallel group (with a spatial
-  // split, every slab's device; the first slab's holds the number). Replicas take equal batches.
-  std::vector<torch::Tensor> sums{
-      torch::tensor({pipeline_->owns_loss() ? replica_loss : 0.0}, torch::kFloat64)};
+  // split, every slab's device in every replica; the first slab's holds the numbers, the
+  // others add nothing).
+  std::vector<double> values(mine.size(), 0.0);
+  if (pipeline_->owns_loss()) values = mine;
+  std::vector<torch::Tensor> sums{torch::tensor(values, torch::kFloat64)};
   transport_->all_reduce_sum(transport_->local_devices().front(), sums);
-  return sums[0][0].item<double>() / config_.replicas;
+  for (size_t i = 0; i < values.size(); ++i) values[i] = sums[0][i].item<double>();
+  return values;
 }
 
 double Trainer::evaluate() {
@@ -427,15 +432,9 @@ double Trainer::evaluate() {
     count += s.samples;
   }
   if (replicas > 1 && pipeline_->needs_target()) {
-    // The devices of the loss stage in all replicas form one data-parallel group (with a
-    // spatial split, every slab's device in every replica; the first slab's holds the numbers,
-    // the others add nothing).
-    const bool mine = pipeline_->owns_loss();
-    std::vector<torch::Tensor> sums{torch::tensor(
-        {mine ? metric : 0.0, mine ? static_cast<double>(count) : 0.0}, torch::kFloat64)};
-    transport_->all_reduce_sum(transport_->local_devices().front(), sums);
-    metric = sums[0][0].item<double>();
-    count = static_cast<int64_t>(sums[0][1].item<double>());
+    const std::vector<double> sums = sum_over_replicas({metric, static_cast<double>(count)});
+    metric = sums[0];
+    count = static_cast<int64_t>(sums[1]);
   }
   return count ? metric / count : 0;
 }

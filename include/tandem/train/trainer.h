@@ -96,9 +96,9 @@ class Trainer {
   // The part of a batch this process's stages read: `read` runs only when they read the input
   // or the target, so a rank in the middle of the pipeline never touches the data.
   Batch local_batch(const std::function<Batch()>& read) const;
-  // With replicas: the step's mean loss over the whole batch, from each replica's loss stage's
-  // mean over its own samples (collective over the loss stage's data-parallel group).
-  double whole_batch_loss(double replica_loss);
+  // With replicas: the sums over every replica of numbers the loss stage holds (the loss, the
+  // held-out metric and count); collective over the loss stage's data-parallel group.
+  std::vector<double> sum_over_replicas(const std::vector<double>& mine);
 
   Config config_;
   std::unique_ptr<Source> source_;
