@@ -7,7 +7,7 @@
 #include "tandem/graph/call_context.h"
 #include "tandem/models/depth_fold.h"
 #include "tandem/spatial/group.h"
-#include "tandem/spatial/halo.h"
+#include "tandem/spatial/halo_conv.h"
 
 namespace tandem::models {
 
@@ -48,9 +48,8 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> conv_grads(
   return backward(g, x, pad.sizes());
 }
 
-// On a slab of a spatial split, the convolution reads the slab with its halos (x with halos,
-// no padding along depth); the halos are kept apart from x so that the backward holds x and two
-// thin halos, never a second copy of the slab.
+// The convolution of whole samples: the whole volume's padding along depth. Its backward splits
+// into I and W actions when the micro-batch's queue is deferring.
 class SplitConv3d : public torch::autograd::Function<SplitConv3d> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
@@ -63,12 +62,6 @@ class SplitConv3d : public torch::autograd::Function<SplitConv3d> {
     ctx->saved_data["padding"] = padding;
     ctx->saved_data["deferred"] =
         static_cast<int64_t>(reinterpret_cast<intptr_t>(graph::current_call().deferred));
-    if (graph::current_call().group && padding > 0) {
-      c10::intrusive_ptr<spatial::Halo> halo = spatial::exchange_halo(x, kDepth, padding);
-      torch::Tensor y = conv_forward(halo->around(x), weight, bias, {0, padding});
-      ctx->saved_data["halo"] = c10::IValue::make_capsule(std::move(halo));
-      return y;
-    }
     return conv_forward(x, weight, bias, {padding, padding});
   }
 
@@ -80,34 +73,42 @@ class SplitConv3d : public torch::autograd::Function<SplitConv3d> {
     torch::Tensor g = grads[0].contiguous();
     auto* deferred = reinterpret_cast<graph::DeferredWeightGrads*>(
         static_cast<intptr_t>(ctx->saved_data["deferred"].toInt()));
-    c10::intrusive_ptr<spatial::Halo> halo;
-    if (ctx->saved_data.count("halo"))
-      halo = c10::static_intrusive_pointer_cast<spatial::Halo>(ctx->saved_data["halo"].toCapsule());
-    const Padding pad = halo ? Padding{0, padding} : Padding{padding, padding};
-    // The model's own input (the first layer's x) needs no gradient: skip computing it. Every
-    // slab of a group runs the same graph, so then none of them exchanges halo gradients.
+    const Padding pad{padding, padding};
+    // The model's own input (the first layer's x) needs no gradient: skip computing it.
     const bool input_grad = ctx->needs_input_grad(0);
-    auto grad_of_x = [&halo](const torch::Tensor& gx) {
-      return halo ? spatial::return_halo_grad(*halo, gx) : gx;
-    };
-    const torch::Tensor input = halo ? halo->around(x) : x;
     if (deferred && deferred->deferring()) {
       torch::Tensor grad_x =
-          input_grad ? grad_of_x(std::get<0>(conv_grads(g, input, weight, bias, pad,
-                                                        {true, false, false})))
+          input_grad ? std::get<0>(conv_grads(g, x, weight, bias, pad, {true, false, false}))
                      : torch::Tensor();
-      deferred->push([g, x, weight, bias, pad, halo] {
-        auto [gx, gw, gb] =
-            conv_grads(g, halo ? halo->around(x) : x, weight, bias, pad, {false, true, true});
+      deferred->push([g, x, weight, bias, pad] {
+        auto [gx, gw, gb] = conv_grads(g, x, weight, bias, pad, {false, true, true});
         graph::accumulate_grad(weight, gw);
         if (bias.defined()) graph::accumulate_grad(bias, gb);
       });
       return {grad_x, torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
-    auto [gx, gw, gb] = conv_grads(g, input, weight, bias, pad, {input_grad, true, true});
-    if (input_grad) gx = grad_of_x(gx);
+    auto [gx, gw, gb] = conv_grads(g, x, weight, bias, pad, {input_grad, true, true});
     return {gx, gw, gb, torch::Tensor()};
   }
+};
+
+// The same convolution for a slab's halo convolution (spatial/halo_conv.h): `depth_padding`
+// along depth, the layer's padding on the other sides.
+class FoldedKernels : public spatial::ConvKernels {
+ public:
+  explicit FoldedKernels(int64_t padding) : padding_(padding) {}
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& weight,
+                        const torch::Tensor& bias, int64_t depth_padding) const override {
+    return conv_forward(x, weight, bias, {depth_padding, padding_});
+  }
+  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> backward(
+      const torch::Tensor& grad, const torch::Tensor& x, const torch::Tensor& weight,
+      const torch::Tensor& bias, int64_t depth_padding, std::array<bool, 3> mask) const override {
+    return conv_grads(grad, x, weight, bias, {depth_padding, padding_}, mask);
+  }
+
+ private:
+  int64_t padding_;
 };
 
 }  // namespace
@@ -119,6 +120,12 @@ torch::Tensor split_conv3d(const torch::Tensor& x, const torch::Tensor& weight,
                  "a Conv3d layer splits [B,C,D,H,W] volumes along depth (dimension {}), but the "
                  "spatial split cuts dimension {} of a tensor of shape [{}]",
                  kDepth, g->layout().dim, fmt::join(x.sizes(), ","));
+  }
+  if (graph::current_call().group) {
+    // A slab: the neighbours' planes stand in for the padding along depth, and the passes run
+    // in chunks of planes.
+    return spatial::halo_conv(x, weight, bias, padding, std::make_shared<FoldedKernels>(padding),
+                              /*may_defer=*/true);
   }
   return SplitConv3d::apply(
       x, weight, bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt, padding);

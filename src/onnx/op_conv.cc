@@ -3,9 +3,11 @@
 // call PyTorch's own Conv and ConvTranspose modules make, so an exported module computes here
 // what it computed in PyTorch. On the slabs of a spatial split a stride-1 Conv exchanges halos
 // along the depth; the other windows slab_rules.cc lets through keep to the slab.
+#include <ATen/ops/convolution_backward.h>
+
 #include "ops.h"
 #include "tandem/spatial/group_sum.h"
-#include "tandem/spatial/halo.h"
+#include "tandem/spatial/halo_conv.h"
 #include "window.h"
 
 namespace tandem::onnx::detail {
@@ -27,6 +29,45 @@ double conv_flops(const Node& n, bool transposed) {
   return channels > 0 ? 2.0 * weights * spatial : 0;
 }
 
+// at::convolution with the node's geometry, and `depth_padding` along the first spatial axis
+// (where a spatial split cuts): the call PyTorch's Conv modules make.
+class AtenKernels : public spatial::ConvKernels {
+ public:
+  AtenKernels(std::vector<int64_t> strides, std::vector<int64_t> padding,
+              std::vector<int64_t> dilations, int64_t groups)
+      : strides_(std::move(strides)),
+        padding_(std::move(padding)),
+        dilations_(std::move(dilations)),
+        groups_(groups) {}
+
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& weight,
+                        const torch::Tensor& bias, int64_t depth_padding) const override {
+    return at::convolution(x, weight, bias, strides_, padding_with(depth_padding), dilations_,
+                           /*transposed=*/false, zeros(), groups_);
+  }
+
+  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> backward(
+      const torch::Tensor& grad, const torch::Tensor& x, const torch::Tensor& weight,
+      const torch::Tensor& bias, int64_t depth_padding, std::array<bool, 3> mask) const override {
+    std::vector<int64_t> bias_sizes{weight.size(0)};
+    return at::convolution_backward(
+        grad, x, weight, bias.defined() ? at::OptionalIntArrayRef(bias_sizes) : c10::nullopt,
+        strides_, padding_with(depth_padding), dilations_, /*transposed=*/false, zeros(), groups_,
+        {mask[0], mask[1], mask[2] && bias.defined()});
+  }
+
+ private:
+  std::vector<int64_t> padding_with(int64_t depth_padding) const {
+    std::vector<int64_t> p = padding_;
+    p[0] = depth_padding;
+    return p;
+  }
+  std::vector<int64_t> zeros() const { return std::vector<int64_t>(padding_.size(), 0); }
+
+  std::vector<int64_t> strides_, padding_, dilations_;
+  int64_t groups_;
+};
+
 Op conv(const Node& n) {
   const Window window = read_window(n);
   const int64_t groups = n.get_int("group", 1);
@@ -41,20 +82,24 @@ Op conv(const Node& n) {
     const Window w = window.filled(dims, weight.sizes().slice(2));
     Padding p = resolve_padding(w, x.sizes().slice(2));
     torch::Tensor input = x;
-    if (spatial::split() && w.strides[0] == 1) {
-      // A slab (slab_rules.cc checked for "same" padding along the depth): the neighbours'
-      // planes, or zeros at the volume's two ends, stand in for the depth's padding.
-      input = spatial::with_halo(x, 2, p.begin[0]);
-      p.begin[0] = p.end[0] = 0;
-    }
+    // A slab (slab_rules.cc checked for "same" padding along the depth): the neighbours'
+    // planes, or zeros at the volume's two ends, stand in for the depth's padding.
+    // Its passes run in chunks of planes, a kernel without reach along the depth (halo 0) too.
+    const bool slab = spatial::split() && w.strides[0] == 1;
+    const int64_t halo = slab ? p.begin[0] : 0;
+    if (slab) p.begin[0] = p.end[0] = 0;
     std::vector<int64_t> padding = p.begin;
     if (!p.symmetric()) {
       input = pad_spatial(input, p, 0.0);
       padding.assign(dims, 0);
     }
-    return graph::Tensors{at::convolution(input, weight, in.size() > 2 ? in[2] : torch::Tensor(),
-                                          w.strides, padding, w.dilations, /*transposed=*/false,
-                                          std::vector<int64_t>(dims, 0), groups)};
+    auto kernels = std::make_shared<AtenKernels>(w.strides, padding, w.dilations, groups);
+    const torch::Tensor bias = in.size() > 2 ? in[2] : torch::Tensor();
+    if (slab) {
+      return graph::Tensors{
+          spatial::halo_conv(input, weight, bias, halo, std::move(kernels), /*may_defer=*/false)};
+    }
+    return graph::Tensors{kernels->forward(input, weight, bias, padding[0])};
   };
   return op;
 }
@@ -85,8 +130,9 @@ Op conv_transpose(const Node& n) {
     if (!output_shape.empty() || same) {
       for (size_t i = 0; i < dims; ++i) {
         const int64_t reach = (w.kernel[i] - 1) * w.dilations[i] + 1;
-        const int64_t target = output_shape.empty() ? x.size(static_cast<int64_t>(i) + 2) * w.strides[i]
-                                                    : output_shape[output_shape.size() - dims + i];
+        const int64_t target = output_shape.empty()
+                                   ? x.size(static_cast<int64_t>(i) + 2) * w.strides[i]
+                                   : output_shape[output_shape.size() - dims + i];
         const int64_t total = w.strides[i] * (x.size(static_cast<int64_t>(i) + 2) - 1) +
                               output_padding[i] + reach - target;
         TANDEM_CHECK(total >= 0,

@@ -1,7 +1,5 @@
 #include "tandem/spatial/halo.h"
 
-#include <torch/autograd.h>
-
 #include "tandem/common/check.h"
 #include "tandem/graph/call_context.h"
 #include "tandem/spatial/group.h"
@@ -14,36 +12,45 @@ int64_t bytes_of(const torch::Tensor& t) {
   return t.numel() * static_cast<int64_t>(t.element_size());
 }
 
-class HaloExchange : public torch::autograd::Function<HaloExchange> {
- public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
-                               int64_t dim, int64_t width) {
-    c10::intrusive_ptr<Halo> halo = exchange_halo(x, dim, width);
-    torch::Tensor out = halo->around(x);
-    halo->before = torch::Tensor();  // the backward needs only the names
-    halo->after = torch::Tensor();
-    ctx->saved_data["halo"] = c10::IValue::make_capsule(std::move(halo));
-    return out;
+// Sends x's first `width` planes to the previous slab and its last to the next under `key`,
+// and fills halo.before and halo.after with theirs (zeros at the volume's ends, and for a dry
+// group everywhere).
+void swap_planes(Halo& h, const torch::Tensor& x, const transport::MessageKey& key,
+                 const char* kind) {
+  Group& g = *h.group;
+  const int j = g.index(), n = g.size();
+  const int64_t dim = h.dim, w = h.width, d = h.depth;
+  if (w == 0) return;  // a kernel without reach along `dim`: nothing to exchange
+  Exchange ex{kind, h.stage, h.microbatch, g.now_us()};
+  const bool from_before = j > 0 && !g.dry() && w > 0;
+  const bool from_after = j < n - 1 && !g.dry() && w > 0;
+  if (from_before) {
+    torch::Tensor low = x.detach().narrow(dim, 0, w).contiguous();
+    ex.bytes_sent += bytes_of(low);
+    g.send(j - 1, key, low);
   }
-
-  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
-                                               torch::autograd::tensor_list grads) {
-    auto halo = c10::static_intrusive_pointer_cast<Halo>(ctx->saved_data["halo"].toCapsule());
-    return {return_halo_grad(*halo, grads[0]), torch::Tensor(), torch::Tensor()};
+  if (from_after) {
+    torch::Tensor high = x.detach().narrow(dim, d - w, w).contiguous();
+    ex.bytes_sent += bytes_of(high);
+    g.send(j + 1, key, high);
   }
-};
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes[dim] = w;
+  const auto options = x.options().requires_grad(false);
+  h.before = from_before ? g.recv(j - 1, key) : torch::zeros(sizes, options);
+  h.after = from_after ? g.recv(j + 1, key) : torch::zeros(sizes, options);
+  ex.end_us = g.now_us();
+  g.record(std::move(ex));
+}
 
 }  // namespace
-
-torch::Tensor Halo::around(const torch::Tensor& x) const {
-  return torch::cat({before, x, after}, dim);
-}
 
 c10::intrusive_ptr<Halo> exchange_halo(const torch::Tensor& x, int64_t dim, int64_t width) {
   const graph::CallContext& call = graph::current_call();
   TANDEM_ASSERT(call.group, "a halo exchange outside a spatial split");
   TANDEM_CHECK(dim >= 0 && dim < x.dim(), "a halo along dimension {} of a tensor of shape [{}]",
                dim, fmt::join(x.sizes(), ","));
+  TANDEM_CHECK(width >= 0, "a halo of {} planes", width);
   TANDEM_CHECK(x.size(dim) >= width,
                "layer {} of stage {}: a slab of {} plane{} along dimension {} cannot lend the {} "
                "halo planes its convolution needs; use fewer slabs (PipelineOptions::slabs) or a "
@@ -59,74 +66,69 @@ c10::intrusive_ptr<Halo> exchange_halo(const torch::Tensor& x, int64_t dim, int6
   halo->dim = dim;
   halo->width = width;
   halo->depth = x.size(dim);
-  const int j = g.index(), n = g.size();
-  const int64_t d = halo->depth;
-  Exchange ex{"halo", call.stage, call.microbatch, g.now_us()};
-  const transport::MessageKey key = g.key(halo->name, call.stage, call.microbatch, false);
-  if (!g.dry() && width > 0) {
-    if (j > 0) {
-      torch::Tensor low = x.detach().narrow(dim, 0, width).contiguous();
-      ex.bytes_sent += bytes_of(low);
-      g.send(j - 1, key, low);
-    }
-    if (j < n - 1) {
-      torch::Tensor high = x.detach().narrow(dim, d - width, width).contiguous();
-      ex.bytes_sent += bytes_of(high);
-      g.send(j + 1, key, high);
-    }
-  }
-  std::vector<int64_t> sizes = x.sizes().vec();
-  sizes[dim] = width;
-  const auto options = x.options().requires_grad(false);
-  const bool from_before = j > 0 && !g.dry() && width > 0;
-  const bool from_after = j < n - 1 && !g.dry() && width > 0;
-  halo->before = from_before ? g.recv(j - 1, key) : torch::zeros(sizes, options);
-  halo->after = from_after ? g.recv(j + 1, key) : torch::zeros(sizes, options);
-  ex.end_us = g.now_us();
-  g.record(std::move(ex));
+  swap_planes(*halo, x, g.key(halo->name, call.stage, call.microbatch, false), "halo");
   return halo;
 }
 
-torch::Tensor return_halo_grad(const Halo& h, const torch::Tensor& grad) {
+void refetch_halo(Halo& h, const torch::Tensor& x) {
+  TANDEM_ASSERT(x.size(h.dim) == h.depth, "halo of a slab of {} planes refetched for {}", h.depth,
+                x.size(h.dim));
+  Group& g = *h.group;
+  swap_planes(h, x, g.key(h.name + " again", h.stage, h.microbatch, false), "halo again");
+}
+
+void return_halo_grads(const Halo& h, const torch::Tensor& grad_before,
+                       const torch::Tensor& grad_after, torch::Tensor& grad_x) {
   Group& g = *h.group;
   const int j = g.index(), n = g.size();
   const int64_t dim = h.dim, w = h.width, d = h.depth;
-  TANDEM_ASSERT(grad.size(dim) == d + 2 * w, "halo gradient of {} planes for {} + 2 x {}",
-                grad.size(dim), d, w);
+  TANDEM_ASSERT(grad_x.size(dim) == d, "gradient of {} planes for a slab of {}", grad_x.size(dim),
+                d);
   Exchange ex{"halo grad", h.stage, h.microbatch, g.now_us()};
   const transport::MessageKey key = g.key(h.name, h.stage, h.microbatch, true);
   const bool to_before = j > 0 && !g.dry() && w > 0;
   const bool to_after = j < n - 1 && !g.dry() && w > 0;
   if (to_before) {
-    torch::Tensor low = grad.narrow(dim, 0, w).contiguous();
+    torch::Tensor low = grad_before.contiguous();
     ex.bytes_sent += bytes_of(low);
     g.send(j - 1, key, low);
   }
   if (to_after) {
-    torch::Tensor high = grad.narrow(dim, d + w, w).contiguous();
+    torch::Tensor high = grad_after.contiguous();
     ex.bytes_sent += bytes_of(high);
     g.send(j + 1, key, high);
   }
-  torch::Tensor gx = grad.narrow(dim, w, d).clone(at::MemoryFormat::Contiguous);
-  if (to_before) gx.narrow(dim, 0, w).add_(g.recv(j - 1, key));
-  if (to_after) gx.narrow(dim, d - w, w).add_(g.recv(j + 1, key));
+  if (to_before) grad_x.narrow(dim, 0, w).add_(g.recv(j - 1, key));
+  if (to_after) grad_x.narrow(dim, d - w, w).add_(g.recv(j + 1, key));
   ex.end_us = g.now_us();
   g.record(std::move(ex));
-  return gx;
 }
 
-torch::Tensor with_halo(const torch::Tensor& x, int64_t dim, int64_t width) {
-  TANDEM_CHECK(dim >= 0 && dim < x.dim(), "a halo along dimension {} of a tensor of shape [{}]",
-               dim, fmt::join(x.sizes(), ","));
-  TANDEM_CHECK(width >= 0, "a halo of {} planes", width);
-  if (!graph::current_call().group) {
-    std::vector<int64_t> pad(2 * (x.dim() - dim), 0);
-    pad[pad.size() - 2] = width;
-    pad[pad.size() - 1] = width;
-    return torch::constant_pad_nd(x, pad);
-  }
-  if (width == 0) return x;
-  return HaloExchange::apply(x, dim, width);
+torch::Tensor with_halo_planes(const Halo& h, const torch::Tensor& x, int64_t lo, int64_t hi,
+                               Parts real) {
+  const int64_t w = h.width, d = h.depth, dim = h.dim;
+  TANDEM_ASSERT(0 <= lo && lo < hi && hi <= d + 2 * w, "planes [{}, {}) of {} + 2 x {}", lo, hi, d,
+                w);
+  std::vector<torch::Tensor> pieces;
+  // Each part's planes [begin, end) in the numbering of x with halos.
+  auto take = [&](const torch::Tensor& part, int64_t begin, int64_t end, bool is_real) {
+    const int64_t from = std::max(lo, begin), to = std::min(hi, end);
+    if (from >= to) return;
+    if (is_real) {
+      pieces.push_back(part.detach().narrow(dim, from - begin, to - from));
+    } else {
+      std::vector<int64_t> sizes = x.sizes().vec();
+      sizes[dim] = to - from;
+      pieces.push_back(torch::zeros(sizes, x.options().requires_grad(false)));
+    }
+  };
+  TANDEM_ASSERT(w == 0 || !real.before || h.before.defined(), "halo {} has no planes before",
+                h.name);
+  TANDEM_ASSERT(w == 0 || !real.after || h.after.defined(), "halo {} has no planes after", h.name);
+  take(h.before, 0, w, real.before);
+  take(x, w, w + d, real.x);
+  take(h.after, w + d, d + 2 * w, real.after);
+  return pieces.size() == 1 ? pieces[0].contiguous() : torch::cat(pieces, dim);
 }
 
 }  // namespace tandem::spatial

@@ -1,22 +1,21 @@
-// Halo exchange: what a convolution on a slab needs from its neighbours' slabs.
+// Halo exchange: the planes a convolution on a slab reads from its neighbours' slabs.
 //
-// Shapes: x [B,C,...] holds d planes along `dim` (the slab). "x with halos" is
-// [.., w + d + w, ..]: the previous slab's last w planes, x, the next slab's first w planes;
-// zero planes stand in at the volume's two ends (where a whole-volume convolution pads with
-// zeros). A "same" convolution of kernel k (odd, stride 1) over x with halos of w = k / 2 and
-// no padding along `dim` gives exactly the slab's rows of the whole volume's convolution.
+// Shapes: x [B,C,...] holds d planes along `dim` (the slab). Its halos are the previous slab's
+// last w planes (`before`) and the next slab's first w planes (`after`), [.., w, ..] each; zero
+// planes stand in at the volume's two ends (where a whole-volume convolution pads with zeros).
+// "x with halos" [before, x, after] has w + d + w planes: a "same" convolution of reach 2w
+// (odd kernel, stride 1 along `dim`) over it with no padding along `dim` gives exactly the
+// slab's rows of the whole volume's convolution.
 //
-// In the backward the gradient of each halo goes back to the slab that owns those planes, which
-// adds it to the gradient of its own boundary planes.
-//
-// Two ways to use it: with_halo() is an autograd function (any layer); a layer that wants to
-// keep only x and the thin halos for its backward, not x with halos (tandem's convolutions),
-// calls exchange_halo() in its forward and return_halo_grad() in its backward.
+// The halos are messages, never kept beside x for a backward: a backward that needs their
+// values again (a weight gradient) asks the neighbours to send them once more (refetch), and
+// the neighbours send them from the x their own backward keeps. The gradient of each halo goes
+// back to the slab that owns those planes, which adds it to the gradient of its boundary planes
+// (return_halo_grads).
 #pragma once
 
-#include <torch/types.h>
-
 #include <ATen/core/ivalue.h>
+#include <torch/types.h>
 
 #include <string>
 
@@ -24,9 +23,10 @@ namespace tandem::spatial {
 
 class Group;
 
-// One exchange: the halos received and what its backward needs to find its messages again.
+// One exchange: the halos received, and the names its later messages go by.
 struct Halo : torch::CustomClassHolder {
-  torch::Tensor before, after;  // [.., width, ..] each; zeros at the volume's ends
+  torch::Tensor before, after;  // [.., width, ..] each; zeros at the volume's ends; may be
+                                // released (undefined) between the forward and the backward
   Group* group = nullptr;
   std::string name;
   int stage = 0;
@@ -34,9 +34,6 @@ struct Halo : torch::CustomClassHolder {
   int64_t dim = 0;
   int64_t width = 0;
   int64_t depth = 0;  // d, the slab's planes
-
-  // [before, x, after] along dim.
-  torch::Tensor around(const torch::Tensor& x) const;
 };
 
 // Forward half, with the current call's slab group (graph::current_call().group, which must
@@ -44,13 +41,24 @@ struct Halo : torch::CustomClassHolder {
 // receives theirs. Throws tandem::Error when the slab has fewer than `width` planes.
 c10::intrusive_ptr<Halo> exchange_halo(const torch::Tensor& x, int64_t dim, int64_t width);
 
-// Backward half: `grad` is d(loss)/d(x with halos) [.., w + d + w, ..]. Sends the halos'
-// gradients to their owners and returns d(loss)/dx [.., d, ..] with the gradients of x's
-// boundary planes that the neighbours send back added (previous slab's first, then next's).
-torch::Tensor return_halo_grad(const Halo& halo, const torch::Tensor& grad);
+// The same halos again, in a backward: sends x's boundary planes once more (x: the tensor the
+// forward exchanged, as the backward keeps it) and fills halo.before and halo.after with the
+// neighbours'. Every slab of the group calls it at the same point of the same backward.
+void refetch_halo(Halo& halo, const torch::Tensor& x);
 
-// x with halos, as an autograd function of x. Without a slab group (whole samples): x with
-// `width` zero planes on each side of `dim`.
-torch::Tensor with_halo(const torch::Tensor& x, int64_t dim, int64_t width);
+// Backward half: sends d(loss)/d(before) and d(loss)/d(after) [.., width, ..] to the slabs
+// that own those planes, and adds the gradients the neighbours send back for x's boundary
+// planes to `grad_x` [.., d, ..] in place (the previous slab's first, then the next's).
+void return_halo_grads(const Halo& halo, const torch::Tensor& grad_before,
+                       const torch::Tensor& grad_after, torch::Tensor& grad_x);
+
+// Planes [lo, hi) of x with halos ([before, x, after] along halo.dim, numbered from 0 at
+// before's first plane), as a new tensor. Parts not asked for by `real` are zeros of their
+// size: the halo convolution's edge pieces need a halo's own terms alone.
+struct Parts {
+  bool before = true, x = true, after = true;
+};
+torch::Tensor with_halo_planes(const Halo& halo, const torch::Tensor& x, int64_t lo, int64_t hi,
+                               Parts real = {});
 
 }  // namespace tandem::spatial

@@ -1,0 +1,59 @@
+// A convolution on the slabs of a spatial split that holds, for the backward and for a moment,
+// what one device holds for the same planes: it keeps the slab's input x, never x with its
+// halos, and runs its passes in chunks of planes so that no workspace is the whole slab's.
+//
+// Shapes: x [B,C,D,...] is a slab of `d` planes along depth (dimension 2); the convolution has
+// stride 1 and reach 2w + 1 along depth ("same" padding w; w = 0 for a kernel of one plane),
+// and any stride, dilation, padding and groups on the other dimensions (the kernels' business).
+// Output [B,C',d,...]. Planes of "x with halos" [before, x, after] are numbered from 0; output
+// plane o reads planes [o, o + 2w].
+//
+// - forward: y chunk by chunk; a chunk of outputs [a, b) is the convolution, without padding
+//   along depth, of planes [a, b + 2w) (the halos' planes in the first and last chunk).
+// - backward, input: d(loss)/dx chunk by chunk; the gradient of planes [p, q) is that of their
+//   outputs [p - 2w, q) through a convolution that pads 2w along depth (an input gradient
+//   depends on the input's shape only), zeros standing for outputs beyond the slab, whose
+//   gradients the neighbours send (halo.h: return_halo_grads). The halos' own gradients come
+//   the same way and go to their owners.
+// - backward, weight: the convolution of x padded with w zero planes holds every term but the
+//   halos' own; those come from the edge pieces [0, 3w) and [d - w, d + 2w) with only the halo's
+//   planes in them, which the neighbours send again for it (halo.h: refetch_halo). This pass
+//   holds little besides its result, so it runs whole.
+//
+// Each chunk holds at most 1/8 of its pass's result. The weight gradient adds three sums where
+// one device's convolution adds one: it differs from one device's in float rounding, as any
+// split's sums do.
+#pragma once
+
+#include <torch/types.h>
+
+#include <array>
+#include <memory>
+#include <tuple>
+
+namespace tandem::spatial {
+
+// The convolution a halo convolution runs: its forward and backward with `depth_padding` zero
+// planes before and after along depth (dimension 2) and the layer's own geometry elsewhere.
+class ConvKernels {
+ public:
+  virtual ~ConvKernels() = default;
+  virtual torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& weight,
+                                const torch::Tensor& bias, int64_t depth_padding) const = 0;
+  // The input, weight and bias gradients selected by `mask` (undefined where not selected);
+  // `bias` may be undefined (no bias gradient then).
+  virtual std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> backward(
+      const torch::Tensor& grad, const torch::Tensor& x, const torch::Tensor& weight,
+      const torch::Tensor& bias, int64_t depth_padding, std::array<bool, 3> mask) const = 0;
+};
+
+// The convolution of x with halos of `width` planes (0 or more), with the current call's slab
+// group (graph::current_call().group, which must be set). `may_defer`: the layer splits its
+// backward (graph::Layer::splits_backward): in an I action the weight and bias gradients are
+// pushed to the micro-batch's deferred queue (graph/deferred.h), refetching the halos when it
+// runs.
+torch::Tensor halo_conv(const torch::Tensor& x, const torch::Tensor& weight,
+                        const torch::Tensor& bias, int64_t width,
+                        std::shared_ptr<const ConvKernels> kernels, bool may_defer);
+
+}  // namespace tandem::spatial
