@@ -19,8 +19,10 @@ graph::Layer conv3d_layer(std::string name, int64_t in, int64_t out, int64_t ker
   l.bind = [relu, padding](const std::shared_ptr<torch::nn::Module>& module) -> graph::ForwardFn {
     torch::nn::Conv3d conv(std::dynamic_pointer_cast<torch::nn::Conv3dImpl>(module));
     return [conv, relu, padding](const graph::Tensors& x) {
+      // In place: the convolution keeps its input, not its output, so the output's memory can
+      // hold the activation (one tensor of the layer's output size less at a time).
       torch::Tensor y = split_conv3d(x[0], conv->weight, conv->bias, padding);
-      return graph::Tensors{relu ? torch::relu(y) : y};
+      return graph::Tensors{relu ? torch::relu_(y) : y};
     };
   };
   l.forward = l.bind(l.module);

@@ -48,7 +48,8 @@ graph::Layer up_layer(int level, int64_t in, int64_t out, std::string input, int
   l.name = fmt::format("up{}", level);
   l.module = up.ptr();
   l.bind = [](const std::shared_ptr<torch::nn::Module>& module) -> graph::ForwardFn {
-    torch::nn::ConvTranspose3d up(std::dynamic_pointer_cast<torch::nn::ConvTranspose3dImpl>(module));
+    torch::nn::ConvTranspose3d up(
+        std::dynamic_pointer_cast<torch::nn::ConvTranspose3dImpl>(module));
     return [up](const graph::Tensors& x) mutable { return graph::Tensors{up->forward(x[0])}; };
   };
   l.forward = l.bind(l.module);
@@ -70,8 +71,9 @@ graph::Layer concat_conv_layer(int level, int64_t filters, int64_t voxels) {
   l.bind = [](const std::shared_ptr<torch::nn::Module>& module) -> graph::ForwardFn {
     torch::nn::Conv3d conv(std::dynamic_pointer_cast<torch::nn::Conv3dImpl>(module));
     return [conv](const graph::Tensors& x) {
-      return graph::Tensors{
-          torch::relu(split_conv3d(torch::cat({x[0], x[1]}, 1), conv->weight, conv->bias, 1))};
+      // In place, as conv3d_layer's.
+      torch::Tensor y = split_conv3d(torch::cat({x[0], x[1]}, 1), conv->weight, conv->bias, 1);
+      return graph::Tensors{torch::relu_(y)};
     };
   };
   l.forward = l.bind(l.module);
@@ -124,8 +126,9 @@ torch::Tensor bce_loss(const torch::Tensor& output, const torch::Tensor& target)
   check_same_shape("binary cross-entropy", output, target);
   namespace F = torch::nn::functional;
   if (spatial::split()) {
-    const torch::Tensor sum = spatial::group_sum(F::binary_cross_entropy(
-        output, target.to(output.dtype()), F::BinaryCrossEntropyFuncOptions().reduction(torch::kSum)));
+    const torch::Tensor sum = spatial::group_sum(
+        F::binary_cross_entropy(output, target.to(output.dtype()),
+                                F::BinaryCrossEntropyFuncOptions().reduction(torch::kSum)));
     return sum / static_cast<double>(output.size(0) * spatial::whole_elements_per_sample(output));
   }
   return F::binary_cross_entropy(output, target.to(output.dtype()));
