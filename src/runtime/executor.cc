@@ -219,6 +219,15 @@ void Executor::run_layers(int stage, int mb, MicrobatchState& st, bool first_pas
   const auto& model = this->model();
   const auto [begin, end] = plan_->partition->layers_of(stage);
   std::map<std::string, torch::Tensor> env = st.inputs;
+  // Each tensor is dropped after the stage's last layer that reads it, unless the stage sends it
+  // or the loss reads it: what autograd keeps for the backward stays with autograd, and the
+  // rest (a convolution's output that a separate ReLU replaced, in an ONNX graph) is freed as
+  // the memory plan counts it (runtime/memory_plan.h).
+  std::map<std::string, int> last_read;
+  for (int i = begin; i < end; ++i)
+    for (const auto& name : model.layers[i].inputs) last_read[name] = i;
+  for (const auto& c : plan_->flow->outputs[stage]) last_read[c.tensor] = end;
+  if (stage == plan_->flow->loss_stage) last_read[model.output] = end;
   for (int i = begin; i < end; ++i) {
     const auto& layer = model.layers[i];
     graph::Tensors in;
@@ -236,7 +245,13 @@ void Executor::run_layers(int stage, int mb, MicrobatchState& st, bool first_pas
       plan_->placement_log->record_forward(i, context_.spec().name);
       for (auto& t : out) t = plan_->placement_log->probe(t, i);
     }
-    for (size_t k = 0; k < out.size(); ++k) env[layer.outputs[k]] = std::move(out[k]);
+    in.clear();
+    for (const auto& name : layer.inputs)
+      if (last_read.at(name) == i) env.erase(name);
+    for (size_t k = 0; k < out.size(); ++k) {
+      // An output nothing reads (an ONNX node's second output) is not kept either.
+      if (last_read.count(layer.outputs[k])) env[layer.outputs[k]] = std::move(out[k]);
+    }
   }
   {
     for (const auto& c : plan_->flow->outputs[stage]) {
@@ -264,7 +279,9 @@ void Executor::run_layers(int stage, int mb, MicrobatchState& st, bool first_pas
       const double metric =
           !plan_->training && model.metric ? model.metric(output, st.target) : 0.0;
       if (slab_ == 0) {  // the other slabs of a spatial split hold the same numbers
-        result_.microbatch_losses.emplace_back(mb, loss.detach());
+        // A copy of its own: a loss reduced by LibTorch (mse_loss's mean) may keep the storage of
+        // the whole unreduced loss, which would stay until the step ends.
+        result_.microbatch_losses.emplace_back(mb, loss.detach().clone());
         result_.loss = result_.loss.defined() ? result_.loss + st.loss.detach() : st.loss.detach();
         result_.samples += plan_->slices[mb].second;
         result_.metric_sum += metric;
