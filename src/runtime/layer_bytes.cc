@@ -1,6 +1,8 @@
 // Measuring a model's layers for the memory plan (memory_plan.h): the bytes each layer's
 // forward leaves alive for its backward, its passing workspace, its state, and every named
 // tensor's size, on one micro-batch charged to a probe bucket of the memory tracker.
+#include <torch/autograd.h>
+
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -17,13 +19,37 @@ namespace {
 // The tracker bucket the measurement charges; no pipeline device uses the last index.
 constexpr int kProbeDevice = memory::Tracker::kMaxDevices - 1;
 
+// Stands for the gradient that reaches one of a layer's outputs in a pipeline's backward: the
+// node before it makes it (here: this function's backward), and the engine frees it once the
+// layer's first node has used it. A seed the measurement made itself would stay alive for the
+// whole backward.
+class FreshGrad : public torch::autograd::Function<FreshGrad> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext*, const torch::Tensor& y) {
+    return y.clone();
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext*,
+                                               torch::autograd::tensor_list grads) {
+    return {torch::ones_like(grads[0], at::MemoryFormat::Contiguous)};
+  }
+};
+
 uint64_t tensor_bytes(const torch::Tensor& t) {
   return static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(t.element_size());
 }
-// The most bytes a backward of `layer` alone holds above what is in use when it starts: it runs
-// the layer again on copies of `inputs` cut from the graph and asks for the gradients of its
-// inputs and parameters (without accumulating them into the parameters).
-uint64_t backward_workspace(const graph::Layer& layer, const graph::Tensors& inputs) {
+// What a backward of one layer alone holds for a moment.
+struct Workspace {
+  uint64_t bytes = 0;  // the most above what is in use when it starts
+  // Bytes of the layer's outputs that the backward freed on its way (a ReLU's output once the
+  // ReLU's backward has run): held all the while where something else keeps them.
+  uint64_t outputs_freed = 0;
+};
+
+// The most bytes a backward of `layer` alone holds above what is in use when it starts, the
+// gradients that reach its outputs included: it runs the layer again on copies of `inputs` cut
+// from the graph and asks for the gradients of its inputs and parameters (without accumulating
+// them into the parameters).
+Workspace backward_workspace(const graph::Layer& layer, const graph::Tensors& inputs) {
   auto& tracker = memory::Tracker::global();
   graph::Tensors detached;
   std::vector<torch::Tensor> wrt;
@@ -39,18 +65,32 @@ uint64_t backward_workspace(const graph::Layer& layer, const graph::Tensors& inp
     if (p.second.requires_grad()) wrt.push_back(p.second);
   graph::Tensors outputs = layer.forward(detached);
   std::vector<torch::Tensor> roots, seeds;
+  std::map<const c10::StorageImpl*, std::pair<c10::weak_intrusive_ptr<c10::StorageImpl>, uint64_t>>
+      watched;
   for (const auto& y : outputs) {
+    if (y.has_storage()) {
+      watched.emplace(y.storage().unsafeGetStorageImpl(),
+                      std::make_pair(y.storage().getWeakStorageImpl(),
+                                     static_cast<uint64_t>(y.storage().nbytes())));
+    }
     if (!y.requires_grad()) continue;
-    roots.push_back(y);
-    seeds.push_back(torch::ones_like(y));
+    roots.push_back(FreshGrad::apply(y));
+    seeds.push_back(torch::ones({1}, y.options()).expand(y.sizes()));  // holds no bytes
   }
-  if (roots.empty() || wrt.empty()) return 0;
+  // The layer's outputs are held only by what its autograd graph saves, as in a pipeline's
+  // backward, where a ReLU's output is freed once the ReLU's backward has run.
+  outputs.clear();
+  Workspace out;
+  if (roots.empty() || wrt.empty()) return out;
   const uint64_t start = tracker.current(kProbeDevice);
   tracker.reset_peak(kProbeDevice);
   torch::autograd::grad(roots, wrt, seeds, /*retain_graph=*/false, /*create_graph=*/false,
                         /*allow_unused=*/true);
   const uint64_t peak = tracker.peak(kProbeDevice);
-  return peak > start ? peak - start : 0;
+  out.bytes = peak > start ? peak - start : 0;
+  for (const auto& [impl, watch] : watched)
+    if (watch.first.expired()) out.outputs_freed += watch.second;
+  return out;
 }
 
 }  // namespace
@@ -100,7 +140,10 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
       const uint64_t after = tracker.current(kProbeDevice);
       out.activations.push_back(after > before ? after - before : 0);
       const uint64_t forward_workspace = tracker.peak(kProbeDevice) - after;
-      out.transient.push_back(std::max(forward_workspace, backward_workspace(layer, inputs)));
+      const Workspace backward = backward_workspace(layer, inputs);
+      out.transient.push_back(std::max(forward_workspace, backward.bytes));
+      out.transient_held.push_back(
+          std::max(forward_workspace, backward.bytes + backward.outputs_freed));
       for (size_t k = 0; k < outputs.size(); ++k) {
         out.tensors[layer.outputs[k]] = tensor_bytes(outputs[k]);
         kept[layer.outputs[k]] = held_beyond(outputs[k], 1);
@@ -137,6 +180,7 @@ std::string to_json(const LayerBytes& bytes) {
   nlohmann::json j;
   j["activations"] = bytes.activations;
   j["transient"] = bytes.transient;
+  j["transient_held"] = bytes.transient_held;
   j["state"] = bytes.state;
   j["tensors"] = bytes.tensors;
   return j.dump();
@@ -148,12 +192,16 @@ LayerBytes layer_bytes_from_json(const std::string& text) {
     LayerBytes out;
     j.at("activations").get_to(out.activations);
     j.at("transient").get_to(out.transient);
+    j.at("transient_held").get_to(out.transient_held);
     j.at("state").get_to(out.state);
     j.at("tensors").get_to(out.tensors);
     TANDEM_CHECK(out.transient.size() == out.activations.size() &&
+                     out.transient_held.size() == out.activations.size() &&
                      out.state.size() == out.activations.size(),
-                 "a layer memory measurement has {} activations, {} transients and {} states",
-                 out.activations.size(), out.transient.size(), out.state.size());
+                 "a layer memory measurement has {} activations, {} and {} transients and {} "
+                 "states",
+                 out.activations.size(), out.transient.size(), out.transient_held.size(),
+                 out.state.size());
     return out;
   } catch (const nlohmann::json::exception& e) {
     TANDEM_CHECK(false, "not a layer memory measurement: {}", e.what());

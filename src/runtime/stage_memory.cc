@@ -55,8 +55,8 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
   // frees the later layers' tensors first: autograd runs nodes in reverse creation order); the
   // tensors it sent, which later layers made (kept until its backward ends); the gradients of
   // tensors made before layer i that a later layer of the stage reads (a skip's gradient
-  // waits for its producer); and layer i's passing workspace. The gradient of layer i's own
-  // output is consumed as its backward starts. The largest such sum, less all of the
+  // waits for its producer); and layer i's passing workspace, with the gradients that reach its
+  // outputs. The largest such sum, less all of the
   // micro-batch's activations, plus the gradients of what it sent, is the stage's workspace.
   // held[i - begin] changes by delta[i - begin] from layer i on.
   std::vector<double> delta(end - begin + 1, 0);
@@ -69,6 +69,9 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
   };
   double received = 0, sent = 0, sent_on = 0;
   std::vector<char> seen(u.producer.size(), 0);
+  // Layers whose outputs the stage keeps through its backward (it sent them): their backward
+  // frees none of them.
+  std::vector<char> outputs_kept(end - begin, 0);
   for (int i = begin; i < end; ++i) {
     for (const int t : u.touched[i]) {
       if (seen[t]) continue;
@@ -88,17 +91,24 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
       // Sent on. During its backward the stage holds every gradient message for it, one per
       // later stage that reads it (without the partition, while partitions are searched, one
       // per later layer: a bound from above), and from two messages on their sum
-      // (Executor::backward); a layer of the stage that reads it too adds its part to that
-      // sum, one more. A tensor no later layer reads is the output: its gradient comes from
-      // the loss on this stage.
+      // (Executor::backward). A layer of the stage that reads it too adds its part to that sum
+      // in autograd's buffer: a new tensor when the last such layer's backward hands its part
+      // over, which replaces that part (counted above as a skip's gradient) and is used by the
+      // producer's backward (whose incoming gradient its transient counts). A tensor no later
+      // layer reads is the output: its gradient comes from the loss on this stage.
       std::set<int> senders;
       for (auto r = after; r != readers.end(); ++r)
         senders.insert(partition ? partition->stage_of_layer[*r] : *r);
       const int k = std::max<int>(1, static_cast<int>(senders.size()));
-      const bool inside = std::upper_bound(readers.begin(), after, made) != after;
-      sent += u.bytes[t] * (k + (k >= 2 || inside ? 1 : 0));
+      sent += u.bytes[t] * (k + (k >= 2 ? 1 : 0));
+      const auto inside = std::upper_bound(readers.begin(), after, made);
+      if (inside != after) {
+        const int last_inside = *std::prev(after);
+        hold(last_inside, last_inside, u.bytes[t]);  // the part and the sum, for a moment
+      }
       if (after != readers.end()) sent_on += u.bytes[t];
       hold(begin, made - 1, u.bytes[t]);  // kept until the backward ends
+      outputs_kept[made - begin] = 1;
     }
   }
   double activations = 0, largest_at_a_layer = 0, held = 0;
@@ -106,8 +116,10 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
     activations += static_cast<double>(bytes.activations[i]);
     out.state += static_cast<double>(bytes.state[i]);
     held += delta[i - begin];
+    const uint64_t transient =
+        outputs_kept[i - begin] ? bytes.transient_held[i] : bytes.transient[i];
     largest_at_a_layer =
-        std::max(largest_at_a_layer, activations + held + static_cast<double>(bytes.transient[i]));
+        std::max(largest_at_a_layer, activations + held + static_cast<double>(transient));
   }
   out.workspace = largest_at_a_layer - activations + sent;
   out.received = received;

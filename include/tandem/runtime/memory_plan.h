@@ -40,9 +40,13 @@ struct LayerBytes {
   // for the backward), measured as the growth of the allocator's count over the call.
   std::vector<uint64_t> activations;
   // Per layer: the most bytes its forward or its backward holds for a moment above what it
-  // leaves alive (workspaces such as a convolution's unfolded input, and the gradients it
-  // makes), measured by running the layer once more on its own.
+  // leaves alive (workspaces such as a convolution's unfolded input, the gradients that reach
+  // its outputs and the ones it makes), measured by running the layer once more on its own,
+  // where its outputs go once its backward no longer needs them.
   std::vector<uint64_t> transient;
+  // The same where something else keeps the layer's outputs through its backward (a stage that
+  // sends them holds them until its backward ends): the outputs the backward freed added.
+  std::vector<uint64_t> transient_held;
   // Per layer: parameters, their gradients and `optimizer_slots` tensors of their size.
   std::vector<uint64_t> state;
   // Per named tensor, the graph input included: its bytes for one micro-batch.
