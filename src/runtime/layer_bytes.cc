@@ -13,6 +13,7 @@
 #include "tandem/memory/context.h"
 #include "tandem/memory/tracker.h"
 #include "tandem/runtime/memory_plan.h"
+#include "tandem/spatial/group.h"
 
 namespace tandem::runtime {
 namespace {
@@ -135,9 +136,11 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
       graph::Tensors inputs;
       for (const auto& name : layer.inputs) inputs.push_back(env.at(name));
       const uint64_t before = tracker.current(kProbeDevice);
+      const int64_t halo_before = group ? group->halo_bytes() : 0;
       tracker.reset_peak(kProbeDevice);
       graph::Tensors outputs = layer.forward(inputs);
       const uint64_t after = tracker.current(kProbeDevice);
+      out.halo.push_back(group ? static_cast<uint64_t>(group->halo_bytes() - halo_before) : 0);
       out.activations.push_back(after > before ? after - before : 0);
       const uint64_t forward_workspace = tracker.peak(kProbeDevice) - after;
       const Workspace backward = backward_workspace(layer, inputs);
@@ -181,6 +184,7 @@ std::string to_json(const LayerBytes& bytes) {
   j["activations"] = bytes.activations;
   j["transient"] = bytes.transient;
   j["transient_held"] = bytes.transient_held;
+  j["halo"] = bytes.halo;
   j["state"] = bytes.state;
   j["tensors"] = bytes.tensors;
   return j.dump();
@@ -193,15 +197,16 @@ LayerBytes layer_bytes_from_json(const std::string& text) {
     j.at("activations").get_to(out.activations);
     j.at("transient").get_to(out.transient);
     j.at("transient_held").get_to(out.transient_held);
+    j.at("halo").get_to(out.halo);
     j.at("state").get_to(out.state);
     j.at("tensors").get_to(out.tensors);
-    TANDEM_CHECK(out.transient.size() == out.activations.size() &&
-                     out.transient_held.size() == out.activations.size() &&
-                     out.state.size() == out.activations.size(),
-                 "a layer memory measurement has {} activations, {} and {} transients and {} "
-                 "states",
-                 out.activations.size(), out.transient.size(), out.transient_held.size(),
-                 out.state.size());
+    TANDEM_CHECK(
+        out.transient.size() == out.activations.size() &&
+            out.transient_held.size() == out.activations.size() &&
+            out.halo.size() == out.activations.size() && out.state.size() == out.activations.size(),
+        "a layer memory measurement has {} activations, {} and {} transients and {} "
+        "states",
+        out.activations.size(), out.transient.size(), out.transient_held.size(), out.state.size());
     return out;
   } catch (const nlohmann::json::exception& e) {
     TANDEM_CHECK(false, "not a layer memory measurement: {}", e.what());

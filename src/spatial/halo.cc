@@ -14,9 +14,9 @@ int64_t bytes_of(const torch::Tensor& t) {
 
 // Sends x's first `width` planes to the previous slab and its last to the next under `key`,
 // and fills halo.before and halo.after with theirs (zeros at the volume's ends, and for a dry
-// group everywhere).
+// group everywhere). `forward`: the forward's exchange, whose planes the group counts.
 void swap_planes(Halo& h, const torch::Tensor& x, const transport::MessageKey& key,
-                 const char* kind) {
+                 const char* kind, bool forward) {
   Group& g = *h.group;
   const int j = g.index(), n = g.size();
   const int64_t dim = h.dim, w = h.width, d = h.depth;
@@ -39,6 +39,7 @@ void swap_planes(Halo& h, const torch::Tensor& x, const transport::MessageKey& k
   const auto options = x.options().requires_grad(false);
   h.before = from_before ? g.recv(j - 1, key) : torch::zeros(sizes, options);
   h.after = from_after ? g.recv(j + 1, key) : torch::zeros(sizes, options);
+  if (forward) g.add_halo_bytes(bytes_of(h.before) + bytes_of(h.after));
   ex.end_us = g.now_us();
   g.record(std::move(ex));
 }
@@ -66,7 +67,8 @@ c10::intrusive_ptr<Halo> exchange_halo(const torch::Tensor& x, int64_t dim, int6
   halo->dim = dim;
   halo->width = width;
   halo->depth = x.size(dim);
-  swap_planes(*halo, x, g.key(halo->name, call.stage, call.microbatch, false), "halo");
+  swap_planes(*halo, x, g.key(halo->name, call.stage, call.microbatch, false), "halo",
+              /*forward=*/true);
   return halo;
 }
 
@@ -74,7 +76,8 @@ void refetch_halo(Halo& h, const torch::Tensor& x) {
   TANDEM_ASSERT(x.size(h.dim) == h.depth, "halo of a slab of {} planes refetched for {}", h.depth,
                 x.size(h.dim));
   Group& g = *h.group;
-  swap_planes(h, x, g.key(h.name + " again", h.stage, h.microbatch, false), "halo again");
+  swap_planes(h, x, g.key(h.name + " again", h.stage, h.microbatch, false), "halo again",
+              /*forward=*/false);
 }
 
 void return_halo_grads(const Halo& h, const torch::Tensor& grad_before,

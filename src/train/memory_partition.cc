@@ -37,7 +37,41 @@ int most_stages_per_memory(const std::vector<DeviceSpec>& devices, int stages, b
   return most;
 }
 
+// One micro-batch of the first training samples as the measurement sees them: the first slab's
+// planes under a spatial split (the largest slab).
+struct MeasuredSample {
+  torch::Tensor input;
+  spatial::SlabLayout layout;  // c.spatial > 1
+  int slots = 0;               // the optimizer's tensors per parameter
+};
+
+MeasuredSample measured_sample(const graph::Model& model, const Config& c, const Source& source) {
+  MeasuredSample m;
+  const int64_t micro = c.batch / c.microbatches + (c.batch % c.microbatches ? 1 : 0);
+  m.input = graph::fit_input(
+      model, source.train_batch(0, 0, std::min<int64_t>(micro, source.train_size())).input);
+  m.slots = c.optimizer == "adam" ? 2 : (c.momentum != 0 ? 1 : 0);
+  if (c.spatial == 1) return m;
+  m.layout.dim = model.slab_dim;
+  m.layout.extent = m.input.size(model.slab_dim);
+  m.layout.slabs = spatial::split_extent(m.layout.extent, c.spatial, model.slab_multiple);
+  m.input = m.input.narrow(m.layout.dim, 0, m.layout.slabs[0].size).contiguous();
+  return m;
+}
+
 }  // namespace
+
+std::string slab_accounting(const graph::Model& model, const Config& c, const Source& source,
+                            const OnceForTheJob& once, const runtime::LayerBytes& slab) {
+  TANDEM_ASSERT(c.spatial > 1, "slab accounting without a spatial split");
+  auto measure = [&] {
+    const MeasuredSample m = measured_sample(model, c, source);
+    return runtime::to_json(runtime::measure_layer_bytes(model, m.input, m.slots));
+  };
+  const runtime::LayerBytes whole =
+      runtime::layer_bytes_from_json(once ? once(measure) : measure());
+  return runtime::slab_bytes_table(model, whole, slab);
+}
 
 MemoryPartition memory_partition(const graph::Model& model, const Config& c, int stages,
                                  const std::vector<DeviceSpec>& devices, bool per_rank,
@@ -56,29 +90,23 @@ MemoryPartition memory_partition(const graph::Model& model, const Config& c, int
   // One process measures (under MPI rank 0; the others would repeat its work on the same
   // cores and memory) and every process plans from its numbers: the same partition everywhere.
   auto measure = [&] {
-    const int64_t micro = c.batch / c.microbatches + (c.batch % c.microbatches ? 1 : 0);
-    torch::Tensor sample = graph::fit_input(
-        model, source.train_batch(0, 0, std::min<int64_t>(micro, source.train_size())).input);
-    const int slots = c.optimizer == "adam" ? 2 : (c.momentum != 0 ? 1 : 0);
-    if (c.spatial == 1) return runtime::to_json(runtime::measure_layer_bytes(model, sample, slots));
+    const MeasuredSample m = measured_sample(model, c, source);
+    if (c.spatial == 1)
+      return runtime::to_json(runtime::measure_layer_bytes(model, m.input, m.slots));
     // A spatial split: the first slab, the largest, with its halos (zeros from a dry group:
     // the same bytes as its neighbours' planes) and its share of every tensor.
-    spatial::SlabLayout layout;
-    layout.dim = model.slab_dim;
-    layout.extent = sample.size(model.slab_dim);
-    layout.slabs = spatial::split_extent(layout.extent, c.spatial, model.slab_multiple);
     std::vector<int> members(c.spatial);
     std::iota(members.begin(), members.end(), 0);
-    spatial::Group dry(nullptr, members, 0, c10::kCPU, layout);
-    sample = sample.narrow(layout.dim, 0, layout.slabs[0].size).contiguous();
-    return runtime::to_json(runtime::measure_layer_bytes(model, sample, slots, &dry));
+    spatial::Group dry(nullptr, members, 0, c10::kCPU, m.layout);
+    return runtime::to_json(runtime::measure_layer_bytes(model, m.input, m.slots, &dry));
   };
   const runtime::LayerBytes bytes =
       runtime::layer_bytes_from_json(once ? once(measure) : measure());
+  MemoryPartition out;
+  out.bytes = bytes;
   // Messages ordered as the pipeline will order them: its lowering of this schedule. While
   // partitions are searched, on a chain of stages; for the chosen one, on its stage graph.
   const schedule::Schedule chain = schedule::lower(sched, schedule::StageGraph::chain(stages));
-  MemoryPartition out;
   if (given) {
     out.partition = *given;
   } else if (c.partition == "fit") {

@@ -7,6 +7,7 @@
 
 #include "tandem/common/device.h"
 #include "tandem/graph/partition.h"
+#include "tandem/runtime/memory_plan.h"
 #include "tandem/runtime/pipeline.h"
 #include "tandem/train/config.h"
 #include "tandem/train/source.h"
@@ -18,6 +19,7 @@ struct MemoryPartition {
   graph::Partition partition;
   std::string plan;             // runtime::memory_plan_table
   std::vector<double> planned;  // the planned peak of every stage
+  runtime::LayerBytes bytes;    // the measurement planned from (a slab's under a spatial split)
 };
 
 // The stages under the schedule that will run (runtime/memory_plan.h) and their plan: `given`
@@ -29,6 +31,12 @@ MemoryPartition memory_partition(const graph::Model& model, const Config& c, int
                                  const std::vector<DeviceSpec>& devices, bool per_rank,
                                  const Source& source, const OnceForTheJob& once,
                                  const graph::Partition* given = nullptr);
+
+// Under a spatial split (c.spatial > 1): the table of a slab's bytes against one device's on
+// the same voxels (runtime::slab_bytes_table), `slab` being memory_partition's measurement; it
+// measures the same planes once more as whole samples.
+std::string slab_accounting(const graph::Model& model, const Config& c, const Source& source,
+                            const OnceForTheJob& once, const runtime::LayerBytes& slab);
 
 // A larger --spatial under which the same stages would fit --device-memory: each device then
 // plans a thinner slab of every activation.

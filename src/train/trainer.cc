@@ -236,6 +236,7 @@ void Trainer::start(graph::Model model, std::shared_ptr<transport::Transport> tr
     partition = std::move(m.partition);
     memory_plan_ = std::move(m.plan);
     planned = std::move(m.planned);
+    if (c.spatial > 1) memory_plan_ += slab_accounting(model, c, *source_, once, m.bytes);
     // Over the budget: would thinner slabs of the same stages fit? (A model that slabs can
     // cut, its stages one per group or round-robin.)
     if (c.device_memory > 0 && model.slab_dim >= 0 && !chunked &&

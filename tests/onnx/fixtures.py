@@ -477,6 +477,15 @@ def slab_cases():
         [tensor("in.s", 1 + 0.1 * rand(3, seed=68).numpy()),
          tensor("in.b", 0.1 * rand(3, seed=69).numpy()),
          tensor("scales", np.array([1, 1, 2, 2, 2], np.float32))])
+    # The halo convolution's other kernels: a grouped convolution (weight [C_out, C_in / 2,
+    # k...]) dilated along the depth (halo 2), padded unevenly across a plane (0 and 2), then a
+    # 1x1x1 convolution (no halo) and a softmax over three classes.
+    d, d_inits = conv("dil", "x", "h", 1, 4, (3, 3, 3), 70, group=2, dilations=[2, 1, 1],
+                      pads=[2, 1, 0, 2, 1, 2])
+    o, o_inits = conv("cls", "r", "logits", 4, 3, (1, 1, 1), 72)
+    cases["dilated"] = ([d, helper.make_node("Relu", ["h"], ["r"], name="relu"), o,
+                         helper.make_node("Softmax", ["logits"], ["y"], axis=1, name="soft")],
+                        d_inits + o_inits)
     return cases
 
 

@@ -162,14 +162,18 @@ TEST_P(OnnxSplit, LossGradientsAndMetricMatchOneDevice) {
 // The PyTorch U-Net (instance norm, max pooling, transposed convolution, a skip; Dice + BCE
 // with its Sigmoid taken into the loss) and a segmentation net (nearest up-sampling, a skip
 // added, cross-entropy over three classes with its Softmax taken into the loss), 8 planes cut
-// into 2 and 4 slabs (2 planes each: 1 after the pooling), alone and under 2 stages.
+// into 2 and 4 slabs (2 planes each: 1 after the pooling), alone and under 2 stages; and a
+// grouped convolution dilated along the depth (halos of 2 planes) with uneven padding across
+// the plane, then a 1x1x1 convolution, on 2 slabs.
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, OnnxSplit,
     ::testing::Values(SplitCase{"unet3d.onnx", "dice+bce", 2, 1, 2},
                       SplitCase{"unet3d.onnx", "dice+bce", 4, 1, 1},
                       SplitCase{"unet3d.onnx", "dice+bce", 2, 2, 2},
                       SplitCase{"slabs/segmentation.onnx", "cross-entropy", 2, 1, 2},
-                      SplitCase{"slabs/segmentation.onnx", "cross-entropy", 4, 2, 3}));
+                      SplitCase{"slabs/segmentation.onnx", "cross-entropy", 4, 2, 3},
+                      SplitCase{"slabs/dilated.onnx", "cross-entropy", 2, 1, 2},
+                      SplitCase{"slabs/dilated.onnx", "cross-entropy", 2, 2, 1}));
 
 }  // namespace
 }  // namespace tandem

@@ -80,7 +80,7 @@ TEST(MemoryPlan, AMeasurementReadsBackFromItsJson) {
   EXPECT_NE(error_of(R"({"activations": [1]})").find("not a layer memory measurement"),
             std::string::npos);
   EXPECT_EQ(error_of(R"({"activations": [1, 2], "transient": [1], "transient_held": [1, 2],)"
-                     R"( "state": [1, 2], "tensors": {"input": 4}})"),
+                     R"( "halo": [0, 0], "state": [1, 2], "tensors": {"input": 4}})"),
             "a layer memory measurement has 2 activations, 1 and 2 transients and 2 states");
 }
 

@@ -47,6 +47,9 @@ struct LayerBytes {
   // The same where something else keeps the layer's outputs through its backward (a stage that
   // sends them holds them until its backward ends): the outputs the backward freed added.
   std::vector<uint64_t> transient_held;
+  // Per layer: bytes of the halo planes its forward receives on a slab of a spatial split (0 on
+  // whole samples); the layer holds them while it runs, and keeps none of them.
+  std::vector<uint64_t> halo;
   // Per layer: parameters, their gradients and `optimizer_slots` tensors of their size.
   std::vector<uint64_t> state;
   // Per named tensor, the graph input included: its bytes for one micro-batch.
@@ -115,6 +118,23 @@ struct FlopForecast {
 std::optional<FlopForecast> flop_forecast(const graph::Model& model,
                                           const graph::Partition& partition,
                                           const schedule::Schedule& schedule);
+
+// A slab's bytes against one device's for the same voxels, layer by layer: `slab` measured on
+// one slab of a spatial split (with its halos), `whole` on the same planes as whole samples
+// (zero padding where the slab has halos). A table with, per layer, the bytes kept for the
+// backward on one device and on the slab, the slab's halo planes, and the passing workspace on
+// both; then the totals and the planned peak of one stage holding every layer, each as slab /
+// one device.
+std::string slab_bytes_table(const graph::Model& model, const LayerBytes& whole,
+                             const LayerBytes& slab);
+
+// The ratios the table ends with: kept bytes (all layers) and the planned peak of one stage
+// holding every layer, one micro-batch, slab / one device.
+struct SlabRatios {
+  double kept = 1;
+  double peak = 1;
+};
+SlabRatios slab_ratios(const graph::Model& model, const LayerBytes& whole, const LayerBytes& slab);
 
 // A table of the prediction per stage: layers, their share of the forward FLOPs, micro-batches
 // in flight, bytes kept per micro-batch, the largest workspace, messages received ahead, the

@@ -65,6 +65,11 @@ class Group {
   // The message `key` from slab `from`, on this device. A dry group has no peers: never call.
   torch::Tensor recv(int from, const transport::MessageKey& key);
 
+  // Bytes of halo planes this device's forward exchanges have received so far (zeros at the
+  // volume's ends and in a dry group count too): what the layers held as halos. Worker thread.
+  int64_t halo_bytes() const { return halo_bytes_; }
+  void add_halo_bytes(int64_t bytes) { halo_bytes_ += bytes; }
+
   double now_us() const;
   void record(Exchange exchange);
   // The exchanges of the current run, in the order they ended.
@@ -79,6 +84,7 @@ class Group {
   int64_t step_ = 0;
   int64_t run_ = 0;
   Clock::time_point origin_ = Clock::now();
+  int64_t halo_bytes_ = 0;
   mutable std::mutex mu_;
   std::vector<Exchange> exchanges_;  // guarded by mu_
 };

@@ -1,0 +1,132 @@
+// A slab's bytes against one device's for the same voxels. Bytes come from the allocator
+// accounting, exact on the CPU: these are tests, not timings.
+//
+// Tolerance: 10% (the slab path keeps each tensor once; what it may hold beyond one device is
+// the halo planes while a layer runs and the per-slab copies of thin pieces, a few planes of
+// the layer's tensors, which slabs of 16 or more planes keep well under it). A slab that kept a
+// copy of its input with halos for every convolution's backward, as the slab path once did,
+// held 1.05x (2 slabs) to 1.2x (8 slabs) the kept bytes and about 1.35x the peak.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <numeric>
+
+#include "tandem/common/device.h"
+#include "tandem/models/conv3d_stack.h"
+#include "tandem/models/unet3d.h"
+#include "tandem/runtime/memory_plan.h"
+#include "tandem/runtime/pipeline.h"
+#include "tandem/spatial/group.h"
+#include "tandem/spatial/slabs.h"
+
+namespace tandem {
+namespace {
+
+constexpr double kTolerance = 1.10;
+
+enum class Net { kUnet, kConv };
+
+graph::Model make(Net n) {
+  torch::manual_seed(1);
+  if (n == Net::kUnet) {
+    models::Unet3dOptions o;
+    o.levels = 3;
+    o.filters = 8;
+    o.dropout = 0;
+    return models::unet3d(o);
+  }
+  models::Conv3dStackOptions o;
+  o.convs = 6;
+  o.filters = 8;
+  return models::conv3d_stack(o);
+}
+
+// Two samples of 64 planes of 32 x 32: slabs of 32, 16 and 8 planes.
+torch::Tensor volume() {
+  torch::manual_seed(2);
+  return torch::randn({2, 1, 64, 32, 32});
+}
+
+struct Measured {
+  runtime::LayerBytes whole, slab;
+};
+
+// The first slab of `slabs` with its halos (a dry group), and the same planes as whole samples.
+Measured measure(const graph::Model& m, int slabs) {
+  const torch::Tensor x = volume();
+  spatial::SlabLayout layout;
+  layout.dim = 2;
+  layout.extent = x.size(2);
+  layout.slabs = spatial::split_extent(layout.extent, slabs, m.slab_multiple);
+  const torch::Tensor first = x.narrow(2, 0, layout.slabs[0].size).contiguous();
+  std::vector<int> members(slabs);
+  std::iota(members.begin(), members.end(), 0);
+  spatial::Group dry(nullptr, members, 0, c10::kCPU, layout);
+  return {runtime::measure_layer_bytes(m, first, 2),
+          runtime::measure_layer_bytes(m, first, 2, &dry)};
+}
+
+class SlabBytes : public ::testing::TestWithParam<std::tuple<Net, int>> {};
+
+TEST_P(SlabBytes, KeptBytesAndPlannedPeakPerVoxelStayNearOneDevice) {
+  const auto [net, slabs] = GetParam();
+  const graph::Model m = make(net);
+  const Measured b = measure(m, slabs);
+  const runtime::SlabRatios r = runtime::slab_ratios(m, b.whole, b.slab);
+  SCOPED_TRACE(runtime::slab_bytes_table(m, b.whole, b.slab));
+  // Saved for the backward: exactly one device's (no layer keeps a halo).
+  EXPECT_LE(r.kept, kTolerance);
+  for (size_t i = 0; i < m.layers.size(); ++i)
+    EXPECT_EQ(b.slab.activations[i], b.whole.activations[i]) << m.layers[i].name;
+  // The plan's peak of a stage of every layer, where a slab has 16 planes or more.
+  if (64 / slabs >= 16) {
+    EXPECT_LE(r.peak, kTolerance);
+  }
+}
+
+std::string name(const ::testing::TestParamInfo<std::tuple<Net, int>>& info) {
+  return fmt::format("{}_x{}", std::get<0>(info.param) == Net::kUnet ? "unet3d" : "conv3d_stack",
+                     std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, SlabBytes,
+                         ::testing::Combine(::testing::Values(Net::kUnet, Net::kConv),
+                                            ::testing::Values(2, 4, 8)),
+                         name);
+
+// The measured peak of a training step: the first slab's device against one device on the whole
+// volume, per voxel.
+uint64_t step_peak(Net net, int slabs) {
+  runtime::PipelineOptions o;
+  o.devices = parse_devices(std::to_string(slabs), 1);
+  o.slabs = slabs;
+  if (slabs > 1) o.slab_extent = 64;
+  o.schedule = "1f1b";
+  o.microbatches = 1;
+  graph::Model m = make(net);
+  const graph::Partition part = graph::partition_by_parameters(m, 1);
+  runtime::Pipeline p(std::move(m), part, o);
+  p.set_optimizer([](std::vector<torch::Tensor> ps) {
+    return std::make_unique<torch::optim::Adam>(ps, torch::optim::AdamOptions(1e-3));
+  });
+  const torch::Tensor x = volume();
+  const torch::Tensor y = net == Net::kUnet ? (x > 0.5).to(torch::kFloat) : x.clone();
+  p.forward_backward(x, y);
+  p.optimizer_step();
+  return p.forward_backward(x, y).peak_bytes.at(0);  // the second step holds Adam's state too
+}
+
+TEST(SlabBytes, AStepOnASlabHoldsPerVoxelWhatOneDeviceHolds) {
+  for (Net net : {Net::kUnet, Net::kConv}) {
+    const double one = static_cast<double>(step_peak(net, 1));
+    for (int slabs : {2, 4}) {
+      const double slab = static_cast<double>(step_peak(net, slabs));
+      EXPECT_LE(slab * slabs / one, kTolerance)
+          << (net == Net::kUnet ? "unet3d" : "conv3d-stack") << " on " << slabs
+          << " slabs: " << slab << " bytes against " << one << " on one device";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem
