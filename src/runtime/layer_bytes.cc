@@ -38,25 +38,29 @@ class FreshGrad : public torch::autograd::Function<FreshGrad> {
 uint64_t tensor_bytes(const torch::Tensor& t) {
   return static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(t.element_size());
 }
-// What a backward of one layer alone holds for a moment.
-struct Workspace {
-  uint64_t bytes = 0;  // the most above what is in use when it starts
-  // Bytes of the layer's outputs that the backward freed on its way (a ReLU's output once the
-  // ReLU's backward has run): held all the while where something else keeps them.
-  uint64_t outputs_freed = 0;
+// How a layer's backward meets its outputs.
+enum class Outputs {
+  // Held only by what the layer's autograd graph saves (a ReLU's output goes once the ReLU's
+  // backward has run), the gradients that reach them made as the backward starts and freed
+  // once used, as in a pipeline's backward inside a stage.
+  kReleased,
+  // Kept throughout, with the gradients that reach them: a stage that sends its outputs keeps
+  // them until its backward ends, and the gradient messages for them are counted apart.
+  kKept,
 };
 
-// The most bytes a backward of `layer` alone holds above what is in use when it starts, the
-// gradients that reach its outputs included: it runs the layer again on copies of `inputs` cut
-// from the graph and asks for the gradients of its inputs and parameters (without accumulating
-// them into the parameters).
-Workspace backward_workspace(const graph::Layer& layer, const graph::Tensors& inputs) {
+// The most bytes a backward of `layer` alone holds above what is in use when it starts: it runs
+// the layer again on copies of `inputs` cut from the graph and asks for the gradients of its
+// parameters and of the inputs in `needs_grad` (the model's own input needs none), without
+// accumulating them into the parameters.
+uint64_t backward_workspace(const graph::Layer& layer, const graph::Tensors& inputs,
+                            const std::vector<bool>& needs_grad, Outputs outputs_are) {
   auto& tracker = memory::Tracker::global();
   graph::Tensors detached;
   std::vector<torch::Tensor> wrt;
-  for (const auto& x : inputs) {
-    torch::Tensor d = x.detach();
-    if (d.is_floating_point()) {
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    torch::Tensor d = inputs[k].detach();
+    if (d.is_floating_point() && needs_grad[k]) {
       d.requires_grad_(true);
       wrt.push_back(d);
     }
@@ -66,32 +70,24 @@ Workspace backward_workspace(const graph::Layer& layer, const graph::Tensors& in
     if (p.second.requires_grad()) wrt.push_back(p.second);
   graph::Tensors outputs = layer.forward(detached);
   std::vector<torch::Tensor> roots, seeds;
-  std::map<const c10::StorageImpl*, std::pair<c10::weak_intrusive_ptr<c10::StorageImpl>, uint64_t>>
-      watched;
   for (const auto& y : outputs) {
-    if (y.has_storage()) {
-      watched.emplace(y.storage().unsafeGetStorageImpl(),
-                      std::make_pair(y.storage().getWeakStorageImpl(),
-                                     static_cast<uint64_t>(y.storage().nbytes())));
-    }
     if (!y.requires_grad()) continue;
-    roots.push_back(FreshGrad::apply(y));
-    seeds.push_back(torch::ones({1}, y.options()).expand(y.sizes()));  // holds no bytes
+    if (outputs_are == Outputs::kReleased) {
+      roots.push_back(FreshGrad::apply(y));
+      seeds.push_back(torch::ones({1}, y.options()).expand(y.sizes()));  // holds no bytes
+    } else {
+      roots.push_back(y);
+      seeds.push_back(torch::ones_like(y));
+    }
   }
-  // The layer's outputs are held only by what its autograd graph saves, as in a pipeline's
-  // backward, where a ReLU's output is freed once the ReLU's backward has run.
-  outputs.clear();
-  Workspace out;
-  if (roots.empty() || wrt.empty()) return out;
+  if (outputs_are == Outputs::kReleased) outputs.clear();
+  if (roots.empty() || wrt.empty()) return 0;
   const uint64_t start = tracker.current(kProbeDevice);
   tracker.reset_peak(kProbeDevice);
   torch::autograd::grad(roots, wrt, seeds, /*retain_graph=*/false, /*create_graph=*/false,
                         /*allow_unused=*/true);
   const uint64_t peak = tracker.peak(kProbeDevice);
-  out.bytes = peak > start ? peak - start : 0;
-  for (const auto& [impl, watch] : watched)
-    if (watch.first.expired()) out.outputs_freed += watch.second;
-  return out;
+  return peak > start ? peak - start : 0;
 }
 
 }  // namespace
@@ -117,8 +113,16 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
   // Judged by who else holds the tensor or its storage besides the measurement's own handles;
   // anything else that shares them (a view, the graph input) counts as kept.
   std::map<std::string, bool> kept;
+  // Per layer: the most its forward held above what was in use before it; its backward's
+  // workspace with its outputs released and with them kept (backward_workspace).
+  std::vector<uint64_t> forward_peak, backward_released, backward_kept;
   auto held_beyond = [](const torch::Tensor& t, size_t impl_refs) {
-    return !t.has_storage() || t.use_count() > impl_refs || t.storage().use_count() > 1;
+    if (!t.has_storage() || t.use_count() > impl_refs) return true;
+    // A view made inside the layer (an ONNX InstanceNormalization's reshape of its result)
+    // holds its base, which shares the storage: held beyond them when the base has another
+    // holder, or the storage another tensor.
+    if (t.is_view()) return t._base().use_count() > 1 || t.storage().use_count() > 2;
+    return t.storage().use_count() > 1;
   };
   {
     memory::ScopedWhere where(kProbeDevice, "memory probe");
@@ -142,11 +146,12 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
       const uint64_t after = tracker.current(kProbeDevice);
       out.halo.push_back(group ? static_cast<uint64_t>(group->halo_bytes() - halo_before) : 0);
       out.activations.push_back(after > before ? after - before : 0);
-      const uint64_t forward_workspace = tracker.peak(kProbeDevice) - after;
-      const Workspace backward = backward_workspace(layer, inputs);
-      out.transient.push_back(std::max(forward_workspace, backward.bytes));
-      out.transient_held.push_back(
-          std::max(forward_workspace, backward.bytes + backward.outputs_freed));
+      forward_peak.push_back(tracker.peak(kProbeDevice) - before);
+      std::vector<bool> needs_grad;
+      for (const auto& name : layer.inputs) needs_grad.push_back(name != model.input);
+      backward_released.push_back(
+          backward_workspace(layer, inputs, needs_grad, Outputs::kReleased));
+      backward_kept.push_back(backward_workspace(layer, inputs, needs_grad, Outputs::kKept));
       for (size_t k = 0; k < outputs.size(); ++k) {
         out.tensors[layer.outputs[k]] = tensor_bytes(outputs[k]);
         kept[layer.outputs[k]] = held_beyond(outputs[k], 1);
@@ -172,10 +177,21 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
       out.state.push_back(params * static_cast<uint64_t>(2 + optimizer_slots));
     }
   }
-  for (size_t i = 0; i < model.layers.size(); ++i)
-    for (const auto& name : model.layers[i].outputs)
-      if (name != model.output && last_read.count(name) && !kept.at(name))
-        out.activations[i] -= std::min(out.activations[i], out.tensors.at(name));
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    // Outputs no graph keeps are no activations: gone after their last reader. They count in
+    // the forward's workspace, and in the backward where the stage keeps them (sent on).
+    uint64_t unkept = 0;
+    for (const auto& name : model.layers[i].outputs) {
+      if (name == model.output || !last_read.count(name) || kept.at(name)) continue;
+      out.activations[i] -= std::min(out.activations[i], out.tensors.at(name));
+      unkept += out.tensors.at(name);
+    }
+    out.forward.push_back(
+        forward_peak[i] > out.activations[i] ? forward_peak[i] - out.activations[i] : 0);
+    out.backward.push_back(backward_released[i]);
+    out.backward_held.push_back(backward_kept[i] + unkept);
+    out.transient.push_back(std::max(out.forward[i], out.backward[i]));
+  }
   return out;
 }
 
@@ -183,7 +199,9 @@ std::string to_json(const LayerBytes& bytes) {
   nlohmann::json j;
   j["activations"] = bytes.activations;
   j["transient"] = bytes.transient;
-  j["transient_held"] = bytes.transient_held;
+  j["forward"] = bytes.forward;
+  j["backward"] = bytes.backward;
+  j["backward_held"] = bytes.backward_held;
   j["halo"] = bytes.halo;
   j["state"] = bytes.state;
   j["tensors"] = bytes.tensors;
@@ -196,17 +214,19 @@ LayerBytes layer_bytes_from_json(const std::string& text) {
     LayerBytes out;
     j.at("activations").get_to(out.activations);
     j.at("transient").get_to(out.transient);
-    j.at("transient_held").get_to(out.transient_held);
+    j.at("forward").get_to(out.forward);
+    j.at("backward").get_to(out.backward);
+    j.at("backward_held").get_to(out.backward_held);
     j.at("halo").get_to(out.halo);
     j.at("state").get_to(out.state);
     j.at("tensors").get_to(out.tensors);
-    TANDEM_CHECK(
-        out.transient.size() == out.activations.size() &&
-            out.transient_held.size() == out.activations.size() &&
-            out.halo.size() == out.activations.size() && out.state.size() == out.activations.size(),
-        "a layer memory measurement has {} activations, {} and {} transients and {} "
-        "states",
-        out.activations.size(), out.transient.size(), out.transient_held.size(), out.state.size());
+    const size_t n = out.activations.size();
+    TANDEM_CHECK(out.transient.size() == n && out.forward.size() == n && out.backward.size() == n &&
+                     out.backward_held.size() == n && out.halo.size() == n && out.state.size() == n,
+                 "a layer memory measurement has {} activations but {}, {}, {} and {} "
+                 "workspaces, {} halos and {} states",
+                 n, out.transient.size(), out.forward.size(), out.backward.size(),
+                 out.backward_held.size(), out.halo.size(), out.state.size());
     return out;
   } catch (const nlohmann::json::exception& e) {
     TANDEM_CHECK(false, "not a layer memory measurement: {}", e.what());

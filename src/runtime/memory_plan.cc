@@ -114,7 +114,9 @@ std::function<double(int, int, int)> search_peak(const graph::Model& model, cons
                                                  const schedule::Schedule* chain) {
   TANDEM_CHECK(bytes.activations.size() == model.layers.size() &&
                    bytes.transient.size() == model.layers.size() &&
-                   bytes.transient_held.size() == model.layers.size() &&
+                   bytes.forward.size() == model.layers.size() &&
+                   bytes.backward.size() == model.layers.size() &&
+                   bytes.backward_held.size() == model.layers.size() &&
                    bytes.state.size() == model.layers.size(),
                "memory was measured for {} layers but model '{}' has {}", bytes.activations.size(),
                model.name, model.layers.size());

@@ -1,5 +1,6 @@
 // The memory plan as a table, one row per stage (memory_plan_table in memory_plan.h).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "runtime/stage_memory.h"
 #include "tandem/memory/bytes.h"
@@ -18,10 +19,13 @@ std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes
   const Messages m = message_bytes(model, bytes, partition, recompute, lowered);
   auto mib = [](double b) { return memory::format_bytes(static_cast<uint64_t>(b)); };
   const double total_flops = forward_flops(model, 0, static_cast<int>(model.layers.size()));
+  std::vector<uint64_t> planned_bytes, at_most_bytes;
   for (int s = 0; s < partition.num_stages; ++s) {
     auto [begin, end] = partition.layers_of(s);
     const StageParts p = stage_parts(uses, bytes, begin, end, recompute, &partition);
     const double planned = p.peak(in_flight[s], m.ahead[s]);
+    planned_bytes.push_back(static_cast<uint64_t>(planned));
+    at_most_bytes.push_back(static_cast<uint64_t>(planned + m.late[s]));
     // The stage's share of the model's forward FLOPs, where the layers know theirs.
     const std::string share =
         total_flops > 0
@@ -31,6 +35,9 @@ std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes
                        mib(p.per_microbatch), mib(p.workspace), mib(m.ahead[s]), mib(p.state),
                        mib(planned), mib(m.late[s]), mib(planned + m.late[s]));
   }
+  // The same two columns in bytes, for programs.
+  out += fmt::format("planned: peak_bytes={} at_most_bytes={}\n", fmt::join(planned_bytes, ","),
+                     fmt::join(at_most_bytes, ","));
   return out;
 }
 

@@ -51,13 +51,13 @@ TensorUses index_tensors(const graph::Model& model, const LayerBytes& bytes) {
 StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, int end,
                        bool recompute, const graph::Partition* partition) {
   StageParts out;
-  // The micro-batch that runs holds, at layer i: what layers begin..i left alive (a backward
-  // frees the later layers' tensors first: autograd runs nodes in reverse creation order); the
-  // tensors it sent, which later layers made (kept until its backward ends); the gradients of
-  // tensors made before layer i that a later layer of the stage reads (a skip's gradient
-  // waits for its producer); and layer i's passing workspace, with the gradients that reach its
-  // outputs. The largest such sum, less all of the
-  // micro-batch's activations, plus the gradients of what it sent, is the stage's workspace.
+  // The micro-batch that runs holds, at layer i's backward: what layers begin..i left alive (a
+  // backward frees the later layers' tensors first: autograd runs nodes in reverse creation
+  // order); the tensors it sent, which later layers made (kept until its backward ends); the
+  // gradients of tensors made before layer i that a later layer of the stage reads (a skip's
+  // gradient waits for its producer); layer i's backward workspace, with the gradients that
+  // reach its outputs; and the gradients of what it sent. The largest such sum, or of a layer's
+  // forward, less all of the micro-batch's activations, is the stage's workspace.
   // held[i - begin] changes by delta[i - begin] from layer i on.
   std::vector<double> delta(end - begin + 1, 0);
   auto hold = [&](int from, int to, double b) {  // held at layers [from, to]
@@ -111,17 +111,21 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
       outputs_kept[made - begin] = 1;
     }
   }
+  // The largest moment: a layer's forward (what the layers before it left, and its own
+  // workspace; with recomputation it runs in the backward, beside the gradient messages), or
+  // its backward (with what is held then and the gradient messages).
   double activations = 0, largest_at_a_layer = 0, held = 0;
   for (int i = begin; i < end; ++i) {
     activations += static_cast<double>(bytes.activations[i]);
     out.state += static_cast<double>(bytes.state[i]);
     held += delta[i - begin];
-    const uint64_t transient =
-        outputs_kept[i - begin] ? bytes.transient_held[i] : bytes.transient[i];
-    largest_at_a_layer =
-        std::max(largest_at_a_layer, activations + held + static_cast<double>(transient));
+    const double forward =
+        activations + static_cast<double>(bytes.forward[i]) + (recompute ? sent : 0.0);
+    const uint64_t backward = outputs_kept[i - begin] ? bytes.backward_held[i] : bytes.backward[i];
+    largest_at_a_layer = std::max(
+        {largest_at_a_layer, forward, activations + held + static_cast<double>(backward) + sent});
   }
-  out.workspace = largest_at_a_layer - activations + sent;
+  out.workspace = largest_at_a_layer - activations;
   out.received = received;
   out.sent_on = sent_on;
   if (!recompute) {

@@ -24,15 +24,26 @@ void swap_planes(Halo& h, const torch::Tensor& x, const transport::MessageKey& k
   Exchange ex{kind, h.stage, h.microbatch, g.now_us()};
   const bool from_before = j > 0 && !g.dry() && w > 0;
   const bool from_after = j < n - 1 && !g.dry() && w > 0;
-  if (from_before) {
+  // What goes to a neighbour is a copy of its planes, held until the neighbour takes it; a dry
+  // group keeps its copies with the halo instead, so that a measurement counts them.
+  h.sent.clear();
+  if (j > 0) {
     torch::Tensor low = x.detach().narrow(dim, 0, w).contiguous();
-    ex.bytes_sent += bytes_of(low);
-    g.send(j - 1, key, low);
+    if (g.dry()) {
+      h.sent.push_back(low);
+    } else {
+      ex.bytes_sent += bytes_of(low);
+      g.send(j - 1, key, low);
+    }
   }
-  if (from_after) {
+  if (j < n - 1) {
     torch::Tensor high = x.detach().narrow(dim, d - w, w).contiguous();
-    ex.bytes_sent += bytes_of(high);
-    g.send(j + 1, key, high);
+    if (g.dry()) {
+      h.sent.push_back(high);
+    } else {
+      ex.bytes_sent += bytes_of(high);
+      g.send(j + 1, key, high);
+    }
   }
   std::vector<int64_t> sizes = x.sizes().vec();
   sizes[dim] = w;
@@ -91,13 +102,16 @@ void return_halo_grads(const Halo& h, const torch::Tensor& grad_before,
   const transport::MessageKey key = g.key(h.name, h.stage, h.microbatch, true);
   const bool to_before = j > 0 && !g.dry() && w > 0;
   const bool to_after = j < n - 1 && !g.dry() && w > 0;
+  // Copies for the neighbours, made in a dry group too (a measurement counts them while the
+  // gradients are added).
+  torch::Tensor low, high;
+  if (j > 0 && w > 0) low = grad_before.contiguous();
+  if (j < n - 1 && w > 0) high = grad_after.contiguous();
   if (to_before) {
-    torch::Tensor low = grad_before.contiguous();
     ex.bytes_sent += bytes_of(low);
     g.send(j - 1, key, low);
   }
   if (to_after) {
-    torch::Tensor high = grad_after.contiguous();
     ex.bytes_sent += bytes_of(high);
     g.send(j + 1, key, high);
   }

@@ -166,6 +166,7 @@ std::pair<torch::Tensor, torch::Tensor> weight_grads(const HaloConvState& s,
   }
   h.before = torch::Tensor();
   h.after = torch::Tensor();
+  h.sent.clear();
   return {gw, gb};
 }
 
@@ -199,6 +200,7 @@ class HaloConv : public torch::autograd::Function<HaloConv> {
     torch::Tensor y = output(*state, x, weight, bias);
     state->halo->before = torch::Tensor();  // refetched when a backward needs them
     state->halo->after = torch::Tensor();
+    state->halo->sent.clear();
     ctx->saved_data["state"] = c10::IValue::make_capsule(std::move(state));
     return y;
   }

@@ -1,5 +1,7 @@
 #include "tandem/spatial/slabs.h"
 
+#include <algorithm>
+
 #include "tandem/common/check.h"
 
 namespace tandem::spatial {
@@ -33,6 +35,23 @@ std::vector<Slab> split_extent(int64_t extent, int parts, int64_t multiple) {
     const int64_t size = (units / parts + (j < units % parts ? 1 : 0)) * multiple;
     out.push_back({offset, size});
     offset += size;
+  }
+  return out;
+}
+
+HeaviestSlab heaviest_slab(const SlabLayout& layout) {
+  TANDEM_ASSERT(!layout.slabs.empty(), "a layout without slabs");
+  HeaviestSlab out;
+  out.layout = layout;
+  out.index = layout.size() >= 3 ? 1 : 0;
+  std::vector<Slab>& slabs = out.layout.slabs;
+  const auto largest = std::max_element(
+      slabs.begin(), slabs.end(), [](const Slab& a, const Slab& b) { return a.size < b.size; });
+  std::swap(largest->size, slabs[static_cast<size_t>(out.index)].size);
+  int64_t offset = 0;
+  for (Slab& s : slabs) {
+    s.offset = offset;
+    offset += s.size;
   }
   return out;
 }

@@ -37,12 +37,13 @@ int most_stages_per_memory(const std::vector<DeviceSpec>& devices, int stages, b
   return most;
 }
 
-// One micro-batch of the first training samples as the measurement sees them: the first slab's
-// planes under a spatial split (the largest slab).
+// One micro-batch of the first training samples as the measurement sees them: under a spatial
+// split the planes of the slab that holds the most (spatial::heaviest_slab).
 struct MeasuredSample {
   torch::Tensor input;
-  spatial::SlabLayout layout;  // c.spatial > 1
-  int slots = 0;               // the optimizer's tensors per parameter
+  spatial::SlabLayout layout;  // c.spatial > 1: the cut, with the measured slab at `index`
+  int index = 0;
+  int slots = 0;  // the optimizer's tensors per parameter
 };
 
 MeasuredSample measured_sample(const graph::Model& model, const Config& c, const Source& source) {
@@ -52,10 +53,15 @@ MeasuredSample measured_sample(const graph::Model& model, const Config& c, const
       model, source.train_batch(0, 0, std::min<int64_t>(micro, source.train_size())).input);
   m.slots = c.optimizer == "adam" ? 2 : (c.momentum != 0 ? 1 : 0);
   if (c.spatial == 1) return m;
-  m.layout.dim = model.slab_dim;
-  m.layout.extent = m.input.size(model.slab_dim);
-  m.layout.slabs = spatial::split_extent(m.layout.extent, c.spatial, model.slab_multiple);
-  m.input = m.input.narrow(m.layout.dim, 0, m.layout.slabs[0].size).contiguous();
+  spatial::SlabLayout cut;
+  cut.dim = model.slab_dim;
+  cut.extent = m.input.size(model.slab_dim);
+  cut.slabs = spatial::split_extent(cut.extent, c.spatial, model.slab_multiple);
+  const spatial::HeaviestSlab heaviest = spatial::heaviest_slab(cut);
+  m.layout = heaviest.layout;
+  m.index = heaviest.index;
+  const spatial::Slab& slab = m.layout.slabs[static_cast<size_t>(m.index)];
+  m.input = m.input.narrow(m.layout.dim, slab.offset, slab.size).contiguous();
   return m;
 }
 
@@ -93,11 +99,11 @@ MemoryPartition memory_partition(const graph::Model& model, const Config& c, int
     const MeasuredSample m = measured_sample(model, c, source);
     if (c.spatial == 1)
       return runtime::to_json(runtime::measure_layer_bytes(model, m.input, m.slots));
-    // A spatial split: the first slab, the largest, with its halos (zeros from a dry group:
+    // A spatial split: the slab that holds the most, with its halos (zeros from a dry group:
     // the same bytes as its neighbours' planes) and its share of every tensor.
     std::vector<int> members(c.spatial);
     std::iota(members.begin(), members.end(), 0);
-    spatial::Group dry(nullptr, members, 0, c10::kCPU, m.layout);
+    spatial::Group dry(nullptr, members, m.index, c10::kCPU, m.layout);
     return runtime::to_json(runtime::measure_layer_bytes(model, m.input, m.slots, &dry));
   };
   const runtime::LayerBytes bytes =

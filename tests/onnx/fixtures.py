@@ -510,6 +510,13 @@ def main():
     write_op_cases(os.path.join(out, "ops"))
     write_refused(os.path.join(out, "refused"))
     write_slabs(os.path.join(out, "slabs"))
+    # Volume models of any size for the memory plan's checks (plan_check.py).
+    os.makedirs(os.path.join(out, "plan"), exist_ok=True)
+    torch.manual_seed(11)
+    torch_models.export_volume_model(torch_models.PlanUnet(),
+                                     os.path.join(out, "plan", "unet.onnx"))
+    torch_models.export_volume_model(torch_models.build("unet3d"),
+                                     os.path.join(out, "plan", "unet_small.onnx"))
 
 
 if __name__ == "__main__":

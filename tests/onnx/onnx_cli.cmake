@@ -138,3 +138,39 @@ onnx_cli_test(loss_of_a_builtin_model 2 "--loss and --output choose the loss of 
 onnx_cli_test(eval_builtin_needs_checkpoint 2 "eval needs --checkpoint" eval --model mlp)
 onnx_cli_test(export_missing_checkpoint 2 "no/such/ckpt: no such file or folder"
   export --checkpoint no/such/ckpt --onnx ${onnx_fixtures}/mlp.onnx -o ${onnx_cli}/x.onnx)
+
+# The memory plan holds for ONNX models as a user meets it (plan_check.py): no device goes
+# above its stage's planned peak "at most", and the planned peak is within 10% of the measured
+# one (1 MiB for models of a few MiB). A user's PyTorch U-Net (8 to 64 filters, transposed
+# convolutions, concatenated skips) on one device, 2 and 4 slabs and 2 stages; the suite's U-Net
+# with instance norm, also slabs under stages; the Keras graph of MNIST on 1 and 2 stages.
+set(plan_check ${TANDEM_PYTHON} ${onnx_dir}/plan_check.py ${tandem} --)
+set(plan_volume --data spheres --test-samples 0 --seed 0 --loss dice+bce)
+add_test(NAME onnx_plan_unet
+  COMMAND ${plan_check} --model ${onnx_fixtures}/plan/unet.onnx ${plan_volume} --volume 48
+    --batch 2 --microbatches 1 --train-samples 4 -- --devices 1 -- --devices 2 --spatial 2
+    -- --devices 4 --spatial 4 -- --devices 2 --stages 2)
+add_test(NAME onnx_plan_unet_instance_norm
+  COMMAND ${plan_check} --model ${onnx_fixtures}/plan/unet_small.onnx ${plan_volume} --volume 32
+    --batch 4 --microbatches 2 --train-samples 8 -- --devices 1 -- --devices 2 --spatial 2
+    -- --devices 2 --stages 2 -- --devices 4 --stages 2 --spatial 2)
+add_test(NAME onnx_plan_keras
+  COMMAND ${plan_check} --model ${onnx_fixtures}/keras.onnx --data mnist --batch 32
+    --microbatches 2 --eval-batch 32 --seed 0 -- --devices 1 -- --devices 2)
+# And its advice holds at 64^3 under 128 MiB per device: one device plans above it and names
+# --spatial 2, which then trains within it; --partition fit finds 4 stages whose plan fits it,
+# and they train within it.
+set(plan_unet_64 train --model ${onnx_fixtures}/plan/unet.onnx ${plan_volume} --volume 64
+  --batch 2 --microbatches 1 --train-samples 4 --steps 2 --progress none --device-memory 128MiB)
+onnx_cli_test(plan_names_a_spatial_that_trains 3
+  "--spatial 2 would plan at most [0-9.]+ MiB per device \\(2 devices: 1 group of 2\\), within the budget"
+  ${plan_unet_64} --devices 1 --partition memory --plan-only)
+onnx_cli_test(plan_spatial_named_trains 0 "result: steps=2 " ${plan_unet_64} --devices 2
+  --spatial 2)
+onnx_cli_test(plan_fit_trains_within_the_budget 0
+  "planned peaks fit --device-memory 128.0 MiB.*result: steps=2 "
+  ${plan_unet_64} --devices 4 --partition fit)
+foreach(test onnx_plan_unet onnx_plan_unet_instance_norm onnx_plan_keras)
+  set_tests_properties(${test} PROPERTIES WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  onnx_cli_fixtures(${test})
+endforeach()

@@ -65,6 +65,46 @@ class Unet3d(nn.Module):
         return torch.sigmoid(self.out(self.dec(torch.cat([self.up(b), skip], 1))))
 
 
+class PlanUnet(nn.Module):
+    """A user's 3D U-Net for the memory plan's checks: 8, 16, 32 and 64 filters, two 3x3x3
+    convolutions with ReLU per level, 3 max poolings, transposed convolutions up, the skips
+    concatenated, a 1x1x1 convolution and a sigmoid (350,457 parameters)."""
+
+    def __init__(self, f=(8, 16, 32, 64)):
+        super().__init__()
+
+        def double(i, o):
+            return nn.Sequential(nn.Conv3d(i, o, 3, padding=1), nn.ReLU(),
+                                 nn.Conv3d(o, o, 3, padding=1), nn.ReLU())
+
+        self.e0, self.e1, self.e2 = double(1, f[0]), double(f[0], f[1]), double(f[1], f[2])
+        self.b = double(f[2], f[3])
+        self.u2, self.d2 = nn.ConvTranspose3d(f[3], f[2], 2, stride=2), double(2 * f[2], f[2])
+        self.u1, self.d1 = nn.ConvTranspose3d(f[2], f[1], 2, stride=2), double(2 * f[1], f[1])
+        self.u0, self.d0 = nn.ConvTranspose3d(f[1], f[0], 2, stride=2), double(2 * f[0], f[0])
+        self.out = nn.Conv3d(f[0], 1, 1)
+
+    def forward(self, x):
+        a = self.e0(x)
+        b = self.e1(F.max_pool3d(a, 2))
+        c = self.e2(F.max_pool3d(b, 2))
+        m = self.b(F.max_pool3d(c, 2))
+        c = self.d2(torch.cat([self.u2(m), c], 1))
+        b = self.d1(torch.cat([self.u1(c), b], 1))
+        a = self.d0(torch.cat([self.u0(b), a], 1))
+        return torch.sigmoid(self.out(a))
+
+
+def export_volume_model(model, path):
+    """Exports a [B,1,D,H,W] model with every axis but the channels dynamic, as a user exports
+    a model for volumes of any size."""
+    dynamic = {0: "batch", 2: "depth", 3: "height", 4: "width"}
+    torch.onnx.export(model, torch.randn(2, 1, 16, 16, 16), path, opset_version=13,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      input_names=["input"], output_names=["output"],
+                      dynamic_axes={"input": dynamic, "output": dynamic})
+
+
 def soft_dice_loss(p, t):
     p, t = p.flatten(1), t.flatten(1)
     dice = (2 * (p * t).sum(1) + 1) / (p.sum(1) + t.sum(1) + 1)

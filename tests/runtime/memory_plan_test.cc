@@ -65,7 +65,9 @@ TEST(MemoryPlan, AMeasurementReadsBackFromItsJson) {
   const runtime::LayerBytes back = runtime::layer_bytes_from_json(runtime::to_json(b));
   EXPECT_EQ(back.activations, b.activations);
   EXPECT_EQ(back.transient, b.transient);
-  EXPECT_EQ(back.transient_held, b.transient_held);
+  EXPECT_EQ(back.forward, b.forward);
+  EXPECT_EQ(back.backward, b.backward);
+  EXPECT_EQ(back.backward_held, b.backward_held);
   EXPECT_EQ(back.state, b.state);
   EXPECT_EQ(back.tensors, b.tensors);
   auto error_of = [](const std::string& text) {
@@ -79,9 +81,11 @@ TEST(MemoryPlan, AMeasurementReadsBackFromItsJson) {
   EXPECT_NE(error_of("").find("not a layer memory measurement"), std::string::npos);
   EXPECT_NE(error_of(R"({"activations": [1]})").find("not a layer memory measurement"),
             std::string::npos);
-  EXPECT_EQ(error_of(R"({"activations": [1, 2], "transient": [1], "transient_held": [1, 2],)"
-                     R"( "halo": [0, 0], "state": [1, 2], "tensors": {"input": 4}})"),
-            "a layer memory measurement has 2 activations, 1 and 2 transients and 2 states");
+  EXPECT_EQ(error_of(R"({"activations": [1, 2], "transient": [1], "forward": [1, 2],)"
+                     R"( "backward": [1, 2], "backward_held": [1, 2], "halo": [0, 0],)"
+                     R"( "state": [1, 2], "tensors": {"input": 4}})"),
+            "a layer memory measurement has 2 activations but 1, 2, 2 and 2 workspaces, 2 halos "
+            "and 2 states");
 }
 
 TEST(MemoryPlan, OneFOneBGivesTheFirstStageFewerLayers) {

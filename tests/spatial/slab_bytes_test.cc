@@ -51,19 +51,22 @@ struct Measured {
   runtime::LayerBytes whole, slab;
 };
 
-// The first slab of `slabs` with its halos (a dry group), and the same planes as whole samples.
+// The slab of `slabs` that holds the most, with its halos (a dry group), and the same planes as
+// whole samples.
 Measured measure(const graph::Model& m, int slabs) {
   const torch::Tensor x = volume();
-  spatial::SlabLayout layout;
-  layout.dim = 2;
-  layout.extent = x.size(2);
-  layout.slabs = spatial::split_extent(layout.extent, slabs, m.slab_multiple);
-  const torch::Tensor first = x.narrow(2, 0, layout.slabs[0].size).contiguous();
+  spatial::SlabLayout cut;
+  cut.dim = 2;
+  cut.extent = x.size(2);
+  cut.slabs = spatial::split_extent(cut.extent, slabs, m.slab_multiple);
+  const spatial::HeaviestSlab h = spatial::heaviest_slab(cut);
+  const spatial::Slab& s = h.layout.slabs[static_cast<size_t>(h.index)];
+  const torch::Tensor planes = x.narrow(2, s.offset, s.size).contiguous();
   std::vector<int> members(slabs);
   std::iota(members.begin(), members.end(), 0);
-  spatial::Group dry(nullptr, members, 0, c10::kCPU, layout);
-  return {runtime::measure_layer_bytes(m, first, 2),
-          runtime::measure_layer_bytes(m, first, 2, &dry)};
+  spatial::Group dry(nullptr, members, h.index, c10::kCPU, h.layout);
+  return {runtime::measure_layer_bytes(m, planes, 2),
+          runtime::measure_layer_bytes(m, planes, 2, &dry)};
 }
 
 class SlabBytes : public ::testing::TestWithParam<std::tuple<Net, int>> {};

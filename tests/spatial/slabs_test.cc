@@ -52,5 +52,23 @@ TEST(Slabs, DescribesEachDevicesPlanes) {
   EXPECT_EQ(l.describe(1), "planes 48:96 of 96");
 }
 
+TEST(Slabs, TheHeaviestSlabHasTheLargestSizeAndTwoNeighboursWhereThereAreThree) {
+  SlabLayout cut;
+  cut.dim = 2;
+  cut.extent = 88;
+  cut.slabs = split_extent(88, 4, 4);  // 24, 24, 20, 20
+  const HeaviestSlab h = heaviest_slab(cut);
+  EXPECT_EQ(h.index, 1);
+  EXPECT_EQ(sizes(h.layout.slabs), (std::vector<int64_t>{24, 24, 20, 20}));
+  cut.extent = 20;
+  cut.slabs = split_extent(20, 4, 4);  // 8, 4, 4, 4: the 8 planes move to slab 1
+  EXPECT_EQ(sizes(heaviest_slab(cut).layout.slabs), (std::vector<int64_t>{4, 8, 4, 4}));
+  cut.extent = 96;
+  cut.slabs = split_extent(96, 2, 4);
+  const HeaviestSlab two = heaviest_slab(cut);
+  EXPECT_EQ(two.index, 0);
+  EXPECT_EQ(sizes(two.layout.slabs), (std::vector<int64_t>{48, 48}));
+}
+
 }  // namespace
 }  // namespace tandem::spatial

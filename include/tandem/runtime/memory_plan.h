@@ -40,13 +40,20 @@ struct LayerBytes {
   // for the backward), measured as the growth of the allocator's count over the call.
   std::vector<uint64_t> activations;
   // Per layer: the most bytes its forward or its backward holds for a moment above what it
-  // leaves alive (workspaces such as a convolution's unfolded input, the gradients that reach
-  // its outputs and the ones it makes), measured by running the layer once more on its own,
-  // where its outputs go once its backward no longer needs them.
+  // leaves alive (the larger of the two below).
   std::vector<uint64_t> transient;
-  // The same where something else keeps the layer's outputs through its backward (a stage that
-  // sends them holds them until its backward ends): the outputs the backward freed added.
-  std::vector<uint64_t> transient_held;
+  // Per layer: the most its forward holds above what it leaves alive: workspaces such as a
+  // convolution's copies in a blocked layout, and outputs no autograd graph keeps.
+  std::vector<uint64_t> forward;
+  // Per layer: the most its backward holds above what is in use when it starts, as it runs
+  // inside a stage: the gradients that reach its outputs (made as it starts, freed once used),
+  // the ones it makes, workspaces; its outputs go once its graph no longer needs them.
+  // Measured by running the layer once more on its own.
+  std::vector<uint64_t> backward;
+  // The same where the stage keeps the layer's outputs through its backward and the gradients
+  // that reach them are counted apart (a stage that sends its outputs holds them, and the
+  // gradient messages for them, until its backward ends).
+  std::vector<uint64_t> backward_held;
   // Per layer: bytes of the halo planes its forward receives on a slab of a spatial split (0 on
   // whole samples); the layer holds them while it runs, and keeps none of them.
   std::vector<uint64_t> halo;
@@ -139,7 +146,8 @@ SlabRatios slab_ratios(const graph::Model& model, const LayerBytes& whole, const
 // A table of the prediction per stage: layers, their share of the forward FLOPs, micro-batches
 // in flight, bytes kept per micro-batch, the largest workspace, messages received ahead, the
 // parameter state, the planned peak, messages a late receiver may leave with it, and the peak
-// at most.
+// at most; then a line "planned: peak_bytes=B0,B1,... at_most_bytes=A0,A1,..." with the
+// planned peak and the peak at most of every stage in bytes.
 std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes,
                               const graph::Partition& partition, const std::vector<int>& in_flight,
                               bool recompute, const schedule::Schedule* lowered = nullptr);

@@ -27,6 +27,9 @@ class Group;
 struct Halo : torch::CustomClassHolder {
   torch::Tensor before, after;  // [.., width, ..] each; zeros at the volume's ends; may be
                                 // released (undefined) between the forward and the backward
+  // A dry group's copies of the planes it would have sent, held like a transport holds them
+  // until the neighbour takes them; released with before and after.
+  std::vector<torch::Tensor> sent;
   Group* group = nullptr;
   std::string name;
   int stage = 0;

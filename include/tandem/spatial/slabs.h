@@ -36,6 +36,16 @@ struct SlabLayout {
 // or too small for `parts` slabs (the message says which extents and slab counts work).
 std::vector<Slab> split_extent(int64_t extent, int parts, int64_t multiple);
 
+// The slab a memory measurement stands for, in `layout` with its sizes rearranged: the largest
+// size, at index 1 where there are 3 or more slabs (neighbours on both sides: the most halo
+// planes any slab sends and receives), else at index 0. Every slab of `layout` holds at most
+// what it holds.
+struct HeaviestSlab {
+  SlabLayout layout;
+  int index = 0;
+};
+HeaviestSlab heaviest_slab(const SlabLayout& layout);
+
 // The most slabs `extent` planes can be cut into, each a multiple of `multiple` (0 when
 // `extent` is not a multiple of it).
 int most_slabs(int64_t extent, int64_t multiple);
