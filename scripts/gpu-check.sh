@@ -27,7 +27,8 @@
 #   8. (last: it takes what is left of the time) the largest unet3d volume (96..256) that
 #      trains under --device-memory 16GiB: 1 rank, then --spatial 2 and 4 (every sample cut
 #      into depth slabs, the groups sharing cuda:0), then 4 ranks sharing cuda:0 under mpirun
-#      (memory partition), from the volume 1 rank reached
+#      (memory partition), from the volume 1 rank reached; each with the GPU's peak bytes per
+#      voxel of the volume, against one rank's
 # Everything lands in $OUT: one log per step and results.md (a table of the steps with their
 # exit status, the `result:` lines, the tests' largest errors), printed again at the end.
 # The whole run stays under 8 minutes on 16 cores: later steps are skipped past the deadline.
@@ -502,6 +503,7 @@ volume_search() {
   shift 3
   local best=none v stop=""
   search_best=none
+  search_per_voxel=""
   if ! wanted "$current_step"; then
     record "largest unet3d volume, $name" "$(status_of 98 0)" 0 ""
     return
@@ -517,14 +519,25 @@ volume_search() {
     best=$v
   done
   search_best=$best
-  record "largest unet3d volume, $name" "$best" 0 \
-    "$(grep -h -m 1 'result:' "$out/volume-${name// /_}-$best.log" 2>/dev/null)$stop"
+  local line per_voxel="" peak
+  line=$(grep -h -m 1 'result:' "$out/volume-${name// /_}-$best.log" 2>/dev/null || true)
+  # Bytes per voxel: the GPU's peak (every slab's, on the one GPU) over the volume's voxels,
+  # against one rank's at its own largest volume.
+  peak=$(grep -o 'peak_mem_cuda:0[^ ]*=[0-9]*' <<<"$line" | head -1 | cut -d= -f2)
+  if [[ $best =~ ^[0-9]+$ && -n $peak ]]; then
+    search_per_voxel=$(awk -v p="$peak" -v v="$best" 'BEGIN { printf "%.0f", p / (v * v * v) }')
+    per_voxel="<br>bytes per voxel: $search_per_voxel"
+    [[ -n ${one_rank_per_voxel:-} ]] && per_voxel+=" ($(awk -v a="$search_per_voxel" \
+      -v b="$one_rank_per_voxel" 'BEGIN { printf "%.2f", a / b }')x one rank's)"
+  fi
+  record "largest unet3d volume, $name" "$best" 0 "$line$per_voxel$stop"
 }
 if grep -q -- '--device-memory' <<<"$help"; then
   cap=(train --model unet3d --data spheres --batch 1 --microbatches 1 --steps 1
     --train-samples 1 --test-samples 0 --dropout 0 --device-memory 16GiB --progress none)
   volume_search "1 rank" 60 96 "$bin_tandem" "${cap[@]}" --devices cuda:0 --schedule sequential
   one_rank_best=$search_best
+  one_rank_per_voxel=${search_per_voxel:-}
   if grep -q -- '--spatial' <<<"$help"; then
     # Every sample cut into 2 and 4 depth slabs, the groups' devices sharing cuda:0 (the cap
     # is the GPU's, shared by the devices on it), from the volume one device reached.
