@@ -176,22 +176,12 @@ OnceForTheJob Job::once() {
 }
 
 std::unique_ptr<Trainer> Job::trainer(const Config& config) {
-  auto t = std::make_unique<Trainer>(config, transport_, once());
-  join_checkpoints(*t);
-  return t;
+  return std::make_unique<Trainer>(*this, config);
 }
 
 std::unique_ptr<Trainer> Job::trainer(const Config& config, graph::Model model,
                                       std::unique_ptr<Source> source) {
-  auto t =
-      std::make_unique<Trainer>(config, std::move(model), std::move(source), transport_, once());
-  join_checkpoints(*t);
-  return t;
-}
-
-void Job::join_checkpoints(Trainer& t) {
-  if (!mpi()) return;
-  t.set_checkpoint_world({rank_, world_, t.replica(), t.config().replicas, [this] { barrier(); }});
+  return std::make_unique<Trainer>(*this, config, std::move(model), std::move(source));
 }
 
 int Job::guard(const std::function<void()>& body) {

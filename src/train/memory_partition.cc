@@ -67,22 +67,22 @@ MeasuredSample measured_sample(const graph::Model& model, const Config& c, const
 
 }  // namespace
 
-std::string slab_accounting(const graph::Model& model, const Config& c, const Source& source,
-                            const OnceForTheJob& once, const runtime::LayerBytes& slab) {
-  TANDEM_ASSERT(c.spatial > 1, "slab accounting without a spatial split");
+std::string slab_accounting(const PlanInputs& in, const runtime::LayerBytes& slab) {
+  TANDEM_ASSERT(in.config.spatial > 1, "slab accounting without a spatial split");
   auto measure = [&] {
-    const MeasuredSample m = measured_sample(model, c, source);
-    return runtime::to_json(runtime::measure_layer_bytes(model, m.input, m.slots));
+    const MeasuredSample m = measured_sample(in.model, in.config, in.source);
+    return runtime::to_json(runtime::measure_layer_bytes(in.model, m.input, m.slots));
   };
   const runtime::LayerBytes whole =
-      runtime::layer_bytes_from_json(once ? once(measure) : measure());
-  return runtime::slab_bytes_table(model, whole, slab);
+      runtime::layer_bytes_from_json(in.once ? in.once(measure) : measure());
+  return runtime::slab_bytes_table(in.model, whole, slab);
 }
 
-MemoryPartition memory_partition(const graph::Model& model, const Config& c, int stages,
-                                 const std::vector<DeviceSpec>& devices, bool per_rank,
-                                 const Source& source, const OnceForTheJob& once,
+MemoryPartition memory_partition(const PlanInputs& in, int stages,
                                  const graph::Partition* given) {
+  const graph::Model& model = in.model;
+  const Config& c = in.config;
+  const std::vector<DeviceSpec>& devices = in.devices;
   schedule::Options o;
   const bool per_device = schedule::places_own_stages(c.schedule);
   o.stages = per_device ? static_cast<int>(devices.size()) : stages;
@@ -96,7 +96,7 @@ MemoryPartition memory_partition(const graph::Model& model, const Config& c, int
   // One process measures (under MPI rank 0; the others would repeat its work on the same
   // cores and memory) and every process plans from its numbers: the same partition everywhere.
   auto measure = [&] {
-    const MeasuredSample m = measured_sample(model, c, source);
+    const MeasuredSample m = measured_sample(model, c, in.source);
     if (c.spatial == 1)
       return runtime::to_json(runtime::measure_layer_bytes(model, m.input, m.slots));
     // A spatial split: the slab that holds the most, with its halos (zeros from a dry group:
@@ -107,7 +107,7 @@ MemoryPartition memory_partition(const graph::Model& model, const Config& c, int
     return runtime::to_json(runtime::measure_layer_bytes(model, m.input, m.slots, &dry));
   };
   const runtime::LayerBytes bytes =
-      runtime::layer_bytes_from_json(once ? once(measure) : measure());
+      runtime::layer_bytes_from_json(in.once ? in.once(measure) : measure());
   MemoryPartition out;
   out.bytes = bytes;
   // Messages ordered as the pipeline will order them: its lowering of this schedule. While
@@ -118,7 +118,7 @@ MemoryPartition memory_partition(const graph::Model& model, const Config& c, int
   } else if (c.partition == "fit") {
     // Stages that share a memory share its budget.
     const double stage_budget =
-        static_cast<double>(c.device_memory) / most_stages_per_memory(devices, stages, per_rank);
+        static_cast<double>(c.device_memory) / most_stages_per_memory(devices, stages, in.per_rank);
     out.partition =
         runtime::partition_to_fit(model, bytes, in_flight, c.recompute, stage_budget, &chain);
   } else {
@@ -147,29 +147,29 @@ double largest_group_bytes(const std::vector<double>& planned, int groups) {
   return *std::max_element(sum.begin(), sum.end());
 }
 
-SpatialFit spatial_that_fits(const graph::Model& model, const Config& c, int stages, int groups,
-                             const std::vector<DeviceSpec>& devices, bool per_rank,
-                             const Source& source, const OnceForTheJob& once,
+SpatialFit spatial_that_fits(const PlanInputs& in, int stages, int groups,
                              const graph::Partition& partition, int64_t depth) {
-  const int most = std::min(16, spatial::most_slabs(depth, model.slab_multiple));
-  for (int n = c.spatial + 1; n <= most; ++n) {
-    Config wider = c;
+  const int most = std::min(16, spatial::most_slabs(depth, in.model.slab_multiple));
+  for (int n = in.config.spatial + 1; n <= most; ++n) {
+    Config wider = in.config;
     wider.spatial = n;
-    const MemoryPartition m =
-        memory_partition(model, wider, stages, devices, per_rank, source, once, &partition);
+    const PlanInputs thinner{in.model, wider, in.source, in.devices, in.per_rank, in.once};
+    const MemoryPartition m = memory_partition(thinner, stages, &partition);
     const double bytes = largest_group_bytes(m.planned, groups);
-    if (bytes <= static_cast<double>(c.device_memory)) return {n, bytes};
+    if (bytes <= static_cast<double>(in.config.device_memory)) return {n, bytes};
   }
   return {};
 }
 
-BudgetVerdict budget_verdict(const std::vector<double>& planned, const runtime::Pipeline& p,
-                             uint64_t budget, bool per_rank) {
+BudgetVerdict budget_verdict(const std::vector<double>& planned,
+                             const std::vector<DeviceSpec>& devices,
+                             const std::vector<int>& stage_group, int slabs, uint64_t budget,
+                             bool per_rank) {
   std::map<std::string, double> bytes;  // by memory
   std::map<std::string, std::vector<int>> stages;
   for (size_t s = 0; s < planned.size(); ++s) {
     // A spatial group's first device: the largest slab.
-    const std::string memory = memory_of(p.devices(), p.stage_device().at(s) * p.slabs(), per_rank);
+    const std::string memory = memory_of(devices, stage_group.at(s) * slabs, per_rank);
     bytes[memory] += planned[s];
     stages[memory].push_back(static_cast<int>(s));
   }

@@ -11,7 +11,7 @@
 #include "tandem/runtime/pipeline.h"
 #include "tandem/train/config.h"
 #include "tandem/train/source.h"
-#include "tandem/train/trainer.h"
+#include "tandem/train/run_plan.h"
 
 namespace tandem::train {
 
@@ -22,21 +22,28 @@ struct MemoryPartition {
   runtime::LayerBytes bytes;    // the measurement planned from (a slab's under a spatial split)
 };
 
+// What a memory plan is made from: the model, its options and data, the device that leads
+// each group of one replica (the largest slab's), and where the run is.
+struct PlanInputs {
+  const graph::Model& model;
+  const Config& config;
+  const Source& source;
+  std::vector<DeviceSpec> devices;
+  bool per_rank = false;  // under MPI: each rank's memory its own
+  OnceForTheJob once;     // runs the measurement once for the job (may be null)
+};
+
 // The stages under the schedule that will run (runtime/memory_plan.h) and their plan: `given`
 // (a split to plan, e.g. from --balance), or when it is null the smallest largest planned peak
 // (--partition memory) or the most even FLOPs among the splits whose plan fits --device-memory
-// (--partition fit). `devices`: one replica's; `per_rank`: under MPI. `once` (may be null)
-// runs the measurement once for the job.
-MemoryPartition memory_partition(const graph::Model& model, const Config& c, int stages,
-                                 const std::vector<DeviceSpec>& devices, bool per_rank,
-                                 const Source& source, const OnceForTheJob& once,
+// (--partition fit).
+MemoryPartition memory_partition(const PlanInputs& in, int stages,
                                  const graph::Partition* given = nullptr);
 
-// Under a spatial split (c.spatial > 1): the table of a slab's bytes against one device's on
-// the same voxels (runtime::slab_bytes_table), `slab` being memory_partition's measurement; it
-// measures the same planes once more as whole samples.
-std::string slab_accounting(const graph::Model& model, const Config& c, const Source& source,
-                            const OnceForTheJob& once, const runtime::LayerBytes& slab);
+// Under a spatial split (config.spatial > 1): the table of a slab's bytes against one device's
+// on the same voxels (runtime::slab_bytes_table), `slab` being memory_partition's measurement;
+// it measures the same planes once more as whole samples.
+std::string slab_accounting(const PlanInputs& in, const runtime::LayerBytes& slab);
 
 // A larger --spatial under which the same stages would fit --device-memory: each device then
 // plans a thinner slab of every activation.
@@ -45,12 +52,11 @@ struct SpatialFit {
   double bytes = 0;  // the largest planned bytes of one group's stages under it
 };
 
-// Plans the stages of `partition` with --spatial N for N from c.spatial + 1 up to the most slabs
-// `depth` allows (at most 16), stage s on group s mod `groups`, and returns the first N whose
-// every group fits c.device_memory. Measures a slab of each N as memory_partition does.
-SpatialFit spatial_that_fits(const graph::Model& model, const Config& c, int stages, int groups,
-                             const std::vector<DeviceSpec>& devices, bool per_rank,
-                             const Source& source, const OnceForTheJob& once,
+// Plans the stages of `partition` with --spatial N for N from config.spatial + 1 up to the most
+// slabs `depth` allows (at most 16), stage s on group s mod `groups`, and returns the first N
+// whose every group fits config.device_memory. Measures a slab of each N as memory_partition
+// does.
+SpatialFit spatial_that_fits(const PlanInputs& in, int stages, int groups,
                              const graph::Partition& partition, int64_t depth);
 
 // The largest planned bytes of one group, stage s on group s mod `groups`.
@@ -62,8 +68,10 @@ struct BudgetVerdict {
 };
 
 // Whether the planned peaks fit a budget of `budget` bytes per memory, or which stages and
-// memory do not.
-BudgetVerdict budget_verdict(const std::vector<double>& planned, const runtime::Pipeline& p,
-                             uint64_t budget, bool per_rank);
+// memory do not: stage s on the group `stage_group[s]` of `slabs` devices of `devices`.
+BudgetVerdict budget_verdict(const std::vector<double>& planned,
+                             const std::vector<DeviceSpec>& devices,
+                             const std::vector<int>& stage_group, int slabs, uint64_t budget,
+                             bool per_rank);
 
 }  // namespace tandem::train

@@ -5,7 +5,7 @@
 // gradients, run autograd backward, send input gradients. Weight gradients stay on the stage;
 // with replicas they are summed across the data-parallel group before the optimizer step.
 //
-// Shapes: input [B, ...] and target [B, ...] on the CPU, B the batch of all local replicas.
+// Shapes: input [B, ...] and target [B, ...] on the CPU, B this replica's batch.
 //
 // Thread-safety: one thread drives a Pipeline; its methods are not reentrant.
 #pragma once
@@ -152,8 +152,6 @@ class Pipeline {
   // The local device of the pipeline whose copy of `stage` the optimizer steps (the group's
   // first local device; its slab is lead_device % slabs), or -1 when the stage is elsewhere.
   int lead_device(int stage) const;
-  // The cut of every sample; empty slabs without a split.
-  const spatial::SlabLayout& slab_layout() const;
   // Whether a local stage reads the graph input, or computes the loss (reads the target).
   bool needs_input() const;
   bool needs_target() const;

@@ -82,10 +82,6 @@ class Job {
   void abort(const std::string& message, int exit_status = 1);
 
  private:
-  // Under MPI: the trainer's checkpoints are written by every rank of replica 0, between
-  // barriers of the job.
-  void join_checkpoints(Trainer& trainer);
-
   struct Mpi;
   std::unique_ptr<Mpi> mpi_;
   std::shared_ptr<transport::Transport> transport_;

@@ -10,9 +10,12 @@
 #include "tandem/checkpoint/save.h"
 #include "tandem/runtime/pipeline.h"
 #include "tandem/train/config.h"
+#include "tandem/train/run_plan.h"
 #include "tandem/train/source.h"
 
 namespace tandem::train {
+
+class Job;
 
 struct Result {
   int64_t steps = 0;
@@ -35,30 +38,29 @@ struct Result {
 // second so far). Pipeline::last_timings() then holds the step's measured actions.
 using StepCallback = std::function<void(int64_t, int64_t, const runtime::StepStats&, double)>;
 
-// Runs `make` once for the whole job and returns its text on every process. Under MPI: on rank
-// 0 only, and collective (tandem's command line builds one on its launch's all-gather).
-using OnceForTheJob = std::function<std::string(const std::function<std::string()>& make)>;
-
 class Trainer {
  public:
   // The model and data set that Config::model and Config::data name in the catalog
-  // (train/catalog.h). Builds the model, reads the data's headers, partitions and places the
-  // stages, and loads --init-from or --resume: everything that can refuse the run happens here,
-  // before its first step. `transport` null: in-process devices (Job::transport under MPI).
-  // `once` (null: this process alone; Job::once under MPI) runs the layer measurement of a
-  // memory plan (--partition memory or fit, --plan-only) once for the job. Throws tandem::Error
-  // for bad configurations and input files that do not fit them (data, checkpoints, a save
-  // folder of another run), with the values; memory::DoesNotFit when a batch of the data cannot
-  // fit the machine's memory.
-  Trainer(Config config, std::shared_ptr<transport::Transport> transport = nullptr,
-          const OnceForTheJob& once = nullptr);
+  // (train/catalog.h). Builds the model, reads the data's headers, plans the run (plan_run:
+  // partition, placement, memory plan), builds its pipeline from the plan, and loads
+  // --init-from or --resume: everything that can refuse the run happens here, before its first
+  // step. In process: every device in this process. Throws tandem::Error for bad
+  // configurations and input files that do not fit them (data, checkpoints, a save folder of
+  // another run), with the values; memory::DoesNotFit when a batch of the data cannot fit the
+  // machine's memory. Refused in a process that an MPI launcher started as one of several
+  // ranks (unless Config::transport = inprocess): there the trainer is made on the job.
+  explicit Trainer(Config config);
   // A model and a data source of one's own, with every other option of `config`: the same run
   // as if they were in the catalog. Config::model and Config::data then only name them (in
   // messages; the data's name is kept in checkpoints and checked on resume). Build the model
   // after torch::manual_seed(config.seed) for the seed's parameters, as the catalog's are.
-  Trainer(Config config, graph::Model model, std::unique_ptr<Source> source,
-          std::shared_ptr<transport::Transport> transport = nullptr,
-          const OnceForTheJob& once = nullptr);
+  Trainer(Config config, graph::Model model, std::unique_ptr<Source> source);
+  // The same on `job` (Job::trainer makes them): under MPI its transport, the memory plan's
+  // layer measurement once for the job (rank 0 measures), and its ranks for checkpoints (the
+  // ranks of replica 0 write their stages between barriers of the job). `job` outlives the
+  // trainer.
+  Trainer(Job& job, Config config);
+  Trainer(Job& job, Config config, graph::Model model, std::unique_ptr<Source> source);
 
   runtime::Pipeline& pipeline() { return *pipeline_; }
   const runtime::Pipeline& pipeline() const { return *pipeline_; }
@@ -66,16 +68,16 @@ class Trainer {
   const Source& source() const { return *source_; }
   int64_t total_steps() const;
   // Which data-parallel replica this process runs (0 in process).
-  int replica() const { return replica_; }
+  int replica() const { return plan_.replica; }
+  // What the run was built from: its plan.
+  const RunPlan& plan() const { return plan_; }
   // With --partition memory or fit, or --plan-only: the predicted bytes per stage
   // (memory_plan_table) and, with --device-memory, whether they fit; else empty.
-  const std::string& memory_plan() const { return memory_plan_; }
+  const std::string& memory_plan() const { return plan_.memory_plan; }
   // False when the memory plan's peaks exceed --device-memory on some device.
-  bool plan_fits() const { return plan_fits_; }
+  bool plan_fits() const { return plan_.fits; }
   // The learning rate of step `step` (0-based) under --lr-schedule.
   double learning_rate(int64_t step) const;
-  // Under MPI: the ranks, this one, and a barrier over all of them, for checkpoints.
-  void set_checkpoint_world(checkpoint::World world) { world_ = std::move(world); }
 
   Result run(const StepCallback& on_step = nullptr);
   // Evaluation over the whole held-out set: the model's metric per sample (NaN for an empty
@@ -84,12 +86,9 @@ class Trainer {
   double evaluate();
 
  private:
-  // The options that need neither model nor data.
-  void check_options() const;
-  // Partitions and places `model`'s stages over the devices of the configuration (source_ is
-  // set).
-  void start(graph::Model model, std::shared_ptr<transport::Transport> transport,
-             const OnceForTheJob& once);
+  // Plans the run of `model` (source_ is set) and builds its pipeline from the plan, on `job`
+  // (null: in process).
+  void build(graph::Model model, Job* job);
   // Loads the --resume checkpoint and checks that it belongs to this run (seed, data, batch,
   // steps); sets start_step_.
   void resume();
@@ -102,12 +101,10 @@ class Trainer {
 
   Config config_;
   std::unique_ptr<Source> source_;
+  RunPlan plan_;
   std::unique_ptr<runtime::Pipeline> pipeline_;
-  int replica_ = 0;
   int64_t start_step_ = 0;  // steps done before this run: the resumed checkpoint's
   std::shared_ptr<transport::Transport> transport_;  // null in process
-  std::string memory_plan_;
-  bool plan_fits_ = true;
   checkpoint::World world_;
 };
 

@@ -1,0 +1,170 @@
+// plan_run decides a run without building it: stages, slabs, the stage -> device map, the
+// steps, the replica and the memory plan come out of a Config, a model and its data, with no
+// pipeline, no threads and none of the run's tensors.
+#include "tandem/train/run_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tandem/common/check.h"
+#include "tandem/train/catalog.h"
+
+namespace tandem::train {
+namespace {
+
+struct Made {
+  std::unique_ptr<Source> source;
+  graph::Model model;
+};
+
+Made make(const Config& c) {
+  Made m;
+  m.source = make_source(c, model_needs(c));
+  m.model = make_model(c, m.source->input_shape());
+  return m;
+}
+
+RunPlan plan(const Config& c, const PlanPlace& place = {}) {
+  const Made m = make(c);
+  return plan_run(c, m.model, *m.source, place);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+Config unet(int volume) {
+  Config c;
+  c.model = "unet3d";
+  c.data = "spheres";
+  c.levels = 2;
+  c.filters = 2;
+  c.dropout = 0;
+  c.volume = volume;
+  c.batch = 2;
+  c.microbatches = 1;
+  c.train_samples = 6;
+  c.test_samples = 0;
+  c.devices = "4";
+  return c;
+}
+
+TEST(RunPlan, SlabsMakeGroupsOfDevices) {
+  Config c = unet(16);
+  c.spatial = 2;
+  const RunPlan p = plan(c);
+  EXPECT_EQ(p.groups, 2);
+  EXPECT_EQ(p.stages, 2);
+  EXPECT_EQ(p.depth, 16);
+  EXPECT_EQ(p.pipeline.slabs, 2);
+  EXPECT_EQ(p.pipeline.slab_extent, 16);
+  EXPECT_EQ(p.pipeline.devices.size(), 4u);
+  EXPECT_EQ(p.stage_group, (std::vector<int>{0, 1}));
+  EXPECT_TRUE(p.pipeline.stage_device.empty());
+  EXPECT_EQ(p.partition.num_stages, 2);
+  EXPECT_TRUE(p.planned.empty());  // --partition parameters: no memory plan
+  EXPECT_TRUE(p.memory_plan.empty());
+}
+
+TEST(RunPlan, StagesBeyondTheDevicesGoRoundRobin) {
+  Config c = unet(16);
+  c.devices = "2";
+  c.stages = 4;
+  const RunPlan p = plan(c);
+  EXPECT_EQ(p.stages, 4);
+  EXPECT_EQ(p.pipeline.stage_device, (std::vector<int>{0, 1, 0, 1}));
+  EXPECT_EQ(p.stage_group, (std::vector<int>{0, 1, 0, 1}));
+}
+
+TEST(RunPlan, InterleavedPlacesItsOwnStages) {
+  Config c = unet(16);
+  c.devices = "2";
+  c.schedule = "interleaved";
+  c.virtual_stages = 2;
+  c.microbatches = 2;
+  const RunPlan p = plan(c);
+  EXPECT_EQ(p.stages, 4);
+  EXPECT_TRUE(p.pipeline.stage_device.empty());
+  EXPECT_EQ(p.stage_group, (std::vector<int>{0, 1, 0, 1}));
+}
+
+TEST(RunPlan, StepsAndReplicaAreDerivedOnce) {
+  Config c = unet(16);
+  c.devices = "2";
+  c.epochs = 3;
+  c.train_samples = 10;
+  c.batch = 2;
+  c.replicas = 2;
+  PlanPlace place;
+  place.per_rank = true;
+  place.first_local_device = 2;  // the second replica's first device
+  const RunPlan p = plan(c, place);
+  EXPECT_EQ(p.global_batch, 4);
+  EXPECT_EQ(p.steps_per_epoch, 2);
+  EXPECT_EQ(p.total_steps, 6);
+  EXPECT_EQ(p.replica, 1);
+  c.steps = 5;
+  EXPECT_EQ(plan(c, place).total_steps, 5);
+}
+
+TEST(RunPlan, RefusesWhatCannotRun) {
+  Config c = unet(16);
+  c.spatial = 3;
+  EXPECT_NE(error_of([&] { plan(c); }).find("give a multiple of 3 devices"), std::string::npos);
+  c = unet(16);
+  c.batch = 8;
+  c.microbatches = 1;
+  EXPECT_NE(error_of([&] { plan(c); }).find("a global batch of 8 is larger than the 6"),
+            std::string::npos);
+  c.plan_only = true;  // a run that only plans takes no step
+  EXPECT_EQ(error_of([&] { plan(c); }), "");
+  c = unet(16);
+  c.partition = "fit";
+  EXPECT_NE(error_of([&] { plan(c); }).find("give Config::device_memory"), std::string::npos);
+  c = unet(16);
+  c.optimizer = "rmsprop";
+  EXPECT_NE(error_of([&] { plan(c); }).find("use adam or sgd"), std::string::npos);
+  c = unet(16);
+  c.schedule = "forward-only";  // registered, for evaluation: it has no backward
+  EXPECT_NE(error_of([&] { plan(c); }).find("forward-only runs forwards only"),
+            std::string::npos);
+  c.eval_only = true;
+  EXPECT_EQ(error_of([&] { plan(c); }), "");
+  c = unet(16);
+  c.devices = "4";
+  c.stages = 2;
+  EXPECT_NE(error_of([&] { plan(c); }).find("leaves devices idle"), std::string::npos);
+}
+
+TEST(RunPlan, MemoryPlanAndBudgetWithoutAPipeline) {
+  Config c = unet(16);
+  c.devices = "2";
+  c.partition = "memory";
+  const RunPlan roomy = plan(c);
+  ASSERT_EQ(roomy.planned.size(), 2u);
+  EXPECT_NE(roomy.memory_plan.find("planned: peak_bytes="), std::string::npos);
+  EXPECT_TRUE(roomy.fits);
+  // A budget below the plan: the verdict says so, and thinner slabs are offered.
+  c.device_memory = static_cast<uint64_t>(
+      std::max(roomy.planned[0], roomy.planned[1]) * 0.8);
+  const RunPlan tight = plan(c);
+  EXPECT_FALSE(tight.fits);
+  EXPECT_NE(tight.memory_plan.find("warning: stage"), std::string::npos);
+  EXPECT_NE(tight.memory_plan.find("Config::spatial = "), std::string::npos);
+  // The budget is the run's own, except when it only plans.
+  EXPECT_EQ(tight.pipeline.device_memory, c.device_memory);
+  c.plan_only = true;
+  EXPECT_EQ(plan(c).pipeline.device_memory, 0u);
+}
+
+}  // namespace
+}  // namespace tandem::train
