@@ -6,7 +6,7 @@
 namespace tandem::cli {
 namespace {
 
-// The option fields whose flag is not their name. tests/cli/flag_words.cmake checks that every
+// The option fields whose flag is not their name. tests/cli/flag_words_check.py checks that every
 // field a library message names maps to a flag of `tandem train` or `tandem eval`: keep one
 // entry per line, as {"Struct::field", "--flag"} ("" for a field without a flag).
 const std::map<std::string, std::string>& flags() {

@@ -11,7 +11,7 @@
 namespace tandem::cli {
 
 // What the shared options fill in. Two options arrive as text and are parsed (with messages
-// that name them) when the run starts: see start_run().
+// that name them) when the run starts: see start_session().
 struct RunArgs {
   train::Config config;
   std::string balance;                   // --balance, e.g. "3,4,3"

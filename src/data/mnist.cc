@@ -136,8 +136,4 @@ ImageFiles inspect_fashion_mnist(const std::string& dir, Split split) {
 
 int64_t count_mnist(const std::string& dir, Split split) { return inspect_mnist(dir, split).count; }
 
-int64_t count_fashion_mnist(const std::string& dir, Split split) {
-  return inspect_fashion_mnist(dir, split).count;
-}
-
 }  // namespace tandem::data

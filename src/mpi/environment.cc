@@ -34,7 +34,6 @@ Environment::Environment(int* argc, char*** argv) {
                  "Use an MPI library built with thread support",
                  thread_level_name(provided));
   }
-  thread_level_ = provided;
   check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
   char name[MPI_MAX_PROCESSOR_NAME];

@@ -31,8 +31,6 @@ class Environment {
   int size() const { return size_; }
   // MPI_Get_processor_name: the node this rank runs on.
   const std::string& hostname() const { return hostname_; }
-  // The level MPI provided (>= MPI_THREAD_SERIALIZED).
-  int thread_level() const { return thread_level_; }
   // "[r2/4]": the prefix of every line a rank prints about the job.
   std::string prefix() const;
   MPI_Comm world() const { return MPI_COMM_WORLD; }
@@ -50,7 +48,6 @@ class Environment {
 
   int rank_ = 0;
   int size_ = 1;
-  int thread_level_ = MPI_THREAD_SINGLE;
   std::string hostname_;
   bool cuda_aware_ = false;
 };

@@ -307,12 +307,6 @@ graph::Model load(const std::string& path, const LoadOptions& options) {
   return detail::Builder(analysis).build();
 }
 
-bool is_model_file(const std::string& model) {
-  const std::string suffix = ".onnx";
-  return model.size() > suffix.size() &&
-         model.compare(model.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 std::vector<std::string> supported_operators() { return detail::supported_operators(); }
 std::vector<std::string> losses() { return detail::loss_names(); }
 

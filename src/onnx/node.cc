@@ -125,12 +125,6 @@ void Node::refuse_batch_axis(size_t i, int64_t axis, int64_t rank, const char* w
   }
 }
 
-int64_t normalize_axis(const Node& node, int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= rank)
-    node.refuse(fmt::format("axis {} is out of range for a tensor of rank {}", axis, rank));
-  return axis < 0 ? axis + rank : axis;
-}
-
 double per_sample_elements(const Shape& shape) {
   if (!shape || shape->empty()) return 0;
   double n = 1;

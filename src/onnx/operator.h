@@ -143,10 +143,6 @@ const OperatorEntry* find_operator(const std::string& op);
 // Every operator tandem runs, sorted.
 std::vector<std::string> supported_operators();
 
-// Normalizes a possibly negative axis of a tensor of rank `rank`; throws tandem::Error via
-// `node` when it is out of range.
-int64_t normalize_axis(const Node& node, int64_t axis, int64_t rank);
-
 // Per-sample product of the known axes 1.. of `shape`; 0 when any is unknown.
 double per_sample_elements(const Shape& shape);
 

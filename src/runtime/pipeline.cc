@@ -321,7 +321,6 @@ bool Pipeline::owns_loss() const {
 }
 int Pipeline::slabs() const { return impl_->slabs; }
 int Pipeline::lead_device(int stage) const { return impl_->lead(stage); }
-const spatial::SlabLayout& Pipeline::slab_layout() const { return impl_->layout; }
 bool Pipeline::needs_input() const { return impl_->reads_input(); }
 bool Pipeline::needs_target() const { return impl_->reads_target(); }
 

@@ -162,8 +162,8 @@ void Pipeline::Impl::make_device_models() {
 // BLAS threads and, when asked, cores lent between local CPU devices; the workers.
 void Pipeline::Impl::share_cores() {
   // BLAS threads are process-wide: give it the smallest per-device budget so that devices
-  // working at once do not each start a pool over all cores (nested pools fight; measured in
-  // DESIGN.md). The count is fixed by the devices, never by timing: on some OpenBLAS kernels a
+  // working at once do not each start a pool over all cores (nested pools fight over the same
+  // cores). The count is fixed by the devices, never by timing: on some OpenBLAS kernels a
   // product's last bits depend on it. Only with lend_idle_cores (opt-in, not bitwise) do
   // several CPU devices here lend each other their cores while they wait; their pool is then
   // their threads together, no more than the cores this process may use.

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -237,18 +236,6 @@ std::string render_svg(const Trace& trace, const SvgOptions& o) {
          "\n";
   out += "</svg>\n";
   return out;
-}
-
-void write_svg(const Trace& trace, const std::string& path, const SvgOptions& options) {
-  const std::string svg = render_svg(trace, options);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  TANDEM_CHECK(out.is_open(),
-               "cannot open SVG file \"{}\" for writing; check that its folder exists "
-               "and is writable.",
-               path);
-  out << svg;
-  out.close();
-  TANDEM_CHECK(!out.fail(), "writing SVG file \"{}\" failed (disk full?).", path);
 }
 
 }  // namespace tandem::trace

@@ -49,7 +49,6 @@ ImageFiles inspect_fashion_mnist(const std::string& dir, Split split);
 
 // The number of samples of a split, from the files' headers alone.
 int64_t count_mnist(const std::string& dir, Split split);
-int64_t count_fashion_mnist(const std::string& dir, Split split);
 
 inline ImageDataset load_fashion_mnist(Split split) {
   return load_fashion_mnist(kDefaultFashionMnistDir, split);

@@ -45,9 +45,6 @@ struct LoadOptions {
 
 graph::Model load(const std::string& path, const LoadOptions& options = {});
 
-// Whether `model` names an ONNX file (it ends in ".onnx") rather than a built-in model.
-bool is_model_file(const std::string& model);
-
 // The operators load() accepts, sorted; the losses LoadOptions::loss accepts.
 std::vector<std::string> supported_operators();
 std::vector<std::string> losses();

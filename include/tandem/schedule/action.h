@@ -50,8 +50,6 @@ Action send_action(const Action& producer, int to_stage);
 // The receive that brings `consumer` (a compute action) its input from stage `from_stage`.
 Action recv_action(const Action& consumer, int from_stage);
 
-// B and I produce d(loss)/d(inputs); they are the ops whose results travel backward.
-inline bool is_input_gradient(Op op) { return op == Op::kBackward || op == Op::kInput; }
 // The compute action behind a send or receive (the action itself for compute actions).
 inline Action compute_of(const Action& a) {
   return Action{Kind::kCompute, a.stage, a.op, a.microbatch, -1};

@@ -46,7 +46,4 @@ const char* kind_label(char kind);
 // (width not larger than the label column, non-positive heights, end not after begin).
 std::string render_svg(const Trace& trace, const SvgOptions& options = {});
 
-// render_svg written to `path`; throws tandem::Error naming the path if it cannot be written.
-void write_svg(const Trace& trace, const std::string& path, const SvgOptions& options = {});
-
 }  // namespace tandem::trace

@@ -37,7 +37,7 @@ struct Config {
   int threads_per_device = 1;            // 0: cores / cpu devices (bits depend on the machine)
   bool lend_idle_cores = false;          // waiting CPU devices lend cores: not bitwise repeatable
   std::vector<int> balance;              // layers per stage; empty: split by `partition`
-  std::string partition = "parameters";  // parameters | memory (measured per layer)
+  std::string partition = "parameters";  // parameters | memory | fit (measured per layer)
   int stages = 0;                        // 0: one stage per device (per group of `spatial`)
   int spatial = 1;                       // slabs per sample: devices in each stage's group
   int replicas = 1;
