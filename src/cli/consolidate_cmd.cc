@@ -16,7 +16,8 @@ Runner add_consolidate(CLI::App& app) {
       "consolidate",
       "Write a checkpoint as one state dict of the unsplit model ('<layer>.<param>'), "
       "loadable by tandem --init-from and by Python's torch.load.");
-  cmd->add_option("checkpoint", args->checkpoint,
+  // --checkpoint as eval and export take it; the positional form stays for older scripts.
+  cmd->add_option("--checkpoint,checkpoint", args->checkpoint,
                   "a save folder (its latest checkpoint) or a step-N checkpoint")
       ->required();
   cmd->add_option("-o,--output", args->out, "the .pt file to write")->required();

@@ -89,6 +89,14 @@ int start_session(RunArgs& args, Session& session,
                    "--device-memory {} gives no memory at all; give a budget such as 2GiB, or "
                    "leave the option out for no budget",
                    args.device_memory);
+      // A number without a unit is bytes: a budget under 1 MiB is most likely a unit left out.
+      if (args.device_memory.find_first_not_of("0123456789 ") == std::string::npos &&
+          c.device_memory < (uint64_t{1} << 20))
+        std::fprintf(stderr,
+                     "tandem: warning: --device-memory %s is %s bytes; a unit is probably "
+                     "missing (--device-memory %sMiB or %sGiB?)\n",
+                     args.device_memory.c_str(), args.device_memory.c_str(),
+                     args.device_memory.c_str(), args.device_memory.c_str());
     }
     session.job = std::make_unique<train::Job>(c);
     session.job->agree(c);

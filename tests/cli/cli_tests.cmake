@@ -38,6 +38,13 @@ tandem_cli_test(schedule_gpipe_bubble 0 "bubble=0.2727" schedule --schedule gpip
 tandem_cli_test(schedule_1f1b_grid 0 "d3 \\| 3F0 3B0 3F1 3B1" schedule --schedule 1f1b --stages 4 --microbatches 8)
 tandem_cli_test(help_lists_defaults 0 "--microbatches INT:INT in \\[1 - 1048576\\]=8" train --help)
 tandem_cli_test(bad_option 2 "tandem: " train --no-such-option)
+# A mistyped flag is named with the one it most likely meant; a budget without a unit is bytes.
+tandem_cli_test(misspelled_flag 2 "tandem: --devcies: did you mean --devices\\?" train --devcies 2)
+tandem_cli_test(device_memory_without_unit 3 "--device-memory 128 is 128 bytes; a unit is probably missing" train --model unet3d --data spheres --levels 2 --filters 2 --volume 16 --batch 2 --microbatches 1 --steps 1 --train-samples 2 --test-samples 0 --devices 1 --device-memory 128 --progress none)
+set_tests_properties(cli_schedule_gpipe_bubble cli_schedule_1f1b_grid cli_help_lists_defaults
+  cli_bad_option cli_misspelled_flag cli_device_memory_without_unit PROPERTIES LABELS quick)
+# forward-only is a schedule for evaluation: training with it is refused before any step.
+tandem_cli_test(forward_only_does_not_train 2 "forward-only runs forwards only: a training step needs the backward" train --model unet3d --data spheres --levels 2 --filters 2 --volume 16 --batch 2 --microbatches 1 --steps 1 --train-samples 2 --test-samples 0 --devices 2 --schedule forward-only --progress none)
 # The library names option fields, the command line its flags: every field a library message names
 # is a flag here, and an error shows the flag.
 tandem_python_test(cli_flag_words flag_words_check.py ${PROJECT_SOURCE_DIR} $<TARGET_FILE:tandem_cli>)
@@ -102,7 +109,7 @@ add_test(NAME cli_ckpt_resume
     -P ${CMAKE_CURRENT_LIST_DIR}/same_weights.cmake
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_ckpt_resume PROPERTIES TIMEOUT 300)
-tandem_cli_test(ckpt_consolidate 0 "result: tensors=" consolidate ${ckpt}/full -o ${ckpt}/model.pt)
+tandem_cli_test(ckpt_consolidate 0 "result: tensors=" consolidate --checkpoint ${ckpt}/full -o ${ckpt}/model.pt)
 tandem_cli_test(ckpt_init_from 0 "result: steps=0 loss=none test_accuracy=" train ${common} --devices 3 --init-from ${ckpt}/model.pt --eval-only)
 tandem_cli_test(ckpt_resume_complete 0 "result: steps=4 loss=none test_accuracy=[0-9.]+ " train ${common} --devices 2 --resume ${ckpt}/full)
 tandem_cli_test(ckpt_resume_past_steps 2 "the checkpoint .*/full is at step 4, past the 2 steps of this run: give more --steps or --epochs to continue it" train --batch 32 --microbatches 4 --eval-batch 5000 --progress none --seed 3 --steps 2 --lr-schedule constant --devices 2 --resume ${ckpt}/full)
