@@ -106,7 +106,8 @@ function(tandem_test name)
     add_test(NAME ${entry}
       COMMAND ${target} --gtest_output=xml:${PROJECT_BINARY_DIR}/test-results/${entry}.xml
       WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-    set_tests_properties(${entry} PROPERTIES TIMEOUT ${P_TIMEOUT})
+    # The unit tests of every part are the quick subset (`make test-quick`).
+    set_tests_properties(${entry} PROPERTIES TIMEOUT ${P_TIMEOUT} LABELS quick)
     if(environment)
       set_tests_properties(${entry} PROPERTIES ENVIRONMENT "${environment}")
     endif()
