@@ -92,14 +92,6 @@ void fsync_directory(const std::string& dir) {
   fsync_or_throw(fd, dir);
 }
 
-void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  write_file_durable(tmp, text);
-  TANDEM_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename '{}' to '{}': {}.", tmp,
-               path, std::strerror(errno));
-  fsync_directory(parent_of(path));
-}
-
 void replace_directory(const std::string& from, const std::string& to) {
   std::error_code ec;
   if (!fs::exists(to, ec)) {

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "common/output_path.h"
 #include "shard.h"
 #include "tandem/checkpoint/files.h"
 #include "tandem/checkpoint/load.h"
@@ -178,7 +179,7 @@ std::string save(const runtime::Pipeline& pipeline, const TrainState& state, con
     at(options, SavePoint::kManifestWritten, tmp.string());
     replace_directory(tmp.string(), final_path.string());  // the commit point
     at(options, SavePoint::kRenamed, final_path.string());
-    write_file_atomic((root / kLatestFile).string(), name + "\n");
+    write_output_file((root / kLatestFile).string(), name + "\n");
     at(options, SavePoint::kLatestWritten, final_path.string());
     prune(root, options.keep, final_path.string());
   }

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "tandem/checkpoint/files.h"
+#include "common/output_path.h"
 #include "tandem/common/check.h"
 
 namespace tandem::onnx::detail {
@@ -78,7 +78,7 @@ pb::ModelProto read_model_file(const std::string& path) {
 void write_model_file(const pb::ModelProto& model, const std::string& path) {
   std::string bytes;
   TANDEM_CHECK(model.SerializeToString(&bytes), "cannot serialize the ONNX model for '{}'", path);
-  checkpoint::write_file_atomic(path, bytes);
+  write_output_file(path, bytes);
 }
 
 int default_opset(const pb::ModelProto& model, const std::string& path) {

@@ -1,9 +1,9 @@
 // Writing side of chrome_trace.h; the layout is documented there.
-#include <fstream>
 #include <map>
 #include <string>
 #include <utility>
 
+#include "common/output_path.h"
 #include "tandem/common/check.h"
 #include "tandem/trace/chrome_trace.h"
 
@@ -132,15 +132,7 @@ std::string chrome_trace_text(const Trace& trace) {
 }
 
 void write_chrome_trace(const Trace& trace, const std::string& path) {
-  const std::string text = chrome_trace_text(trace);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  TANDEM_CHECK(out.is_open(),
-               "cannot open trace file \"{}\" for writing; check that its folder exists "
-               "and is writable.",
-               path);
-  out << text;
-  out.close();
-  TANDEM_CHECK(!out.fail(), "writing trace file \"{}\" failed (disk full?).", path);
+  write_output_file(path, chrome_trace_text(trace));
 }
 
 }  // namespace tandem::trace

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "checkpoint/optimizer_state.h"
+#include "common/output_path.h"
 #include "helpers.h"
 #include "tandem/checkpoint/all.h"
 
@@ -267,13 +268,13 @@ TEST(Integrity, ReplicasOtherThanTheFirstWriteNoShards) {
   EXPECT_THROW_WITH(save(*p, {0, 0, 0, 5}, dir.path(), o), "rank 3 of 2");
 }
 
-TEST(Files, Crc32AndAtomicWrite) {
+TEST(Files, Crc32AndWholeWrite) {
   const std::string check = "123456789";
   EXPECT_EQ(crc32(check.data(), check.size()), 0xcbf43926u);
   EXPECT_EQ(crc32_hex(0xcbf43926u), "0xcbf43926");
   TempDir dir;
-  write_file_atomic(dir / "f", "one");
-  write_file_atomic(dir / "f", "two");
+  write_output_file(dir / "f", "one");
+  write_output_file(dir / "f", "two");
   EXPECT_EQ(slurp(dir / "f"), "two");
   EXPECT_EQ(entries(dir.path()), (std::vector<std::string>{"f"}));
   EXPECT_THROW_WITH(read_file(dir / "none"), "cannot open", "none");

@@ -20,10 +20,6 @@ inline void write_file_durable(const std::string& path, const std::string& text)
   write_file_durable(path, text.data(), text.size());
 }
 
-// Replaces `path` so that a reader sees either the old or the new content, never a mix:
-// writes "<path>.tmp", fsyncs it, renames it over `path` and fsyncs the folder.
-void write_file_atomic(const std::string& path, const std::string& text);
-
 // Makes the entries (creations, renames, removals) of folder `dir` durable.
 void fsync_directory(const std::string& dir);
 

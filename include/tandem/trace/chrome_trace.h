@@ -29,7 +29,8 @@ nlohmann::json to_chrome_json(const Trace& trace);
 // to_chrome_json as the text write_chrome_trace writes: one event per line.
 std::string chrome_trace_text(const Trace& trace);
 
-// to_chrome_json written to `path`; throws tandem::Error naming the path if it cannot be written.
+// to_chrome_json written to `path` whole (a temporary file renamed over it: a reader sees the old
+// file or the new one); throws tandem::Error naming the path if it cannot be written.
 void write_chrome_trace(const Trace& trace, const std::string& path);
 
 // Inverse of to_chrome_json. Also accepts other Chrome traces: events it does not model
