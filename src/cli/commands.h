@@ -7,19 +7,18 @@
 #include <functional>
 #include <string>
 
+#include "tandem/train/failure.h"
+
 namespace tandem::cli {
 
-// Exit statuses, one rule for every command: 0 success; 2 the command line or an input file
-// (data, checkpoint, state dict) is wrong, or an output cannot be written where it is asked
-// for, found before any work; 1 a failure while working (a step, a file that cannot be
-// written after all); 3 out of memory: a device over its budget, or data that cannot fit.
-inline constexpr int kExitFailure = 1;
-inline constexpr int kExitUsage = 2;
-inline constexpr int kExitOutOfMemory = 3;
+// Exit statuses, one rule for every command (tandem/train/failure.h).
+using train::kExitFailure;
+using train::kExitOutOfMemory;
+using train::kExitUsage;
 
-// The message of an error from LibTorch (c10::Error, without the C++ backtrace its what()
-// carries) or from the standard library.
-std::string error_message(const std::exception& e);
+// The status of the exception being handled (call inside a catch block), printed as
+// "tandem: <message>" with the library's option names as this command's flags.
+int report_failure(train::When when);
 
 using Runner = std::function<int()>;
 

@@ -28,18 +28,13 @@ Runner add_consolidate(CLI::App& app) {
     try {
       check_output_file(args->out, "-o");
       dict = checkpoint::consolidated_dict(args->checkpoint);
-    } catch (const Error& e) {
-      std::cerr << "tandem: " << flag_words(e.what()) << "\n";
-      return kExitUsage;
-    } catch (const std::exception& e) {
-      std::cerr << "tandem: " << flag_words(error_message(e)) << "\n";
-      return kExitFailure;
+    } catch (...) {
+      return report_failure(train::When::kBeforeWork);
     }
     try {
       write_output_file(args->out, std::string_view(dict.bytes.data(), dict.bytes.size()));
-    } catch (const std::exception& e) {
-      std::cerr << "tandem: " << flag_words(error_message(e)) << "\n";
-      return kExitFailure;
+    } catch (...) {
+      return report_failure(train::When::kWhileWorking);
     }
     std::cout << fmt::format("result: tensors={} output={}\n", dict.tensors, args->out);
     return 0;

@@ -39,12 +39,8 @@ Runner add_export(CLI::App& app) {
       const int64_t n = onnx::export_trained(args->onnx, args->checkpoint, args->out);
       std::cout << fmt::format("result: initializers={} output={}\n", n, args->out);
       return 0;
-    } catch (const Error& e) {
-      std::cerr << "tandem: " << flag_words(e.what()) << "\n";
-      return kExitFailure;
-    } catch (const std::exception& e) {
-      std::cerr << "tandem: " << flag_words(error_message(e)) << "\n";
-      return kExitFailure;
+    } catch (...) {
+      return report_failure(train::When::kWhileWorking);
     }
 #else
     std::cerr << "tandem: this tandem was built without its ONNX part (the ONNX library was "

@@ -82,9 +82,8 @@ Runner add_schedule(CLI::App& app) {
       if (args->input > 0) costs.input.assign(s.num_stages, args->input);
       if (args->weight > 0) costs.weight.assign(s.num_stages, args->weight);
       t = schedule::simulate(s, g, costs);
-    } catch (const Error& e) {
-      std::cerr << "tandem: " << flag_words(e.what()) << "\n";
-      return kExitUsage;
+    } catch (...) {
+      return report_failure(train::When::kBeforeWork);
     }
     try {
       trace::Trace tr = train::simulated_trace(s, t);
@@ -100,9 +99,8 @@ Runner add_schedule(CLI::App& app) {
           "bubble={:.4f}\n",
           args->schedule, s.num_stages, s.num_devices, s.num_microbatches, t.makespan, t.bubble);
       return 0;
-    } catch (const std::exception& e) {
-      std::cerr << "tandem: " << flag_words(error_message(e)) << "\n";
-      return kExitFailure;
+    } catch (...) {
+      return report_failure(train::When::kWhileWorking);
     }
   };
 }

@@ -35,7 +35,7 @@ std::vector<int> parse_int_list(const std::string& text, const char* option) {
 
 // Prints `what` with the rank prefix and ends the job under MPI with `exit_status`. Before the
 // job is joined (a refusal while starting it), the prefix comes from the launcher.
-void report(const std::unique_ptr<train::Job>& job, const char* what, int exit_status) {
+void report(const std::unique_ptr<train::Job>& job, const std::string& what, int exit_status) {
   std::string prefix = job ? job->prefix() : "";
   if (!job && launched_world_size() > 1 && launched_rank() >= 0)
     prefix = fmt::format("[r{}/{}] ", launched_rank(), launched_world_size());
@@ -46,10 +46,10 @@ void report(const std::unique_ptr<train::Job>& job, const char* what, int exit_s
 
 }  // namespace
 
-std::string error_message(const std::exception& e) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e))
-    return c10_error->what_without_backtrace();
-  return e.what();
+int report_failure(train::When when) {
+  const train::Failure f = train::failure_of(std::current_exception(), when);
+  std::cerr << "tandem: " << flag_words(f.message) << "\n";
+  return f.status;
 }
 
 bool Session::main_process() const {
@@ -102,18 +102,10 @@ int start_session(RunArgs& args, Session& session,
     session.job->agree(c);
     session.trainer = session.job->trainer(c);
     if (check) check(session);
-  } catch (const memory::OutOfMemory& e) {
-    report(session.job, e.what(), kExitOutOfMemory);
-    return kExitOutOfMemory;
-  } catch (const memory::DoesNotFit& e) {
-    report(session.job, e.what(), kExitOutOfMemory);
-    return kExitOutOfMemory;
-  } catch (const Error& e) {
-    report(session.job, e.what(), kExitUsage);
-    return kExitUsage;
-  } catch (const std::exception& e) {
-    report(session.job, error_message(e).c_str(), kExitFailure);
-    return kExitFailure;
+  } catch (...) {
+    const train::Failure f = train::failure_of(std::current_exception(), train::When::kBeforeWork);
+    report(session.job, f.message, f.status);
+    return f.status;
   }
   return 0;
 }
@@ -149,23 +141,12 @@ void print_start(Session& session) {
 int run_guarded(Session& session, const std::function<int()>& body) {
   try {
     return body();
-  } catch (const runtime::StepError& e) {
-    const int status = e.out_of_memory ? kExitOutOfMemory : kExitFailure;
-    report(session.job, e.what(), status);
-    return status;
-  } catch (const memory::OutOfMemory& e) {
-    // Outside a step's actions, e.g. the optimizer's state on its first step.
-    report(session.job, e.what(), kExitOutOfMemory);
-    return kExitOutOfMemory;
-  } catch (const memory::DoesNotFit& e) {
-    report(session.job, e.what(), kExitOutOfMemory);
-    return kExitOutOfMemory;
-  } catch (const Error& e) {
-    report(session.job, e.what(), kExitFailure);
-    return kExitFailure;
-  } catch (const std::exception& e) {
-    report(session.job, error_message(e).c_str(), kExitFailure);
-    return kExitFailure;
+  } catch (...) {
+    // Outside a step's actions too, e.g. the optimizer's state on its first step.
+    const train::Failure f =
+        train::failure_of(std::current_exception(), train::When::kWhileWorking);
+    report(session.job, f.message, f.status);
+    return f.status;
   }
 }
 

@@ -1,12 +1,12 @@
 #include "tandem/train/job.h"
 
-#include <c10/util/Exception.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <functional>
 
 #include "common/launcher.h"
+#include "tandem/train/failure.h"
 #include "tandem/common/device.h"
 #include "tandem/schedule/registry.h"
 
@@ -188,13 +188,11 @@ int Job::guard(const std::function<void()>& body) {
   try {
     body();
     return 0;
-  } catch (const std::exception& e) {
-    std::string what = e.what();
-    if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e))
-      what = c10_error->what_without_backtrace();
-    std::fprintf(stderr, "%standem: %s\n", prefix().c_str(), what.c_str());
-    abort(what, 1);
-    return 1;
+  } catch (...) {
+    const Failure f = failure_of(std::current_exception(), When::kWhileWorking);
+    std::fprintf(stderr, "%standem: %s\n", prefix().c_str(), f.message.c_str());
+    abort(f.message, f.status);
+    return f.status;
   }
 }
 

@@ -49,8 +49,9 @@ class Job {
   // runs it and every rank gets its text (collective).
   OnceForTheJob once();
   // Runs `body` and returns 0; an exception it throws is printed to stderr with the rank prefix
-  // ("[r2/4] tandem: ...") and, under MPI, ends the job on every rank with status 1 (a hang
-  // otherwise: the other ranks would wait for this one). In process it returns 1.
+  // ("[r2/4] tandem: ...") and, under MPI, ends the job on every rank with its status
+  // (train/failure.h: 3 out of memory, else 1; a hang otherwise: the other ranks would wait
+  // for this one). In process it returns that status.
   int guard(const std::function<void()>& body);
 
   bool mpi() const { return static_cast<bool>(transport_); }
