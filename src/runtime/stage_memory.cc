@@ -135,6 +135,7 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
   // Kept per micro-batch in flight: only the tensors the stage reads from before it.
   out.per_microbatch = received;
   out.recomputed = activations;
+  out.in_transit = sent_on;
   return out;
 }
 

@@ -24,9 +24,15 @@ struct StageParts {
   double recomputed = 0;      // with recomputation: one micro-batch's activations
   double received = 0;        // the inputs of one micro-batch from earlier stages
   double sent_on = 0;         // the activations of one micro-batch it sends to later stages
+  // With recomputation and several micro-batches in flight: what the stage sent of one
+  // micro-batch, still on its way while the next micro-batch's forward runs (a later stage
+  // takes it when its own work allows). Without recomputation the stage keeps what it sent
+  // until the backward anyway.
+  double in_transit = 0;
   // `messages`: bytes of messages held in a backward besides the above (held_messages.h).
   double peak(int in_flight, double messages) const {
-    return state + in_flight * per_microbatch + messages + recomputed + workspace;
+    return state + in_flight * per_microbatch + (in_flight > 1 ? in_transit : 0.0) + messages +
+           recomputed + workspace;
   }
 };
 

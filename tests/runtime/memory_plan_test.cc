@@ -109,9 +109,14 @@ TEST(MemoryPlan, OneFOneBGivesTheFirstStageFewerLayers) {
     return w;
   };
   EXPECT_LT(worst(by_memory, false), worst(graph::partition_by_parameters(m, 3), false));
-  // With recomputation a stage keeps inputs, not activations, per micro-batch in flight.
+  // With recomputation a stage keeps inputs, not activations, per micro-batch in flight (and
+  // the output of one micro-batch on its way to the next stage): the first stage, with three in
+  // flight, plans less; no stage of the split for it plans more than without.
+  const auto [begin, end] = by_memory.layers_of(0);
+  EXPECT_LT(runtime::stage_bytes(m, b, begin, end, in_flight[0], true),
+            runtime::stage_bytes(m, b, begin, end, in_flight[0], false));
   const graph::Partition recomputed = runtime::partition_by_memory(m, b, in_flight, true);
-  EXPECT_LT(worst(recomputed, true), worst(by_memory, false));
+  EXPECT_LE(worst(recomputed, true), worst(by_memory, false));
 }
 
 // --partition fit: the most even FLOPs among the splits whose stages fit the budget; when none
