@@ -145,7 +145,16 @@ Messages message_bytes(const graph::Model& model, const LayerBytes& bytes,
   Messages m;
   m.ahead.assign(partition.num_stages, 0);
   m.late.assign(partition.num_stages, 0);
-  if (!lowered) return m;
+  std::vector<double> halo_ahead(partition.num_stages, 0);
+  for (int s = 0; s < partition.num_stages; ++s) {
+    auto [begin, end] = partition.layers_of(s);
+    for (int i = begin; i < end && i < static_cast<int>(bytes.halo.size()); ++i)
+      halo_ahead[s] = std::max(halo_ahead[s], static_cast<double>(bytes.halo[i]));
+  }
+  if (!lowered) {
+    m.late = halo_ahead;
+    return m;
+  }
   TANDEM_CHECK(lowered->num_stages == partition.num_stages,
                "the schedule has {} stages but the partition {}", lowered->num_stages,
                partition.num_stages);
@@ -170,6 +179,7 @@ Messages message_bytes(const graph::Model& model, const LayerBytes& bytes,
         if (op != schedule::Op::kForward) return between(flow.inputs[stage], true, peer);
         return recompute ? between(flow.outputs[stage], false, peer) : 0.0;
       });
+  for (int s = 0; s < partition.num_stages; ++s) m.late[s] += halo_ahead[s];
   return m;
 }
 

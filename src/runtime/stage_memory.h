@@ -57,7 +57,10 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
 // on `partition` (null: none).
 struct Messages {
   std::vector<double> ahead;  // received and not used yet: as the schedule orders its recvs
-  std::vector<double> late;   // sent, and not yet taken by a receiver that runs late
+  // Sent, and not yet taken by a receiver that runs late; on a slab also the halo planes of one
+  // convolution that a neighbour running ahead has sent (it waits for this slab's halos at its
+  // next exchange, so it is never more than one ahead).
+  std::vector<double> late;
 };
 Messages message_bytes(const graph::Model& model, const LayerBytes& bytes,
                        const graph::Partition& partition, bool recompute,
