@@ -146,10 +146,19 @@ void check_schedule_trains(const Config& c, const RunPlan& p, bool chunked) {
                c.schedule, fmt::join(training, ", "));
 }
 
+// What a memory plan of `p`'s groups is made from: each group planned on its first device, the
+// largest slab's.
+PlanInputs plan_inputs(const Config& c, const graph::Model& model, const Source& source,
+                       const PlanPlace& place, const RunPlan& p) {
+  PlanInputs in{model, c, source, {}, place.per_rank, place.once};
+  for (int g = 0; g < p.groups; ++g) in.devices.push_back(p.pipeline.devices[g * c.spatial]);
+  return in;
+}
+
 // The partition and, when one is made, the memory plan (p.stages, p.groups and p.pipeline's
 // devices set).
 void plan_partition(const Config& c, const graph::Model& model, const Source& source,
-                    const PlanPlace& place, bool chunked, RunPlan& p) {
+                    const PlanPlace& place, RunPlan& p) {
   TANDEM_CHECK(c.partition == "parameters" || c.partition == "memory" || c.partition == "fit",
                "Config::partition = {} is unknown; use parameters, memory or fit", c.partition);
   TANDEM_CHECK(
@@ -166,9 +175,7 @@ void plan_partition(const Config& c, const graph::Model& model, const Source& so
   if (c.balance.empty() && c.partition == "parameters")
     p.partition = graph::partition_by_parameters(model, p.stages);
   if (given && !c.plan_only) return;
-  // A spatial group plans its first device: the largest slab.
-  PlanInputs in{model, c, source, {}, place.per_rank, place.once};
-  for (int g = 0; g < p.groups; ++g) in.devices.push_back(p.pipeline.devices[g * c.spatial]);
+  const PlanInputs in = plan_inputs(c, model, source, place, p);
   MemoryPartition m = memory_partition(in, p.stages, given ? &p.partition : nullptr);
   p.partition = std::move(m.partition);
   p.memory_plan = std::move(m.plan);
@@ -198,22 +205,21 @@ std::vector<int> stage_groups(const Config& c, bool chunked, const RunPlan& p) {
 void plan_budget(const Config& c, const graph::Model& model, const Source& source,
                  const PlanPlace& place, bool chunked, RunPlan& p) {
   if (p.planned.empty() || c.device_memory == 0) return;
-  const BudgetVerdict v = budget_verdict(p.planned, p.pipeline.devices, p.stage_group,
-                                         c.spatial, c.device_memory, place.per_rank);
+  const BudgetVerdict v = budget_verdict(p.planned, p.pipeline.devices, p.stage_group, c.spatial,
+                                         c.device_memory, place.per_rank);
   p.memory_plan += v.line;
   p.fits = v.fits;
   if (v.fits || model.slab_dim < 0 || chunked ||
       largest_group_bytes(p.planned, p.groups) <= static_cast<double>(c.device_memory))
     return;
-  PlanInputs in{model, c, source, {}, place.per_rank, place.once};
-  for (int g = 0; g < p.groups; ++g) in.devices.push_back(p.pipeline.devices[g * c.spatial]);
-  const SpatialFit fit = spatial_that_fits(in, p.stages, p.groups, p.partition, p.depth);
+  const SpatialFit fit = spatial_that_fits(plan_inputs(c, model, source, place, p), p.stages,
+                                           p.groups, p.partition, p.depth);
   if (fit.spatial > 0)
     p.memory_plan += fmt::format(
         "Config::spatial = {} would plan at most {} per device ({} devices: {} group{} of {}), "
         "within the budget\n",
-        fit.spatial, memory::format_bytes(static_cast<uint64_t>(fit.bytes)),
-        p.groups * fit.spatial, p.groups, p.groups > 1 ? "s" : "", fit.spatial);
+        fit.spatial, memory::format_bytes(static_cast<uint64_t>(fit.bytes)), p.groups * fit.spatial,
+        p.groups, p.groups > 1 ? "s" : "", fit.spatial);
 }
 
 }  // namespace
@@ -279,7 +285,7 @@ RunPlan plan_run(const Config& c, const graph::Model& model, const Source& sourc
                "the held-out set has {} samples, too few for {} micro-batches: use "
                "Config::microbatches = {} or fewer",
                source.test_size(), c.microbatches, source.test_size());
-  plan_partition(c, model, source, place, chunked, p);
+  plan_partition(c, model, source, place, p);
   if (!chunked && p.stages != p.groups) {
     // More stages than devices: stage s on device s mod devices.
     TANDEM_CHECK(p.stages > p.groups,
