@@ -28,5 +28,6 @@ Runner add_consolidate(CLI::App& app);
 Runner add_eval(CLI::App& app);
 Runner add_export(CLI::App& app);
 Runner add_numerics(CLI::App& app);
+Runner add_predict(CLI::App& app);
 
 }  // namespace tandem::cli

@@ -6,7 +6,6 @@
 #include "run_options.h"
 #include "session.h"
 #include "tandem/checkpoint/load.h"
-#include "tandem/train/catalog.h"
 #include "tandem/train/fingerprint.h"
 
 namespace tandem::cli {
@@ -27,32 +26,8 @@ std::string describe_checkpoint(const std::string& path) {
   return fmt::format("{} (step {})", folder, checkpoint::read_manifest(folder).state.step);
 }
 
-// Whether --model comes with weights of its own (an ONNX file's initializers).
-bool model_has_weights(const train::Config& c) {
-  try {
-    return train::model_kind(c.model).has_weights;
-  } catch (const Error&) {
-    return false;  // an unknown model: the trainer names the known ones
-  }
-}
-
 int run_eval(EvalArgs& args) {
-  std::error_code ec;
-  if (args.checkpoint.empty() && !model_has_weights(args.run.config)) {
-    std::fprintf(stderr,
-                 "tandem: eval needs --checkpoint (a save folder, a step-N checkpoint or a state "
-                 "dict file); only a model from an ONNX file is scored without one, with its "
-                 "own initializers\n");
-    return kExitUsage;
-  }
-  if (!args.checkpoint.empty() && !fs::exists(args.checkpoint, ec)) {
-    std::fprintf(stderr,
-                 "tandem: --checkpoint %s: no such file or folder; give a save folder (its latest "
-                 "checkpoint), one step-N checkpoint in it, or a state dict file (tandem "
-                 "consolidate)\n",
-                 args.checkpoint.c_str());
-    return kExitUsage;
-  }
+  if (const int status = check_weights("eval", args.checkpoint, args.run.config)) return status;
   // The trainer loads it (as train --init-from does) and checks names and shapes against the
   // whole model before it copies anything: a checkpoint that does not fit is refused before
   // any work, with status 2.

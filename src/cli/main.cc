@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   auto eval = tandem::cli::add_eval(app);
   auto export_onnx = tandem::cli::add_export(app);
   auto numerics = tandem::cli::add_numerics(app);
+  auto predict = tandem::cli::add_predict(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -86,11 +87,12 @@ int main(int argc, char** argv) {
     }
     return tandem::cli::kExitUsage;
   }
-  // train, eval and numerics check the build once their process is the one that runs the
+  // train, eval, numerics and predict check the build once their process is the one that runs the
   // command (it may start again for the portable kernels: session.cc); the others now.
   if (app.got_subcommand("train")) return train();
   if (app.got_subcommand("eval")) return eval();
   if (app.got_subcommand("numerics")) return numerics();
+  if (app.got_subcommand("predict")) return predict();
   tandem::cli::warn_if_built_from_older_sources();
   if (app.got_subcommand("consolidate")) return consolidate();
   if (app.got_subcommand("export")) return export_onnx();

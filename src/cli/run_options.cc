@@ -15,6 +15,11 @@
 namespace tandem::cli {
 
 void add_model_options(CLI::App& cmd, train::Config& c) {
+  add_model_shape_options(cmd, c, "--output");
+  add_data_options(cmd, c);
+}
+
+void add_model_shape_options(CLI::App& cmd, train::Config& c, const std::string& output_flag) {
   cmd.footer("\n" + flag_words(train::catalog_help()));
   cmd.add_option("--model", c.model,
                  fmt::format("model: {} (model.onnx)", fmt::join(train::model_names(), " | ")))
@@ -22,7 +27,7 @@ void add_model_options(CLI::App& cmd, train::Config& c) {
   cmd.add_option("--loss", c.loss,
                  "ONNX models: cross-entropy (default) | mse | dice | dice+bce; a final Softmax "
                  "(cross-entropy) or Sigmoid (dice) is taken into the loss");
-  cmd.add_option("--output", c.output,
+  cmd.add_option(output_flag, c.output,
                  "ONNX models: the graph output the loss reads (default: the only one)");
   cmd.add_option("--width", c.width, "mlp: units per dense layer")
       ->capture_default_str()
@@ -43,14 +48,17 @@ void add_model_options(CLI::App& cmd, train::Config& c) {
   cmd.add_option("--levels", c.levels, "unet3d: resolution levels")
       ->capture_default_str()
       ->check(CLI::Range(1, 10));
-  cmd.add_option("--volume", c.volume,
-                 "side S of the S^3 input volumes (crops of the MRI or of nifti:DIR, or synthetic)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
   cmd.add_flag("--bce", c.bce, "unet3d: add binary cross-entropy to the Dice loss");
   cmd.add_option("--classes", c.classes, "mlp: classes (outputs); labels are 0 .. classes-1")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 24));
+}
+
+void add_data_options(CLI::App& cmd, train::Config& c) {
+  cmd.add_option("--volume", c.volume,
+                 "side S of the S^3 input volumes (crops of the MRI or of nifti:DIR, or synthetic)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
   cmd.add_option("--train-samples", c.train_samples,
                  "volumetric data (not npy:DIR): samples (crops) per epoch")
       ->capture_default_str()

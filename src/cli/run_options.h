@@ -23,6 +23,10 @@ struct RunArgs {
 // --convs, --filters, --levels, --volume,
 // --bce), --data, --data-dir, --train-samples, --test-samples.
 void add_model_options(CLI::App& cmd, train::Config& c);
+// Its two halves: the model and its shape (the ONNX graph output under `output_flag`), and the
+// data (--volume, --data, --data-dir, --test-files, --train-samples, --test-samples).
+void add_model_shape_options(CLI::App& cmd, train::Config& c, const std::string& output_flag);
+void add_data_options(CLI::App& cmd, train::Config& c);
 
 // --devices, --threads-per-device, --cpu-kernels, --balance, --stages, --schedule, --microbatches,
 // --virtual-stages, --replicas, --transport, --comm-timeout, --device-memory, --log-placement.

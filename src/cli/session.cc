@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -13,6 +14,7 @@
 #include "tandem/common/cpu_kernels.h"
 #include "tandem/memory/bytes.h"
 #include "tandem/memory/out_of_memory.h"
+#include "tandem/train/catalog.h"
 
 namespace tandem::cli {
 namespace {
@@ -76,8 +78,7 @@ void warn_if_built_from_older_sources() {
   if (!why.empty()) std::fprintf(stderr, "tandem: warning: %s\n", why.c_str());
 }
 
-int start_session(RunArgs& args, Session& session,
-                  const std::function<void(const Session&)>& check) {
+int join_job(RunArgs& args, Session& session) {
   train::Config& c = args.config;
   use_cpu_kernels(args.cpu_kernels);  // before any tensor operation and before MPI starts
   try {
@@ -100,7 +101,19 @@ int start_session(RunArgs& args, Session& session,
     }
     session.job = std::make_unique<train::Job>(c);
     session.job->agree(c);
-    session.trainer = session.job->trainer(c);
+  } catch (...) {
+    const train::Failure f = train::failure_of(std::current_exception(), train::When::kBeforeWork);
+    report(session.job, f.message, f.status);
+    return f.status;
+  }
+  return 0;
+}
+
+int start_session(RunArgs& args, Session& session,
+                  const std::function<void(const Session&)>& check) {
+  if (const int status = join_job(args, session)) return status;
+  try {
+    session.trainer = session.job->trainer(args.config);
     if (check) check(session);
   } catch (...) {
     const train::Failure f = train::failure_of(std::current_exception(), train::When::kBeforeWork);
@@ -153,6 +166,40 @@ int run_guarded(Session& session, const std::function<int()>& body) {
 std::string test_metric_field(const std::string& metric_name, double value) {
   if (std::isnan(value)) return fmt::format("test_{}=none", metric_name);  // no held-out set
   return fmt::format("test_{}={:.4f}", metric_name, value);
+}
+
+namespace {
+// Whether --model comes with weights of its own (an ONNX file's initializers).
+bool model_has_weights(const train::Config& c) {
+  try {
+    return train::model_kind(c.model).has_weights;
+  } catch (const Error&) {
+    return false;  // an unknown model: the trainer names the known ones
+  }
+}
+
+}  // namespace
+
+int check_weights(const std::string& command, const std::string& checkpoint,
+                  const train::Config& c) {
+  std::error_code ec;
+  if (checkpoint.empty() && !model_has_weights(c)) {
+    std::fprintf(stderr,
+                 "tandem: %s needs --checkpoint (a save folder, a step-N checkpoint or a state "
+                 "dict file); only a model from an ONNX file runs without one, with its own "
+                 "initializers\n",
+                 command.c_str());
+    return kExitUsage;
+  }
+  if (!checkpoint.empty() && !std::filesystem::exists(checkpoint, ec)) {
+    std::fprintf(stderr,
+                 "tandem: --checkpoint %s: no such file or folder; give a save folder (its latest "
+                 "checkpoint), one step-N checkpoint in it, or a state dict file (tandem "
+                 "consolidate)\n",
+                 checkpoint.c_str());
+    return kExitUsage;
+  }
+  return 0;
 }
 
 }  // namespace tandem::cli

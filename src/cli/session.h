@@ -38,6 +38,9 @@ void warn_if_built_from_older_sources();
 // why it could not (with the rank prefix, ending the job under MPI) and returns the exit
 // status: kExitUsage for a bad configuration, kExitOutOfMemory when a budget is too small.
 // `check`, when given, runs on the built session and refuses it by throwing Error (kExitUsage).
+// The same up to the trainer: the options parsed and the job joined (session.trainer stays
+// null), for a command that makes its trainers itself.
+int join_job(RunArgs& args, Session& session);
 int start_session(RunArgs& args, Session& session,
                   const std::function<void(const Session&)>& check = nullptr);
 
@@ -49,6 +52,12 @@ void print_start(Session& session);
 // ends the job under MPI; the status is then kExitOutOfMemory for a device over its budget,
 // kExitFailure otherwise.
 int run_guarded(Session& session, const std::function<int()>& body);
+
+// The weights `command` (eval, predict) applies: `checkpoint` (a save folder, a step-N
+// checkpoint, a state dict file), or an ONNX model's own initializers when it is empty. Returns 0,
+// or prints why they are missing and returns kExitUsage.
+int check_weights(const std::string& command, const std::string& checkpoint,
+                  const train::Config& c);
 
 // "test_accuracy=0.9729": the key and precision of the held-out metric on every result line;
 // "test_mse=none" without a held-out set (NaN).

@@ -81,13 +81,7 @@ MriDataset::MriDataset(const std::string& image_path, const std::string& mask_pa
   mask_ = mask.data.gt(0).to(torch::kFloat32);
   TANDEM_CHECK(mask_.sum().item<double>() > 0,
                "MriDataset: mask '{}' has no voxel > 0; it cannot mark the brain.", mask_path);
-  torch::Tensor head = image.data.masked_select(image.data.gt(0)).to(torch::kFloat64);
-  TANDEM_CHECK(head.numel() >= 2, "MriDataset: image '{}' has {} voxels > 0; it is empty.",
-               image_path, head.numel());
-  const Moments m = moments(head);
-  const double mean = m.mean, std = m.stddev;
-  TANDEM_CHECK(std > 0, "MriDataset: image '{}' is constant over its head ({}).", image_path, mean);
-  image_ = ((image.data.to(torch::kFloat64) - mean) / std).to(torch::kFloat32);
+  image_ = head_standardized(image.data.unsqueeze(0), image_path)[0];
 
   for (int64_t d = 0; d < 3; ++d) {
     const std::array<int64_t, 2> brain = extent(mask_, d);
@@ -139,6 +133,20 @@ VolumeBatch MriDataset::sample(int64_t first_index, int batch, Subset subset) co
     out.target[b][0].copy_(cut(mask_));
   }
   return out;
+}
+
+torch::Tensor head_standardized(const torch::Tensor& image, const std::string& path) {
+  std::vector<torch::Tensor> channels;
+  for (int64_t c = 0; c < image.size(0); ++c) {
+    const torch::Tensor x = image[c];
+    torch::Tensor head = x.masked_select(x.gt(0)).to(torch::kFloat64);
+    TANDEM_CHECK(head.numel() >= 2, "{}: channel {} has {} voxels > 0; it is empty.", path, c,
+                 head.numel());
+    const Moments m = moments(head);
+    TANDEM_CHECK(m.stddev > 0, "{}: channel {} is constant over its head ({}).", path, c, m.mean);
+    channels.push_back(((x.to(torch::kFloat64) - m.mean) / m.stddev).to(torch::kFloat32));
+  }
+  return torch::stack(channels);
 }
 
 }  // namespace tandem::data

@@ -50,8 +50,9 @@ std::string some(const torch::Tensor& values) {
   return fmt::format("{}{}", fmt::join(shown, ", "), n > 6 ? ", ..." : "");
 }
 
-// (x - mean) / std per channel over all voxels, in double; std 0 divides by 1.
-torch::Tensor normalized(const torch::Tensor& image) {
+}  // namespace
+
+torch::Tensor standardized(const torch::Tensor& image) {
   torch::Tensor x = image.to(torch::kFloat64);
   const int64_t channels = x.size(0);
   torch::Tensor mean = torch::empty({channels, 1, 1, 1}, torch::kFloat64);
@@ -63,8 +64,6 @@ torch::Tensor normalized(const torch::Tensor& image) {
   }
   return ((x - mean) / std).to(torch::kFloat32);
 }
-
-}  // namespace
 
 std::vector<NiftiPair> list_nifti_pairs(const std::string& dir) {
   const fs::path root(dir);
@@ -142,7 +141,7 @@ void NiftiFolder::load() const {
                      "label > 0 (`fslmaths in -bin out`).",
                      p.label, some(other));
       }
-      images.push_back(normalized(image.data));
+      images.push_back(standardized(image.data));
       labels.push_back(label.data);
     }
     images_ = std::move(images);

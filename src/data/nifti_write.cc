@@ -1,4 +1,7 @@
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <cstdio>
 #include <limits>
 
@@ -93,6 +96,66 @@ void write_nifti(const std::string& path, const Volume& volume, NiftiWriteOption
   nifti_lib::Image back(nifti_image_read(path.c_str(), /*read_data=*/0));
   TANDEM_CHECK(back != nullptr, "write_nifti '{}': nifticlib could not write the file (is the "
                "folder there and writable?).", path);
+}
+
+void write_nifti_like(const std::string& path, const std::string& like, const torch::Tensor& data,
+                      NiftiType type) {
+  namespace fs = std::filesystem;
+  TANDEM_CHECK(ends_with(path, ".nii") || ends_with(path, ".nii.gz"),
+               "{}: the name of a NIfTI output must end in .nii or .nii.gz", path);
+  TANDEM_CHECK(data.defined() && (data.dim() == 3 || data.dim() == 4),
+               "{}: the data must be [Z,Y,X] or [C,Z,Y,X], not {} dims", path,
+               data.defined() ? data.dim() : 0);
+  const torch::Tensor cdata = data.dim() == 3 ? data.unsqueeze(0) : data;
+  const int64_t channels = cdata.size(0);
+  const torch::Tensor values = cdata.to(torch::kFloat64).contiguous().cpu();
+  // A hidden name of the same ending beside the output (nifticlib picks the compression by it).
+  const fs::path out(path);
+  const std::string ending = ends_with(path, ".nii.gz") ? ".nii.gz" : ".nii";
+  const fs::path temporary =
+      out.parent_path() /
+      fmt::format(".{}.{}.tmp{}", out.filename().string(), static_cast<long>(getpid()), ending);
+
+  auto held = nifti_lib::lock();
+  nifti_lib::Image grid(nifti_image_read(like.c_str(), /*read_data=*/0));
+  TANDEM_CHECK(grid != nullptr, "{}: nifticlib cannot read its header again", like);
+  TANDEM_CHECK(grid->nx == cdata.size(3) && grid->ny == cdata.size(2) && grid->nz == cdata.size(1),
+               "{}: the result has [{}] voxels (z,y,x) but {} has [{},{},{}]", path,
+               fmt::join(cdata.sizes().slice(1), ","), like, grid->nz, grid->ny, grid->nx);
+  // nifticlib's own copy of the header (geometry, units, description), with new data.
+  nifti_lib::Image image(nifti_copy_nim_info(grid.get()));
+  TANDEM_CHECK(image != nullptr, "{}: nifticlib cannot copy the header of {}", path, like);
+  for (int i = 5; i < 8; ++i) image->dim[i] = 1;
+  image->dim[0] = channels > 1 ? 4 : 3;
+  image->dim[4] = static_cast<int64_t>(channels);
+  image->datatype = static_cast<int>(type);
+  nifti_datatype_sizes(image->datatype, &image->nbyper, &image->swapsize);
+  nifti_update_dims_from_array(image.get());
+  image->scl_slope = 0;
+  image->scl_inter = 0;
+  image->cal_min = image->cal_max = 0;
+  image->intent_code = 0;
+  image->nifti_type = NIFTI_FTYPE_NIFTI1_1;  // see write_nifti
+  image->data = std::calloc(static_cast<size_t>(image->nvox), static_cast<size_t>(image->nbyper));
+  TANDEM_CHECK(image->data != nullptr, "{}: no memory for {} voxels", path, image->nvox);
+  store_any(path, type, values.data_ptr<double>(), values.numel(), image->data);
+  TANDEM_CHECK(nifti_set_filenames(image.get(), temporary.c_str(), /*check=*/0,
+                                   /*byte_order=*/1) == 0,
+               "{}: nifticlib does not accept the name", path);
+  std::error_code ec;
+  fs::remove(temporary, ec);
+  nifti_image_write(image.get());
+  nifti_lib::Image back(nifti_image_read(temporary.c_str(), /*read_data=*/0));
+  if (back == nullptr) {
+    fs::remove(temporary, ec);
+    TANDEM_CHECK(false, "{}: the file could not be written (is the folder there and writable?)",
+                 path);
+  }
+  fs::rename(temporary, out, ec);
+  if (ec) {
+    fs::remove(temporary, ec);
+    TANDEM_CHECK(false, "{}: cannot be replaced ({})", path, ec.message());
+  }
 }
 
 }  // namespace tandem::data

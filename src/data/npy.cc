@@ -1,4 +1,4 @@
-// A hand-written reader: see npy.h for why no packaged one fits.
+// A hand-written reader and writer: see npy.h for why no packaged library fits.
 #include "tandem/data/npy.h"
 
 #include <sys/stat.h>
@@ -234,6 +234,34 @@ torch::Tensor read_npy(const std::string& path) {
   TANDEM_CHECK(std::fread(out.data_ptr(), 1, bytes, f.get()) == bytes,
                "error while reading '{}' ({} bytes of elements expected): {}.", path, bytes,
                std::strerror(errno));
+  return out;
+}
+
+std::string npy_bytes(const torch::Tensor& array) {
+  const torch::Tensor a = array.contiguous().cpu();
+  std::string descr;
+  switch (a.scalar_type()) {
+    case torch::kFloat32: descr = "<f4"; break;
+    case torch::kFloat64: descr = "<f8"; break;
+    case torch::kUInt8: descr = "|u1"; break;
+    case torch::kInt64: descr = "<i8"; break;
+    default:
+      TANDEM_CHECK(false, "a .npy file is written from float32, float64, uint8 or int64, not {}",
+                   c10::toString(a.scalar_type()));
+  }
+  std::vector<int64_t> shape(a.sizes().begin(), a.sizes().end());
+  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}",
+                                   descr, npy_shape_text(shape));
+  // Magic (6), version (2), length (2), then the header padded with spaces to a multiple of 64
+  // bytes and ended by a newline.
+  const size_t unpadded = 10 + header.size() + 1;
+  header.append((64 - unpadded % 64) % 64, ' ');
+  header.push_back('\n');
+  std::string out("\x93NUMPY\x01\x00", 8);
+  out.push_back(static_cast<char>(header.size() & 0xff));
+  out.push_back(static_cast<char>(header.size() >> 8));
+  out += header;
+  out.append(static_cast<const char*>(a.data_ptr()), a.numel() * a.element_size());
   return out;
 }
 

@@ -34,6 +34,7 @@ graph::Model mlp(const MlpOptions& o) {
   m.layers.push_back(dropout_layer("dropout", o.dropout, prev, "dropped"));
   m.layers.push_back(linear_layer("logits", o.width, o.classes, false, "dropped", "output"));
   m.loss = cross_entropy_loss;
+  m.prediction = [](const torch::Tensor& scores) { return torch::softmax(scores, 1); };
   m.metric = correct_predictions;
   m.metric_name = "accuracy";
   return m;

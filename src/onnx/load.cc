@@ -294,6 +294,7 @@ graph::Model Builder::build() {
   model.loss = a_.loss->loss(a_.taken_over);
   model.metric = a_.loss->metric(a_.taken_over);
   model.metric_name = a_.loss->metric_name;
+  model.prediction = a_.loss->prediction(a_.taken_over);
   model.validate();
   return model;
 }

@@ -80,12 +80,26 @@ graph::MetricFn dice_metric(bool logits) {
   };
 }
 
+// Class scores (logits or log-probabilities alike) as probabilities over axis 1.
+graph::PredictionFn class_probabilities(bool) {
+  return [](const torch::Tensor& scores) { return torch::softmax(scores, 1); };
+}
+
+// A mask's probabilities: the output itself, or the sigmoid of what the loss took over.
+graph::PredictionFn mask_probabilities(bool logits) {
+  if (!logits) return nullptr;
+  return [](const torch::Tensor& output) { return torch::sigmoid(output); };
+}
+
+graph::PredictionFn values(bool) { return nullptr; }
+
 const std::vector<LossEntry>& table() {
   static const std::vector<LossEntry> entries = {
-      {"cross-entropy", {"Softmax", "LogSoftmax"}, cross_entropy, accuracy, "accuracy"},
-      {"dice", {"Sigmoid"}, dice, dice_metric, "dice"},
-      {"dice+bce", {"Sigmoid"}, dice_bce, dice_metric, "dice"},
-      {"mse", {}, mse, mse_metric, "mse"},
+      {"cross-entropy", {"Softmax", "LogSoftmax"}, cross_entropy, accuracy, "accuracy",
+       class_probabilities},
+      {"dice", {"Sigmoid"}, dice, dice_metric, "dice", mask_probabilities},
+      {"dice+bce", {"Sigmoid"}, dice_bce, dice_metric, "dice", mask_probabilities},
+      {"mse", {}, mse, mse_metric, "mse", values},
   };
   return entries;
 }

@@ -19,6 +19,8 @@ struct LossEntry {
   graph::LossFn (*loss)(bool taken_over);
   graph::MetricFn (*metric)(bool taken_over);
   const char* metric_name;
+  // What the model predicts from the output the loss reads (null: the output as it is).
+  graph::PredictionFn (*prediction)(bool taken_over);
 };
 
 const LossEntry* find_loss(const std::string& name);

@@ -156,7 +156,7 @@ void Executor::forward(int stage, int mb) {
                     stage, mb, c.tensor, c.from_stage);
     }
   }
-  if (loss_stage)
+  if (loss_stage && !plan_->predicting)
     st.target = context_.copy_in(slab_of(plan_->target.narrow(0, offset, size)), nullptr);
 
   if (plan_->training && plan_->split_backward) {
@@ -263,7 +263,9 @@ void Executor::run_layers(int stage, int mb, MicrobatchState& st, bool first_pas
       st.outputs[c.tensor] = t;
     }
   }
-  if (stage == plan_->flow->loss_stage) {
+  if (stage == plan_->flow->loss_stage && plan_->predicting) {
+    result_.outputs[mb] = env.at(model.output).detach().to(torch::kCPU);
+  } else if (stage == plan_->flow->loss_stage) {
     const torch::Tensor& output = env.at(model.output);
     // The loss and the metric are one more call: on slabs they sum over the whole sample with
     // the group (spatial/group_sum.h), and every slab computes the same value.

@@ -49,6 +49,9 @@ struct StepPlan {
   int64_t run = 0;  // the pipeline's run counter (transport::MessageKey::run)
   uint64_t seed = 0;
   bool training = true;
+  // Forward only, for the model's output: the loss stage keeps each micro-batch's output
+  // (DeviceResult::outputs) and computes no loss; there is no target.
+  bool predicting = false;
   bool recompute = false;
   bool split_backward = false;  // the schedule has I and W actions
   // [offset, size) of each micro-batch within `input`/`target` (this replica's batch, CPU).
@@ -71,6 +74,9 @@ struct DeviceResult {
   std::map<int, int> peak_inflight;  // by stage
   std::vector<ActionTiming> timings;
   std::vector<spatial::Exchange> exchanges;  // spatial split: this device's slab exchanges
+  // StepPlan::predicting, loss stage: the model's output of each micro-batch (this device's
+  // slab of it), on the CPU.
+  std::map<int, torch::Tensor> outputs;
 };
 
 class Executor {

@@ -74,7 +74,7 @@ std::vector<std::exception_ptr> Pipeline::Impl::run_on_workers(
 
 // A step's tensors against the pipeline: returns the batch size.
 int64_t Pipeline::Impl::check_step(const torch::Tensor& input, const torch::Tensor& target,
-                                   int64_t samples) const {
+                                   int64_t samples, bool predicting) const {
   const int64_t batch = input.defined()    ? input.size(0)
                         : target.defined() ? target.size(0)
                                            : samples;
@@ -89,7 +89,7 @@ int64_t Pipeline::Impl::check_step(const torch::Tensor& input, const torch::Tens
   TANDEM_CHECK(input.defined() || !reads_input(),
                "this process runs a stage that reads the graph input '{}': pass the input",
                model.input);
-  TANDEM_CHECK(target.defined() || !reads_target(),
+  TANDEM_CHECK(predicting || target.defined() || !reads_target(),
                "this process runs the stage that computes the loss: pass the target");
   if (slabs > 1) {
     for (const torch::Tensor* t : {&input, &target}) {
@@ -261,6 +261,40 @@ StepStats Pipeline::forward_backward(const torch::Tensor& input, const torch::Te
 StepStats Pipeline::evaluate(const torch::Tensor& input, const torch::Tensor& target,
                              int64_t samples) {
   return impl_->run(input, target, samples, /*training=*/false);
+}
+
+Prediction Pipeline::predict(const torch::Tensor& input, int64_t samples) {
+  Impl& m = *impl_;
+  const int64_t batch = m.check_step(input, torch::Tensor(), samples, /*predicting=*/true);
+  StepPlan plan = m.plan_step(input, torch::Tensor(), batch, /*training=*/false);
+  plan.predicting = true;
+  const int loss_stage = m.flow.loss_stage;
+  const int group = m.stage_device[loss_stage];
+  bool here = false;
+  for (int j = 0; j < m.slabs; ++j)
+    here |= std::count(m.local.begin(), m.local.end(), group * m.slabs + j) > 0;
+  if (here) {
+    for (int j = 0; j < m.slabs; ++j)
+      TANDEM_CHECK(std::count(m.local.begin(), m.local.end(), group * m.slabs + j) > 0,
+                   "the last stage's {} slabs run in several processes; predicting gathers the "
+                   "output in one, so run the last stage's slabs in one process",
+                   m.slabs);
+  }
+  m.prepare_devices(false);
+  std::vector<DeviceResult> results = m.execute(plan, false);
+  Prediction p;
+  p.stats = m.gather_stats(plan, results);
+  p.stats.samples = batch;
+  if (!here) return p;
+  std::vector<torch::Tensor> slabs;
+  for (int j = 0; j < m.slabs; ++j) {
+    std::vector<torch::Tensor> parts;
+    for (auto& [mb, t] : results[group * m.slabs + j].outputs) parts.push_back(std::move(t));
+    TANDEM_ASSERT(parts.size() == plan.slices.size(), "every micro-batch leaves its output");
+    slabs.push_back(torch::cat(parts, 0));
+  }
+  p.output = m.slabs == 1 ? slabs.front() : torch::cat(slabs, m.layout.dim);
+  return p;
 }
 
 void Pipeline::set_optimizer(const OptimizerFactory& factory) {

@@ -73,8 +73,9 @@ struct Pipeline::Impl {
   // A step, in these steps (pipeline.cc).
   StepStats run(const torch::Tensor& input, const torch::Tensor& target, int64_t samples,
                 bool training);
-  int64_t check_step(const torch::Tensor& input, const torch::Tensor& target,
-                     int64_t samples) const;
+  // `predicting`: a forward for the model's output, which reads no target.
+  int64_t check_step(const torch::Tensor& input, const torch::Tensor& target, int64_t samples,
+                     bool predicting = false) const;
   StepPlan plan_step(const torch::Tensor& input, const torch::Tensor& target, int64_t batch,
                      bool training);
   void prepare_devices(bool training);

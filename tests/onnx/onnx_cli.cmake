@@ -174,3 +174,12 @@ foreach(test onnx_plan_unet onnx_plan_unet_instance_norm onnx_plan_keras)
   set_tests_properties(${test} PROPERTIES WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   onnx_cli_fixtures(${test})
 endforeach()
+
+# tandem predict on whole scans as a user runs it (predict_check.py): a PyTorch U-Net exported
+# with dynamic D, H, W predicts an odd NIfTI grid as PyTorch's forward of the padded scan, on
+# 1 device, 2 and 3 slabs, 2 stages and 2 stages of 2 slabs; nibabel reads the results on the
+# scan's grid; .npy scans and folders; refusals with status 2.
+add_test(NAME onnx_cli_predict
+  COMMAND ${TANDEM_PYTHON} ${onnx_dir}/predict_check.py ${tandem} ${onnx_cli}/predict
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+onnx_cli_fixtures(onnx_cli_predict)

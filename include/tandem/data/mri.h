@@ -74,4 +74,9 @@ class MriDataset {
   std::array<std::array<int64_t, 2>, 3> held_out_range_{};
 };
 
+// How MriDataset standardizes, for any scan: per channel, (x - mean) / deviation with both taken
+// over the channel's voxels > 0 (the head), in double. image [C,Z,Y,X] -> float32. Throws
+// tandem::Error naming `path` for a channel with fewer than 2 voxels > 0 or constant over them.
+torch::Tensor head_standardized(const torch::Tensor& image, const std::string& path);
+
 }  // namespace tandem::data

@@ -66,4 +66,13 @@ struct NiftiWriteOptions {
 // sform from the spacing and nothing else of a full header.
 void write_nifti(const std::string& path, const Volume& volume, NiftiWriteOptions options = {});
 
+// Writes `data` ([Z,Y,X] or [C,Z,Y,X], the grid of the file `like`) as a NIfTI-1 file on the
+// grid of `like`: its dimensions, voxel sizes and units, qform and sform are kept, so that a
+// viewer lays the result over that file; the datatype is `type` (no scaling, no intent). The
+// file appears whole or not at all: it is written under a temporary name in the same folder,
+// then renamed. Throws tandem::Error naming the file for a grid that differs from like's, a
+// name that does not end in .nii or .nii.gz, or a file that cannot be written.
+void write_nifti_like(const std::string& path, const std::string& like, const torch::Tensor& data,
+                      NiftiType type);
+
 }  // namespace tandem::data

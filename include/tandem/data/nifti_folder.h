@@ -29,6 +29,11 @@ namespace tandem::data {
 
 enum class LabelKind { kMask, kReal };
 
+// How every image is standardized for training, and for tandem predict: per channel, (x - mean)
+// / deviation over all its voxels, computed in double (a constant channel is only centred).
+// image [C,Z,Y,X] of any real dtype -> float32.
+torch::Tensor standardized(const torch::Tensor& image);
+
 struct NiftiPair {
   std::string name;                // the file name shared by the image and the label
   std::string image, label;        // paths

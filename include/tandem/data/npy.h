@@ -1,4 +1,4 @@
-// NumPy .npy arrays (what numpy.save writes), read into tensors.
+// NumPy .npy arrays (what numpy.save writes), read into tensors and written from them.
 //
 // Read here by hand: Debian ships no C or C++ library that fits. xtensor's load_npy
 // (libxtensor-dev) needs the element type at compile time (the file's own type is only
@@ -33,6 +33,10 @@ NpyHeader read_npy_header(const std::string& path);
 
 // The array of `path`, of the file's dtype and shape; checked as read_npy_header checks it.
 torch::Tensor read_npy(const std::string& path);
+
+// The bytes of a version 1.0 .npy file holding `array` (float32, float64, uint8 or int64; any
+// shape, written in C order), as numpy.load reads it. Throws tandem::Error for another dtype.
+std::string npy_bytes(const torch::Tensor& array);
 
 // The shape as numpy prints it: (3,), (2, 4), ().
 std::string npy_shape_text(const std::vector<int64_t>& shape);

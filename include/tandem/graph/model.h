@@ -21,6 +21,8 @@ using LossFn = std::function<torch::Tensor(const torch::Tensor& output, const to
 // Sum over the samples of a micro-batch of a quality score (correct predictions, Dice, ...);
 // the runtime divides the total by the number of samples.
 using MetricFn = std::function<double(const torch::Tensor& output, const torch::Tensor& target)>;
+// What a model predicts, from its output: [B, ...] -> [B, ...].
+using PredictionFn = std::function<torch::Tensor(const torch::Tensor& output)>;
 
 struct Model {
   std::string name;
@@ -30,6 +32,11 @@ struct Model {
   LossFn loss;
   MetricFn metric;
   std::string metric_name = "accuracy";
+  // The output as what the model predicts (tandem predict): the probabilities of a classifier or
+  // a mask where the loss applies the softmax or sigmoid itself (an ONNX graph's final Sigmoid
+  // that the loss took over, the MLP's class scores); unset: the output as it is (a U-Net that
+  // ends in its sigmoid, a regression).
+  PredictionFn prediction;
   // Where a spatial split (--spatial) may cut every sample into slabs: the dimension of the
   // graph input, the target and every tensor between them that holds the volume (2 for
   // [B,C,D,H,W]: depth), or -1 when the model has no volume to cut (an MLP). The layers must

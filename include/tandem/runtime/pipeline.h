@@ -100,6 +100,15 @@ struct StepStats {
   std::vector<uint64_t> current_bytes, peak_bytes;
 };
 
+// What Pipeline::predict gives: the model's output and the step's stats (its loss and metric
+// are 0: a prediction reads no target).
+struct Prediction {
+  // [B, ...] on the CPU, every micro-batch and slab in place; undefined in a process that does
+  // not run the last stage.
+  torch::Tensor output;
+  StepStats stats;
+};
+
 class Pipeline {
  public:
   // Also sets the calling thread's ATen thread count (and OpenBLAS's) to the devices' count, so
@@ -121,6 +130,10 @@ class Pipeline {
                              int64_t samples = -1);
   // Forward only, no gradients, dropout off.
   StepStats evaluate(const torch::Tensor& input, const torch::Tensor& target, int64_t samples = -1);
+  // Forward only, no gradients, dropout off, no target and no loss: the model's output for
+  // `input`, assembled from every micro-batch and slab in the process that runs the last stage.
+  // Throws tandem::Error when that stage's slabs run in several processes.
+  Prediction predict(const torch::Tensor& input, int64_t samples = -1);
 
   // One optimizer per stage, stepped on the stage's own worker.
   void set_optimizer(const OptimizerFactory& factory);

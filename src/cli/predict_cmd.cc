@@ -1,0 +1,224 @@
+// tandem predict: a trained model applied to whole scans, each in one piece across the devices.
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+
+#include "commands.h"
+#include "common/output_path.h"
+#include "run_options.h"
+#include "session.h"
+#include "tandem/common/check.h"
+#include "tandem/data/nifti.h"
+#include "tandem/data/npy.h"
+#include "tandem/memory/bytes.h"
+#include "tandem/train/job.h"
+#include "tandem/train/predict.h"
+
+namespace tandem::cli {
+
+namespace {
+namespace fs = std::filesystem;
+
+struct PredictArgs {
+  RunArgs run;
+  std::string checkpoint;
+  std::string input, output;
+  std::string kind = "probabilities";
+  std::string standardize = "all";
+  double threshold = 0.5;
+};
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool is_nifti(const std::string& path) { return ends_with(path, ".nii") || ends_with(path, ".nii.gz"); }
+bool is_scan(const std::string& path) { return is_nifti(path) || ends_with(path, ".npy"); }
+
+// One scan to predict and where its result goes.
+struct ScanJob {
+  std::string input, output;
+};
+
+// The scans of --input and their outputs: one file to one file, or every scan of a folder to
+// the file of the same name in the output folder. Throws tandem::Error (status 2) for what
+// cannot work: a missing input, a folder without scans, an output folder equal to the input
+// folder, an output of a kind the input cannot give, an output that is not a regular file.
+std::vector<ScanJob> plan_jobs(const PredictArgs& a) {
+  std::error_code ec;
+  TANDEM_CHECK(fs::exists(a.input, ec), "--input {}: no such file or folder", a.input);
+  std::vector<ScanJob> jobs;
+  if (fs::is_directory(a.input, ec)) {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(a.input, ec))
+      if (!e.is_directory() && is_scan(e.path().filename().string()))
+        names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    TANDEM_CHECK(!names.empty(), "--input {}: the folder holds no scan (.nii, .nii.gz or .npy)",
+                 a.input);
+    TANDEM_CHECK(!fs::exists(a.output, ec) || fs::is_directory(a.output, ec),
+                 "--output {}: --input is a folder, so --output must be a folder too", a.output);
+    TANDEM_CHECK(!fs::exists(a.output, ec) || !fs::equivalent(a.input, a.output, ec),
+                 "--output {} is the input folder: the results would replace the scans; give "
+                 "another folder",
+                 a.output);
+    for (const std::string& n : names)
+      jobs.push_back({(fs::path(a.input) / n).string(), (fs::path(a.output) / n).string()});
+  } else {
+    TANDEM_CHECK(is_scan(a.input), "--input {}: not a scan (.nii, .nii.gz or .npy) or a folder",
+                 a.input);
+    TANDEM_CHECK(is_scan(a.output),
+                 "--output {}: the result of one scan is a file ending in .nii, .nii.gz or .npy",
+                 a.output);
+    jobs.push_back({a.input, a.output});
+  }
+  for (const ScanJob& j : jobs) {
+    TANDEM_CHECK(!is_nifti(j.output) || is_nifti(j.input),
+                 "--output {}: a NIfTI result needs a NIfTI scan (its grid); {} is .npy, so "
+                 "write .npy",
+                 j.output, j.input);
+    TANDEM_CHECK(!fs::exists(j.output, ec) || fs::is_regular_file(j.output, ec),
+                 "--output {}: exists and is not a regular file", j.output);
+  }
+  return jobs;
+}
+
+// The scan [C,D,H,W] (a 3D array is one channel), checked for values a model cannot take.
+torch::Tensor read_scan(const std::string& path) {
+  torch::Tensor x = is_nifti(path) ? data::read_nifti(path).data : data::read_npy(path);
+  TANDEM_CHECK(x.dim() == 3 || x.dim() == 4,
+               "{}: a scan is [D,H,W] or [C,D,H,W], not an array of {} dimensions", path, x.dim());
+  TANDEM_CHECK(x.is_floating_point() || x.scalar_type() == torch::kUInt8 ||
+                   x.scalar_type() == torch::kInt64,
+               "{}: voxels of type {} are not read", path, c10::toString(x.scalar_type()));
+  if (x.dim() == 3) x = x.unsqueeze(0);
+  x = x.to(torch::kFloat64);
+  const int64_t bad = x.isfinite().logical_not().sum().item<int64_t>();
+  TANDEM_CHECK(bad == 0, "{}: {} voxels are NaN or infinite; fix or mask them before predicting",
+               path, bad);
+  return x;
+}
+
+// The result as written: probabilities float32, or a mask or labels as uint8. [K,D,H,W] in,
+// [D,H,W] out where K is 1 or the classes are merged.
+torch::Tensor as_kind(const torch::Tensor& p, const std::string& kind, double threshold,
+                      const std::string& path) {
+  if (kind == "probabilities") return p.size(0) == 1 ? p[0] : p;
+  if (kind == "mask" || p.size(0) == 1) {
+    TANDEM_CHECK(p.size(0) == 1,
+                 "{}: the model predicts {} classes per voxel; a mask is of one, so use "
+                 "--output-kind labels",
+                 path, p.size(0));
+    return p[0].ge(threshold).to(torch::kUInt8);
+  }
+  TANDEM_CHECK(p.size(0) <= 256, "{}: {} classes do not fit uint8 labels", path, p.size(0));
+  return p.argmax(0).to(torch::kUInt8);
+}
+
+void write_result(const ScanJob& j, const torch::Tensor& result) {
+  if (is_nifti(j.output)) {
+    data::write_nifti_like(j.output, j.input, result,
+                           result.scalar_type() == torch::kUInt8 ? data::NiftiType::kUInt8
+                                                                 : data::NiftiType::kFloat32);
+  } else {
+    write_output_file(j.output, data::npy_bytes(result));
+  }
+}
+
+int run_predict(PredictArgs& args) {
+  train::Config& c = args.run.config;
+  std::error_code ec;
+  if (const int status = check_weights("predict", args.checkpoint, c)) return status;
+  if (c.microbatches != 1 || c.replicas != 1) {
+    std::fprintf(stderr,
+                 "tandem: predict runs each scan as one sample: --microbatches and --replicas "
+                 "must be 1 (split a scan with --spatial and --stages instead)\n");
+    return kExitUsage;
+  }
+  std::vector<ScanJob> jobs;
+  try {
+    jobs = plan_jobs(args);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "tandem: %s\n", e.what());
+    return kExitUsage;
+  }
+  c.init_from = args.checkpoint;
+  c.eval_only = true;
+  Session session;
+  if (const int status = join_job(args.run, session)) return status;
+  train::Job& job = *session.job;
+  const bool folder = fs::is_directory(args.input, ec);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const ScanJob& j = jobs[i];
+    torch::Tensor scan;
+    try {
+      scan = read_scan(j.input);
+    } catch (...) {
+      return report_failure(train::When::kBeforeWork);
+    }
+    const int status = run_guarded(session, [&] {
+      train::VolumePrediction p = train::predict_volume(
+          &job, c, scan,
+          args.standardize == "head" ? train::Standardize::kHead : train::Standardize::kAll,
+          j.input);
+      if (i == 0 && (!job.mpi() || job.rank() == 0))
+        std::cout << job.prefix() << "placement:\n" << p.placement << std::flush;
+      if (!p.output.defined()) return 0;  // another process runs the last stage
+      if (folder) fs::create_directories(args.output);
+      write_result(j, as_kind(p.output, args.kind, args.threshold, j.input));
+      std::string mem;
+      for (const auto& [name, bytes] : p.peak_bytes) mem += fmt::format(" peak_mem_{}={}", name, bytes);
+      const double voxels = static_cast<double>(p.grid.scan[0] * p.grid.scan[1] * p.grid.scan[2]);
+      std::cout << fmt::format(
+          "{}result: file={} shape={}x{}x{} padded={}x{}x{} seconds={:.2f} voxels_per_s={:.0f}{}\n",
+          job.prefix(), j.output, p.grid.scan[0], p.grid.scan[1], p.grid.scan[2], p.grid.padded[0],
+          p.grid.padded[1], p.grid.padded[2], p.seconds, voxels / std::max(p.seconds, 1e-9), mem);
+      return 0;
+    });
+    if (status) return status;
+  }
+  return 0;
+}
+}  // namespace
+
+Runner add_predict(CLI::App& app) {
+  auto args = std::make_shared<PredictArgs>();
+  train::Config& c = args->run.config;
+  c.microbatches = 1;  // a scan is one sample
+  CLI::App* cmd = app.add_subcommand(
+      "predict",
+      "Apply a trained model to whole scans (NIfTI or .npy), each in one piece split across the "
+      "devices (--spatial, --stages), and write its probabilities, mask or labels.");
+  cmd->add_option("--checkpoint", args->checkpoint,
+                  "the weights: a save folder (its latest checkpoint), one step-N checkpoint in "
+                  "it, or a state dict file; optional for an ONNX --model (its initializers)");
+  cmd->add_option("--input", args->input,
+                  "a scan (.nii, .nii.gz: 3D, or 4D with one channel per volume; .npy [D,H,W] "
+                  "or [C,D,H,W]) or a folder of them")
+      ->required();
+  cmd->add_option("--output", args->output,
+                  "the result: a file (.nii, .nii.gz on the scan's grid, or .npy), or a folder "
+                  "for a folder of scans (same names)")
+      ->required();
+  cmd->add_option("--output-kind", args->kind,
+                  "probabilities (float32) | mask (uint8 0/1 at --threshold) | labels (uint8, "
+                  "the most probable class)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"probabilities", "mask", "labels"}));
+  cmd->add_option("--standardize", args->standardize,
+                  "as the model's training data: all (per channel over all voxels: nifti:DIR, "
+                  "npy) | head (over the voxels > 0: --data mri)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"all", "head"}));
+  cmd->add_option("--threshold", args->threshold, "mask: the probability from which a voxel is 1")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  add_model_shape_options(*cmd, c, "--graph-output");
+  add_placement_options(*cmd, args->run);
+  cmd->add_option("--seed", c.seed, "seed (dropout is off; it only names the run)")
+      ->capture_default_str();
+  return [args]() { return run_predict(*args); };
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,145 @@
+"""tandem predict as a user runs it, checked against PyTorch and nibabel.
+
+Usage: predict_check.py TANDEM WORKDIR
+
+1. A PyTorch 3D U-Net (instance norm, transposed convolution, concatenated skip, final sigmoid)
+   exported to ONNX with dynamic D, H, W; a NIfTI scan of an odd grid (13 x 10 x 9 voxels, not
+   a multiple of the pooling) with a rotated affine, voxel sizes and qform and sform. tandem
+   predict on 1 device, on 2 and 3 slabs (uneven), on 2 stages and on 2 stages of 2 slabs gives
+   PyTorch's forward of the standardized scan padded with zeros to 14 x 10 x 10, cropped back
+   (within 1e-5); nibabel reads every result on the scan's grid (shape, affine, zooms, qform,
+   sform). The mask is the probabilities at the threshold.
+2. .npy in and out, a folder of scans to a folder of results.
+3. Refusals with status 2 before any work: NaN voxels, an output folder equal to the input
+   folder, an input folder without scans, a NIfTI output for a .npy scan, no weights for a
+   built-in model, micro-batches.
+"""
+import os
+import subprocess
+import sys
+
+import nibabel as nib
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_models  # noqa: E402
+
+tandem, work = sys.argv[1], sys.argv[2]
+os.makedirs(work, exist_ok=True)
+
+
+def run(*args, status=0):
+    done = subprocess.run([tandem, "predict", *args], capture_output=True, text=True)
+    if done.returncode != status:
+        sys.exit(f"tandem predict {' '.join(args)}: status {done.returncode}, expected {status}\n"
+                 f"{done.stdout}{done.stderr}")
+    return done.stdout + done.stderr
+
+
+def same(got, want, what, tol=1e-5):
+    err = float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-30))
+    if got.shape != want.shape or not err <= tol:
+        sys.exit(f"{what}: shape {got.shape} vs {want.shape}, largest relative difference {err}")
+    print(f"ok {what}: largest relative difference {err:.2e}")
+
+
+# The model and its ONNX file.
+torch.manual_seed(3)
+model = torch_models.Unet3d().eval()
+onnx_path = os.path.join(work, "unet.onnx")
+torch_models.export_volume_model(model, onnx_path)
+
+# A scan of an odd grid with a rotated, scaled, shifted affine.
+rng = np.random.default_rng(5)
+scan = (rng.standard_normal((9, 10, 13)) * 40 + 300).astype(np.float32)  # x, y, z
+theta = 0.3
+affine = np.array([[1.2 * np.cos(theta), -0.9 * np.sin(theta), 0, -40.5],
+                   [1.2 * np.sin(theta), 0.9 * np.cos(theta), 0, 12.25],
+                   [0, 0, 2.0, 7.0],
+                   [0, 0, 0, 1]])
+image = nib.Nifti1Image(scan, affine)
+image.set_qform(affine, code=1)
+image.set_sform(affine, code=2)
+scan_path = os.path.join(work, "scan.nii.gz")
+nib.save(image, scan_path)
+
+# PyTorch's forward on the scan as tandem standardizes (per channel, deviation with n - 1) and
+# pads it (zeros after the last plane of each axis, to a multiple of the pooling factor 2).
+zyx = np.asarray(nib.load(scan_path).dataobj, dtype=np.float64).transpose(2, 1, 0)
+x = (zyx - zyx.mean()) / zyx.std(ddof=1)
+x = torch.from_numpy(x.astype(np.float32))[None, None]
+x = F.pad(x, (0, 10 - 9, 0, 10 - 10, 0, 14 - 13))
+with torch.no_grad():
+    want = model(x)[0, 0, :13, :10, :9].numpy()
+
+common = ["--model", onnx_path, "--loss", "dice", "--input", scan_path]
+layouts = {"1 device": ["--devices", "1"],
+           "2 slabs": ["--devices", "2", "--spatial", "2"],
+           "3 slabs (uneven)": ["--devices", "3", "--spatial", "3"],
+           "2 stages": ["--devices", "2", "--stages", "2"],
+           "2 stages of 2 slabs": ["--devices", "4", "--stages", "2", "--spatial", "2"]}
+for name, layout in layouts.items():
+    out = os.path.join(work, f"p_{name.split()[0]}_{len(layout)}.nii.gz")
+    text = run(*common, *layout, "--output", out)
+    if "result: file=" not in text or "padded=14x10x10" not in text:
+        sys.exit(f"{name}: no result line with the padded grid:\n{text}")
+    written = nib.load(out)
+    if not (written.shape == image.shape and np.allclose(written.affine, affine)
+            and np.allclose(written.header.get_zooms(), image.header.get_zooms())
+            and np.allclose(written.get_qform(), affine) and np.allclose(written.get_sform(), affine)
+            and int(written.header["qform_code"]) == 1 and int(written.header["sform_code"]) == 2):
+        sys.exit(f"{name}: written grid {written.shape} {written.affine} differs from the scan's")
+    got = np.asarray(written.dataobj, dtype=np.float32).transpose(2, 1, 0)
+    same(got, want, f"predict on {name} against PyTorch")
+
+# The mask of one sigmoid output: the probabilities at the threshold (the median, so that both
+# values occur).
+threshold = float(np.round(np.median(want), 4))
+mask_path = os.path.join(work, "mask.nii.gz")
+run(*common, "--devices", "2", "--spatial", "2", "--output", mask_path, "--output-kind", "mask",
+    "--threshold", str(threshold))
+mask = np.asarray(nib.load(mask_path).dataobj).transpose(2, 1, 0)
+if nib.load(mask_path).get_data_dtype() != np.uint8:
+    sys.exit("the mask is not uint8")
+near = np.abs(want - threshold) < 1e-5
+if not np.array_equal(mask[~near], (want >= threshold)[~near]) or not 0 < mask.sum() < mask.size:
+    sys.exit(f"the mask differs from the probabilities at --threshold {threshold}")
+print(f"ok mask at {threshold}: {int(mask.sum())} of {mask.size} voxels")
+
+# .npy in and out: [D,H,W] scans, a folder to a folder.
+folder = os.path.join(work, "scans")
+os.makedirs(folder, exist_ok=True)
+np.save(os.path.join(folder, "a.npy"), zyx.astype(np.float32))
+np.save(os.path.join(folder, "b.npy"), zyx[:, :8, :8].astype(np.float32))
+results = os.path.join(work, "results")
+text = run("--model", onnx_path, "--loss", "dice", "--devices", "2", "--spatial", "2", "--input",
+           folder, "--output", results)
+same(np.load(os.path.join(results, "a.npy")), want, ".npy scan in a folder against PyTorch")
+if np.load(os.path.join(results, "b.npy")).shape != (13, 8, 8):
+    sys.exit("b.npy: the result is not on the scan's grid")
+
+# Refusals, status 2, before any work.
+bad = zyx.astype(np.float32).copy()
+bad[3, 4, 5] = np.nan
+np.save(os.path.join(work, "nan.npy"), bad)
+checks = [
+    (["--input", os.path.join(work, "nan.npy"), "--output", os.path.join(work, "n.npy")],
+     "NaN or infinite"),
+    (["--input", folder, "--output", folder], "is the input folder"),
+    (["--input", os.path.join(work, "empty"), "--output", os.path.join(work, "e")],
+     "holds no scan"),
+    (["--input", os.path.join(folder, "a.npy"), "--output", os.path.join(work, "a.nii")],
+     "a NIfTI result needs a NIfTI scan"),
+    (["--input", scan_path, "--output", out, "--microbatches", "2"], "--microbatches"),
+]
+os.makedirs(os.path.join(work, "empty"), exist_ok=True)
+for args, words in checks:
+    text = run("--model", onnx_path, "--loss", "dice", *args, status=2)
+    if words not in text:
+        sys.exit(f"{args}: the message does not say '{words}':\n{text}")
+text = run("--model", "unet3d", "--input", scan_path, "--output", out, status=2)
+if "needs --checkpoint" not in text:
+    sys.exit(f"a built-in model without weights:\n{text}")
+print("ok refusals")
