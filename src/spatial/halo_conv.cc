@@ -80,12 +80,14 @@ double per_plane(const torch::Tensor& t) {
   return n;
 }
 
-// A chunk of a pass holds at most the pass's result in bytes (or one plane): about a quarter
-// of the slab's planes, so the workspace above what one device holds for the same layer stays
-// below the result, which both hold. Smaller chunks save a little more (a share of 1/8 makes
-// chunks of one plane: 52 against 56 MiB per device for unet3d at 64³ on 2 slabs) but run at
-// half the speed, since each chunk reads its halo again and the kernels work on thin pieces.
-constexpr double kChunkShare = 1.0;
+// A chunk of a pass holds at most half the pass's result in bytes (or one plane): about an
+// eighth of the slab's planes (4 of a 32-plane slab), so the workspace above what one device
+// holds for the same layer stays small next to the result, which both hold. Measured on unet3d
+// at 64³ on 2 slabs (bench/RESULTS.md): a share of 1/8 (chunks of one plane) holds as little
+// (51.9 MiB per device) but runs at 1.54x the plain loop instead of 2.1x, since each chunk reads
+// its halo again and the kernels work on thin pieces; a share of 1 (8 planes) runs no faster
+// and holds 55.7 MiB, which costs 4 devices the 104³ they train under 192 MiB.
+constexpr double kChunkShare = 0.5;
 
 // Planes per chunk of a pass that makes a result of `result_per_plane` elements per plane of
 // depth and holds `chunk_bytes(c)` elements while it computes a chunk of c planes.
