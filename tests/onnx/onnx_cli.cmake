@@ -177,9 +177,14 @@ endforeach()
 
 # tandem predict on whole scans as a user runs it (predict_check.py): a PyTorch U-Net exported
 # with dynamic D, H, W predicts an odd NIfTI grid as PyTorch's forward of the padded scan, on
-# 1 device, 2 and 3 slabs, 2 stages and 2 stages of 2 slabs; nibabel reads the results on the
-# scan's grid; .npy scans and folders; refusals with status 2.
+# 1 device, 2 and 3 slabs, 2 stages, 2 stages of 2 slabs and 2 MPI ranks; nibabel reads the
+# results on the scan's grid; .npy scans and folders; refusals with status 2.
+set(predict_mpirun "")
+if(TANDEM_WITH_MPI)
+  set(predict_mpirun ${TANDEM_MPIRUN})
+endif()
 add_test(NAME onnx_cli_predict
   COMMAND ${TANDEM_PYTHON} ${onnx_dir}/predict_check.py ${tandem} ${onnx_cli}/predict
+    ${predict_mpirun}
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 onnx_cli_fixtures(onnx_cli_predict)

@@ -1,6 +1,6 @@
 """tandem predict as a user runs it, checked against PyTorch and nibabel.
 
-Usage: predict_check.py TANDEM WORKDIR
+Usage: predict_check.py TANDEM WORKDIR [MPIRUN...]
 
 1. A PyTorch 3D U-Net (instance norm, transposed convolution, concatenated skip, final sigmoid)
    exported to ONNX with dynamic D, H, W; a NIfTI scan of an odd grid (13 x 10 x 9 voxels, not
@@ -9,6 +9,8 @@ Usage: predict_check.py TANDEM WORKDIR
    PyTorch's forward of the standardized scan padded with zeros to 14 x 10 x 10, cropped back
    (within 1e-5); nibabel reads every result on the scan's grid (shape, affine, zooms, qform,
    sform). The mask is the probabilities at the threshold.
+   With MPIRUN (the launcher and its flags): the same under `MPIRUN -n 2` with one stage per
+   rank.
 2. .npy in and out, a folder of scans to a folder of results.
 3. Refusals with status 2 before any work: NaN voxels, an output folder equal to the input
    folder, an input folder without scans, a NIfTI output for a .npy scan, no weights for a
@@ -26,12 +28,13 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_models  # noqa: E402
 
-tandem, work = sys.argv[1], sys.argv[2]
+tandem, work, mpirun = sys.argv[1], sys.argv[2], sys.argv[3:]
 os.makedirs(work, exist_ok=True)
 
 
-def run(*args, status=0):
-    done = subprocess.run([tandem, "predict", *args], capture_output=True, text=True)
+def run(*args, status=0, launcher=()):
+    done = subprocess.run([*launcher, tandem, "predict", *args], capture_output=True, text=True,
+                          timeout=300)
     if done.returncode != status:
         sys.exit(f"tandem predict {' '.join(args)}: status {done.returncode}, expected {status}\n"
                  f"{done.stdout}{done.stderr}")
@@ -93,6 +96,14 @@ for name, layout in layouts.items():
         sys.exit(f"{name}: written grid {written.shape} {written.affine} differs from the scan's")
     got = np.asarray(written.dataobj, dtype=np.float32).transpose(2, 1, 0)
     same(got, want, f"predict on {name} against PyTorch")
+
+if mpirun:
+    out = os.path.join(work, "p_mpi.nii.gz")
+    text = run(*common, "--output", out, launcher=[*mpirun, "-n", "2"])
+    if "[r1/2] result: file=" not in text:
+        sys.exit(f"under mpirun: the last stage's rank wrote no result line:\n{text}")
+    got = np.asarray(nib.load(out).dataobj, dtype=np.float32).transpose(2, 1, 0)
+    same(got, want, "predict under mpirun -n 2 (2 stages) against PyTorch")
 
 # The mask of one sigmoid output: the probabilities at the threshold (the median, so that both
 # values occur).
