@@ -13,6 +13,7 @@ namespace tandem::cli {
 Runner add_export(CLI::App& app) {
   struct Args {
     std::string checkpoint, onnx, out;
+    std::string graph = "inference";
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -26,6 +27,11 @@ Runner add_export(CLI::App& app) {
   cmd->add_option("--onnx", args->onnx, "the ONNX model that was trained (tandem train --model)")
       ->required();
   cmd->add_option("-o,--output", args->out, "the .onnx file to write")->required();
+  cmd->add_option("--graph", args->graph,
+                  "inference: dropout off and batch norm on its running statistics, as any ONNX "
+                  "runtime should predict | training: the graph as it was trained")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"inference", "training"}));
   return [args]() {
     for (const std::string* path : {&args->checkpoint, &args->onnx}) {
       std::error_code ec;
@@ -36,7 +42,8 @@ Runner add_export(CLI::App& app) {
     }
 #if TANDEM_WITH_ONNX
     try {
-      const int64_t n = onnx::export_trained(args->onnx, args->checkpoint, args->out);
+      const int64_t n = onnx::export_trained(args->onnx, args->checkpoint, args->out,
+                                                  args->graph == "inference");
       std::cout << fmt::format("result: initializers={} output={}\n", n, args->out);
       return 0;
     } catch (...) {

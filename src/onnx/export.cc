@@ -1,15 +1,42 @@
 #include "tandem/onnx/export.h"
 
 #include <map>
+#include <set>
 
 #include "proto.h"
 #include "tandem/checkpoint/state_dict.h"
 #include "tandem/common/check.h"
 
 namespace tandem::onnx {
+namespace {
+
+// The graph as an ONNX runtime predicts with it: dropout off, batch normalization on its
+// running statistics (see export_trained).
+void to_inference(detail::pb::GraphProto* graph, const std::string& path) {
+  std::set<std::string> read;
+  for (const auto& node : graph->node())
+    for (const auto& name : node.input()) read.insert(name);
+  for (const auto& out : graph->output()) read.insert(out.name());
+  for (auto& node : *graph->mutable_node()) {
+    if (node.op_type() == "Dropout" && node.input_size() > 2) {
+      node.mutable_input()->DeleteSubrange(2, node.input_size() - 2);
+    } else if (node.op_type() == "BatchNormalization") {
+      for (auto& a : *node.mutable_attribute())
+        if (a.name() == "training_mode") a.set_i(0);
+      for (int k = 1; k < node.output_size(); ++k)
+        TANDEM_CHECK(node.output(k).empty() || !read.count(node.output(k)),
+                     "'{}': node '{}' ({}) reads the running statistics that BatchNormalization "
+                     "'{}' updates in training; export the training graph (--graph training)",
+                     path, node.output(k), node.op_type(), node.name());
+      if (node.output_size() > 1) node.mutable_output()->DeleteSubrange(1, node.output_size() - 1);
+    }
+  }
+}
+
+}  // namespace
 
 int64_t export_trained(const std::string& onnx_in, const std::string& checkpoint,
-                       const std::string& onnx_out) {
+                       const std::string& onnx_out, bool inference) {
   detail::pb::ModelProto model = detail::read_model_file(onnx_in);
   const std::map<std::string, torch::Tensor> trained = checkpoint::read_tensors(checkpoint);
   std::map<std::string, detail::pb::TensorProto*> initializers;
@@ -43,6 +70,7 @@ int64_t export_trained(const std::string& onnx_in, const std::string& checkpoint
                          ", "),
                unknown.size() > 5 ? ", ..." : "");
   TANDEM_CHECK(replaced > 0, "'{}' holds none of the initializers of '{}'", checkpoint, onnx_in);
+  if (inference) to_inference(model.mutable_graph(), onnx_in);
   detail::write_model_file(model, onnx_out);
   return replaced;
 }
