@@ -49,6 +49,12 @@ out=bench/MEMORY.md
   echo
   bash bench/memory-onnx.sh "$build"
   echo
+  echo "## Whole scans predicted (\`tandem predict\`): forward only, no activations kept"
+  echo
+  echo "Command: \`bench/memory-predict.sh $build 192MiB 1 2 4\`"
+  echo
+  bash bench/memory-predict.sh "$build" 192MiB 1 2 4
+  echo
   cat <<'NOTES'
 ## Reading these tables
 

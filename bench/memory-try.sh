@@ -1,11 +1,13 @@
-# Sourced by the memory benches (bench/memory.sh, bench/memory-spatial.sh); needs $tandem.
-# try ARGS...: runs `$tandem train ARGS` for one step; prints "ok PEAKS" (the result line's
+# Sourced by the memory benches (bench/memory.sh, bench/memory-spatial.sh,
+# bench/memory-predict.sh); needs $tandem.
+# run_try COMMAND ARGS...: runs `$tandem COMMAND ARGS`; prints "ok PEAKS" (the result line's
 # peak_mem_ fields) or "oom" (status 3: out of the budget); stops the calling script on any
 # other failure, naming it.
-try() {
-  local out status
+run_try() {
+  local command=$1 out status
+  shift
   set +e
-  out=$("$tandem" train "$@" 2>&1)
+  out=$("$tandem" "$command" "$@" 2>&1)
   status=$?
   set -e
   if [ $status -eq 0 ]; then
@@ -14,10 +16,13 @@ try() {
     echo oom
   else
     echo "$out" >&2
-    echo "$0: tandem train $* failed with status $status" >&2
+    echo "$0: tandem $command $* failed with status $status" >&2
     exit 1
   fi
 }
+
+# try ARGS...: `tandem train ARGS` (one step), as run_try.
+try() { run_try train "$@"; }
 
 # mib BYTES: whole MiB.
 mib() { awk -v b="$1" 'BEGIN { printf "%.0f", b / 1048576 }'; }
