@@ -268,29 +268,38 @@ Prediction Pipeline::predict(const torch::Tensor& input, int64_t samples) {
   const int64_t batch = m.check_step(input, torch::Tensor(), samples, /*predicting=*/true);
   StepPlan plan = m.plan_step(input, torch::Tensor(), batch, /*training=*/false);
   plan.predicting = true;
-  const int loss_stage = m.flow.loss_stage;
-  const int group = m.stage_device[loss_stage];
-  bool here = false;
-  for (int j = 0; j < m.slabs; ++j)
-    here |= std::count(m.local.begin(), m.local.end(), group * m.slabs + j) > 0;
-  if (here) {
-    for (int j = 0; j < m.slabs; ++j)
-      TANDEM_CHECK(std::count(m.local.begin(), m.local.end(), group * m.slabs + j) > 0,
-                   "the last stage's {} slabs run in several processes; predicting gathers the "
-                   "output in one, so run the last stage's slabs in one process",
-                   m.slabs);
-  }
   m.prepare_devices(false);
   std::vector<DeviceResult> results = m.execute(plan, false);
   Prediction p;
   p.stats = m.gather_stats(plan, results);
   p.stats.samples = batch;
-  if (!here) return p;
+  // The last stage's slabs of the output meet on its first slab's device: across processes
+  // (MPI, one device per rank) they are sent there.
+  const int loss_stage = m.flow.loss_stage;
+  const int first = m.stage_device[loss_stage] * m.slabs;
+  auto is_local = [&](int d) { return std::count(m.local.begin(), m.local.end(), d) > 0; };
+  auto global = [&](int d) { return m.replica * m.pipeline_size + d; };
+  auto key = [&](int mb, int slab) {
+    return transport::MessageKey{"prediction slab " + std::to_string(slab),
+                                 static_cast<int>(m.step), mb, false, loss_stage, loss_stage,
+                                 plan.run};
+  };
+  for (int j = 1; j < m.slabs; ++j) {
+    if (!is_local(first + j) || is_local(first)) continue;
+    for (auto& [mb, t] : results[first + j].outputs)
+      m.transport->send(global(first + j), global(first), key(mb, j), t, nullptr);
+  }
+  if (!is_local(first)) return p;
   std::vector<torch::Tensor> slabs;
   for (int j = 0; j < m.slabs; ++j) {
     std::vector<torch::Tensor> parts;
-    for (auto& [mb, t] : results[group * m.slabs + j].outputs) parts.push_back(std::move(t));
-    TANDEM_ASSERT(parts.size() == plan.slices.size(), "every micro-batch leaves its output");
+    for (size_t mb = 0; mb < plan.slices.size(); ++mb) {
+      const int i = static_cast<int>(mb);
+      parts.push_back(is_local(first + j)
+                          ? results[first + j].outputs.at(i)
+                          : m.transport->recv(global(first), global(first + j), key(i, j),
+                                              torch::kCPU));
+    }
     slabs.push_back(torch::cat(parts, 0));
   }
   p.output = m.slabs == 1 ? slabs.front() : torch::cat(slabs, m.layout.dim);

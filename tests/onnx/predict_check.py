@@ -9,8 +9,8 @@ Usage: predict_check.py TANDEM WORKDIR [MPIRUN...]
    PyTorch's forward of the standardized scan padded with zeros to 14 x 10 x 10, cropped back
    (within 1e-5); nibabel reads every result on the scan's grid (shape, affine, zooms, qform,
    sform). The mask is the probabilities at the threshold.
-   With MPIRUN (the launcher and its flags): the same under `MPIRUN -n 2` with one stage per
-   rank.
+   With MPIRUN (the launcher and its flags): the same under `MPIRUN -n 2`, one stage or one slab
+   per rank.
 2. .npy in and out, a folder of scans to a folder of results.
 3. Refusals with status 2 before any work: NaN voxels, an output folder equal to the input
    folder, an input folder without scans, a NIfTI output for a .npy scan, no weights for a
@@ -97,13 +97,15 @@ for name, layout in layouts.items():
     got = np.asarray(written.dataobj, dtype=np.float32).transpose(2, 1, 0)
     same(got, want, f"predict on {name} against PyTorch")
 
-if mpirun:
-    out = os.path.join(work, "p_mpi.nii.gz")
-    text = run(*common, "--output", out, launcher=[*mpirun, "-n", "2"])
-    if "[r1/2] result: file=" not in text:
-        sys.exit(f"under mpirun: the last stage's rank wrote no result line:\n{text}")
+for name, layout, writer in (("2 stages", [], "[r1/2]"), ("2 slabs", ["--spatial", "2"], "[r0/2]")):
+    if not mpirun:
+        break
+    out = os.path.join(work, f"p_mpi_{len(layout)}.nii.gz")
+    text = run(*common, *layout, "--output", out, launcher=[*mpirun, "-n", "2"])
+    if f"{writer} result: file=" not in text:
+        sys.exit(f"under mpirun ({name}): {writer} wrote no result line:\n{text}")
     got = np.asarray(nib.load(out).dataobj, dtype=np.float32).transpose(2, 1, 0)
-    same(got, want, "predict under mpirun -n 2 (2 stages) against PyTorch")
+    same(got, want, f"predict under mpirun -n 2 ({name}, one per rank) against PyTorch")
 
 # The mask of one sigmoid output: the probabilities at the threshold (the median, so that both
 # values occur).

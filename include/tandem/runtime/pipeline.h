@@ -104,7 +104,7 @@ struct StepStats {
 // are 0: a prediction reads no target).
 struct Prediction {
   // [B, ...] on the CPU, every micro-batch and slab in place; undefined in a process that does
-  // not run the last stage.
+  // not run the last stage's first slab.
   torch::Tensor output;
   StepStats stats;
 };
@@ -131,8 +131,8 @@ class Pipeline {
   // Forward only, no gradients, dropout off.
   StepStats evaluate(const torch::Tensor& input, const torch::Tensor& target, int64_t samples = -1);
   // Forward only, no gradients, dropout off, no target and no loss: the model's output for
-  // `input`, assembled from every micro-batch and slab in the process that runs the last stage.
-  // Throws tandem::Error when that stage's slabs run in several processes.
+  // `input`, assembled from every micro-batch and slab in the process that runs the last
+  // stage's first slab (the other slabs send theirs there). Collective across processes.
   Prediction predict(const torch::Tensor& input, int64_t samples = -1);
 
   // One optimizer per stage, stepped on the stage's own worker.

@@ -41,7 +41,7 @@ VolumeGrid volume_grid(const Config& c, const std::vector<int64_t>& shape);
 
 struct VolumePrediction {
   // [K,D,H,W] float32 on the scan's grid: the model's prediction for each of its K outputs;
-  // undefined in a process that does not run the last stage (under MPI).
+  // undefined in a process that does not run the last stage's first slab (under MPI).
   torch::Tensor output;
   VolumeGrid grid;
   double seconds = 0;                // the forward, from the first stage to the last
