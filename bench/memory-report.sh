@@ -74,9 +74,20 @@ out=bench/MEMORY.md
   optimizer's state held (two steps per try) 4 devices reach 96³ on this grid of 8 (3.38x):
   104³ ends over the budget by about half a MiB (the Adam moments of the replicated weights;
   100³, 3.81x, trains), and 2 and 8 devices reach 80³ and 128³ as with one step. With stages
-  and slabs together device 0 holds only its stages' layers (0.52x one device's bytes per
+  and slabs together device 0 holds only its stages' layers (0.55x one device's bytes per
   voxel with one micro-batch); the last stage's group, with the largest layers and the loss,
-  decides the volume.
+  decides the volume: 88³ on 2 stages of 2 slabs (2.60x), 112³ on 2 stages of 4 (5.36x).
+- The convolutions of a slab run in chunks of about an eighth of its planes (at most half the
+  pass's result each: kChunkShare in src/spatial/halo_conv.cc). Chunks of one plane hold as
+  little for slabs alone (0.91x either way) but train at 1.54x the plain loop instead of
+  2.15x (bench/RESULTS.md); with stages they held a little less (device 0 at 0.52x instead of
+  0.55x, and 88³ instead of 80³ on 2 stages of 2 slabs with four micro-batches). Chunks of a
+  quarter slab hold 1.00x, and 4 devices then train 96³ instead of 104³.
+- `tandem predict` keeps no activations for a backward: a stage drops each tensor after its
+  last reader. Under the same 192 MiB the U-Net predicts a whole 88³ scan on 1 device (2.60x
+  the voxels it trains), 128³ on 2 slabs (4.10x the 80³ they train) and 160³ on 4 (3.64x the
+  104³; 6.01x what 1 device predicts, more than 4x: a slab's convolutions run in chunks of
+  planes, one device's in one piece).
 - Under 1F1B, stage s keeps p - s micro-batches in flight: the first device stores as many
   micro-batches of its quarter as one device stores of the whole model one micro-batch at a
   time, so with four micro-batches 4 devices fit no larger a volume than 1 with a layer split
