@@ -281,7 +281,11 @@ Prediction Pipeline::predict(const torch::Tensor& input, int64_t samples) {
   auto global = [&](int d) { return m.replica * m.pipeline_size + d; };
   auto key = [&](int mb, int slab) {
     return transport::MessageKey{"prediction slab " + std::to_string(slab),
-                                 static_cast<int>(m.step), mb, false, loss_stage, loss_stage,
+                                 static_cast<int>(m.step),
+                                 mb,
+                                 false,
+                                 loss_stage,
+                                 loss_stage,
                                  plan.run};
   };
   for (int j = 1; j < m.slabs; ++j) {
@@ -295,10 +299,9 @@ Prediction Pipeline::predict(const torch::Tensor& input, int64_t samples) {
     std::vector<torch::Tensor> parts;
     for (size_t mb = 0; mb < plan.slices.size(); ++mb) {
       const int i = static_cast<int>(mb);
-      parts.push_back(is_local(first + j)
-                          ? results[first + j].outputs.at(i)
-                          : m.transport->recv(global(first), global(first + j), key(i, j),
-                                              torch::kCPU));
+      parts.push_back(is_local(first + j) ? results[first + j].outputs.at(i)
+                                          : m.transport->recv(global(first), global(first + j),
+                                                              key(i, j), torch::kCPU));
     }
     slabs.push_back(torch::cat(parts, 0));
   }

@@ -44,10 +44,10 @@ struct VolumePrediction {
   // undefined in a process that does not run the last stage's first slab (under MPI).
   torch::Tensor output;
   VolumeGrid grid;
-  double seconds = 0;                // the forward, from the first stage to the last
+  double seconds = 0;  // the forward, from the first stage to the last
   // Per local device of the pipeline: its name and the most bytes it held during the forward.
   std::vector<std::pair<std::string, uint64_t>> peak_bytes;
-  std::string placement;             // the pipeline's placement table
+  std::string placement;  // the pipeline's placement table
 };
 
 // Predicts one scan, `image` [C,D,H,W] as read (standardized here as `standardize` says; `path`
