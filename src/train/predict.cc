@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <numeric>
+#include <utility>
 
 #include "tandem/common/check.h"
 #include "tandem/data/mri.h"
@@ -51,7 +52,10 @@ graph::Model model_for(const Config& c, const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-VolumeGrid volume_grid(const Config& c, const std::vector<int64_t>& shape) {
+// The grid of a scan of `shape` and the model for its padded samples, built once where the
+// model's own down-sampling does not change the grid.
+std::pair<VolumeGrid, graph::Model> grid_and_model(const Config& c,
+                                                   const std::vector<int64_t>& shape) {
   TANDEM_CHECK(shape.size() == 4, "a scan is [C,D,H,W], not [{}]", fmt::join(shape, ","));
   const ModelNeeds needs = model_needs(c);
   VolumeGrid g;
@@ -62,7 +66,7 @@ VolumeGrid volume_grid(const Config& c, const std::vector<int64_t>& shape) {
   };
   pad();
   // An ONNX graph says its down-sampling only once loaded (graph::Model::slab_multiple).
-  const graph::Model model = model_for(c, padded_shape(shape, g));
+  graph::Model model = model_for(c, padded_shape(shape, g));
   TANDEM_CHECK(model.slab_dim >= 0,
                "Config::model = {} takes no volumes; predicting whole scans needs a model of "
                "volumes",
@@ -70,8 +74,13 @@ VolumeGrid volume_grid(const Config& c, const std::vector<int64_t>& shape) {
   if (model.slab_multiple > 1 && g.multiple % model.slab_multiple != 0) {
     g.multiple = std::lcm(g.multiple, model.slab_multiple);
     pad();
+    model = model_for(c, padded_shape(shape, g));
   }
-  return g;
+  return {g, std::move(model)};
+}
+
+VolumeGrid volume_grid(const Config& c, const std::vector<int64_t>& shape) {
+  return grid_and_model(c, shape).first;
 }
 
 VolumePrediction predict_volume(Job* job, Config c, const torch::Tensor& image,
@@ -80,7 +89,8 @@ VolumePrediction predict_volume(Job* job, Config c, const torch::Tensor& image,
                image.defined() ? image.dim() : 0);
   const std::vector<int64_t> shape(image.sizes().begin(), image.sizes().end());
   VolumePrediction out;
-  out.grid = volume_grid(c, shape);
+  auto [grid, model] = grid_and_model(c, shape);
+  out.grid = grid;
   const VolumeGrid& g = out.grid;
   // One scan is one sample; nothing trains.
   c.batch = 1;
@@ -92,7 +102,6 @@ VolumePrediction predict_volume(Job* job, Config c, const torch::Tensor& image,
   x = torch::constant_pad_nd(x, {0, g.padded[2] - g.scan[2], 0, g.padded[1] - g.scan[1], 0,
                                  g.padded[0] - g.scan[0]});
   x = x.unsqueeze(0).contiguous();
-  graph::Model model = model_for(c, padded_shape(shape, g));
   if (!model.input_shape.empty()) {
     const std::vector<int64_t> want = model.input_shape;
     bool fixed = want.size() == 4;
