@@ -99,8 +99,8 @@ VolumePrediction predict_volume(Job* job, Config c, const torch::Tensor& image,
   c.volume = static_cast<int>(g.padded[0]);
   torch::Tensor x = standardize == Standardize::kHead ? data::head_standardized(image, path)
                                                       : data::standardized(image);
-  x = torch::constant_pad_nd(x, {0, g.padded[2] - g.scan[2], 0, g.padded[1] - g.scan[1], 0,
-                                 g.padded[0] - g.scan[0]});
+  x = torch::constant_pad_nd(
+      x, {0, g.padded[2] - g.scan[2], 0, g.padded[1] - g.scan[1], 0, g.padded[0] - g.scan[0]});
   x = x.unsqueeze(0).contiguous();
   if (!model.input_shape.empty()) {
     const std::vector<int64_t> want = model.input_shape;
