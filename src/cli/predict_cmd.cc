@@ -2,6 +2,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "commands.h"
 #include "common/output_path.h"
@@ -11,6 +12,7 @@
 #include "tandem/data/nifti.h"
 #include "tandem/data/npy.h"
 #include "tandem/memory/bytes.h"
+#include "tandem/trace/progress.h"
 #include "tandem/train/job.h"
 #include "tandem/train/predict.h"
 
@@ -26,14 +28,62 @@ struct PredictArgs {
   std::string kind = "probabilities";
   std::string standardize = "all";
   double threshold = 0.5;
+  std::string window;  // "D,H,W" or one side; empty: the whole scan in one piece
+  double overlap = 0.25;
+  std::string blend = "gaussian";
+  int64_t window_batch = 1;
+  std::string mirror;  // "D,H,W" or a subset, or digits 0..2
 };
+
+// --window: one side for all three axes, or D,H,W.
+std::array<int64_t, 3> parse_window(const std::string& text) {
+  std::array<int64_t, 3> w{};
+  if (text.empty()) return w;
+  std::vector<int64_t> sides;
+  std::string part;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i < text.size() && text[i] != ',' && text[i] != 'x') {
+      part += text[i];
+      continue;
+    }
+    char* end = nullptr;
+    const long long v = std::strtoll(part.c_str(), &end, 10);
+    TANDEM_CHECK(!part.empty() && *end == 0 && v >= 1,
+                 "--window {}: give one side or three (D,H,W), each a whole number of at least 1",
+                 text);
+    sides.push_back(v);
+    part.clear();
+  }
+  TANDEM_CHECK(sides.size() == 1 || sides.size() == 3,
+               "--window {}: give one side or three (D,H,W), not {}", text, sides.size());
+  for (size_t i = 0; i < 3; ++i) w[i] = sides[sides.size() == 1 ? 0 : i];
+  return w;
+}
+
+// --mirror: the axes (D, H, W or 0, 1, 2) whose flips are averaged.
+std::vector<int> parse_mirror(const std::string& text) {
+  std::vector<int> axes;
+  for (char ch : text) {
+    if (ch == ',') continue;
+    const size_t at = std::string("DHW012dhw").find(ch);
+    TANDEM_CHECK(at != std::string::npos,
+                 "--mirror {}: give the axes to flip as D, H, W (or 0, 1, 2), e.g. D,H,W", text);
+    const int axis = static_cast<int>(at % 3);
+    TANDEM_CHECK(std::find(axes.begin(), axes.end(), axis) == axes.end(),
+                 "--mirror {}: axis {} is given twice", text, "DHW"[axis]);
+    axes.push_back(axis);
+  }
+  return axes;
+}
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-bool is_nifti(const std::string& path) { return ends_with(path, ".nii") || ends_with(path, ".nii.gz"); }
+bool is_nifti(const std::string& path) {
+  return ends_with(path, ".nii") || ends_with(path, ".nii.gz");
+}
 bool is_scan(const std::string& path) { return is_nifti(path) || ends_with(path, ".npy"); }
 
 // One scan to predict and where its result goes.
@@ -89,9 +139,9 @@ torch::Tensor read_scan(const std::string& path) {
   torch::Tensor x = is_nifti(path) ? data::read_nifti(path).data : data::read_npy(path);
   TANDEM_CHECK(x.dim() == 3 || x.dim() == 4,
                "{}: a scan is [D,H,W] or [C,D,H,W], not an array of {} dimensions", path, x.dim());
-  TANDEM_CHECK(x.is_floating_point() || x.scalar_type() == torch::kUInt8 ||
-                   x.scalar_type() == torch::kInt64,
-               "{}: voxels of type {} are not read", path, c10::toString(x.scalar_type()));
+  TANDEM_CHECK(
+      x.is_floating_point() || x.scalar_type() == torch::kUInt8 || x.scalar_type() == torch::kInt64,
+      "{}: voxels of type {} are not read", path, c10::toString(x.scalar_type()));
   if (x.dim() == 3) x = x.unsqueeze(0);
   x = x.to(torch::kFloat64);
   const int64_t bad = x.isfinite().logical_not().sum().item<int64_t>();
@@ -137,7 +187,16 @@ int run_predict(PredictArgs& args) {
     return kExitUsage;
   }
   std::vector<ScanJob> jobs;
+  train::PredictOptions options;
   try {
+    options.window.size = parse_window(args.window);
+    options.window.overlap = args.overlap;
+    options.window.blend =
+        args.blend == "constant" ? train::Blend::kConstant : train::Blend::kGaussian;
+    options.window.batch = args.window_batch;
+    options.mirror = parse_mirror(args.mirror);
+    options.standardize =
+        args.standardize == "head" ? train::Standardize::kHead : train::Standardize::kAll;
     jobs = plan_jobs(args);
   } catch (const Error& e) {
     std::fprintf(stderr, "tandem: %s\n", e.what());
@@ -149,31 +208,54 @@ int run_predict(PredictArgs& args) {
   if (const int status = join_job(args.run, session)) return status;
   train::Job& job = *session.job;
   const bool folder = fs::is_directory(args.input, ec);
+  const bool main_process = !job.mpi() || job.rank() == 0;
   for (size_t i = 0; i < jobs.size(); ++i) {
     const ScanJob& j = jobs[i];
     torch::Tensor scan;
+    std::optional<train::PredictPlan> plan;
+    train::PredictOptions o = options;
+    o.path = j.input;
     try {
       scan = read_scan(j.input);
+      plan.emplace(train::plan_prediction(c, scan.sizes().vec(), o));
     } catch (...) {
       return report_failure(train::When::kBeforeWork);
     }
     const int status = run_guarded(session, [&] {
-      train::VolumePrediction p = train::predict_volume(
-          &job, c, scan,
-          args.standardize == "head" ? train::Standardize::kHead : train::Standardize::kAll,
-          j.input);
-      if (i == 0 && (!job.mpi() || job.rank() == 0))
-        std::cout << job.prefix() << "placement:\n" << p.placement << std::flush;
+      std::optional<trace::Progress> progress;  // opened by the first forward, with the total
+      o.progress = [&](int64_t done, int64_t total) {
+        if (!progress) {
+          progress.emplace(
+              main_process ? trace::parse_mode(c.progress) : trace::Progress::Mode::kNone, total);
+          progress->set_unit("forward", "forwards");
+        }
+        progress->update(
+            done, {{"file", static_cast<double>(i + 1)}, {"of", static_cast<double>(jobs.size())}});
+      };
+      train::VolumePrediction p = train::predict_volume(&job, c, std::move(*plan), scan, o);
+      if (progress) progress->finish();
+      if (main_process) {
+        if (i == 0) std::cout << job.prefix() << "placement:\n" << p.placement;
+        if (!p.note.empty()) std::cout << job.prefix() << "note: " << p.note << "\n";
+        std::cout << std::flush;
+      }
       if (!p.output.defined()) return 0;  // another process runs the last stage
       if (folder) fs::create_directories(args.output);
       write_result(j, as_kind(p.output, args.kind, args.threshold, j.input));
       std::string mem;
-      for (const auto& [name, bytes] : p.peak_bytes) mem += fmt::format(" peak_mem_{}={}", name, bytes);
+      for (const auto& [name, bytes] : p.peak_bytes)
+        mem += fmt::format(" peak_mem_{}={}", name, bytes);
       const double voxels = static_cast<double>(p.grid.scan[0] * p.grid.scan[1] * p.grid.scan[2]);
+      const std::string windows = p.windows > 1 || p.window != p.grid.padded
+                                      ? fmt::format(" windows={} window={}x{}x{}", p.windows,
+                                                    p.window[0], p.window[1], p.window[2])
+                                      : "";
       std::cout << fmt::format(
-          "{}result: file={} shape={}x{}x{} padded={}x{}x{} seconds={:.2f} voxels_per_s={:.0f}{}\n",
+          "{}result: file={} shape={}x{}x{} padded={}x{}x{}{} seconds={:.2f} "
+          "voxels_per_s={:.0f}{}\n",
           job.prefix(), j.output, p.grid.scan[0], p.grid.scan[1], p.grid.scan[2], p.grid.padded[0],
-          p.grid.padded[1], p.grid.padded[2], p.seconds, voxels / std::max(p.seconds, 1e-9), mem);
+          p.grid.padded[1], p.grid.padded[2], windows, p.seconds,
+          voxels / std::max(p.seconds, 1e-9), mem);
       return 0;
     });
     if (status) return status;
@@ -214,6 +296,28 @@ Runner add_predict(CLI::App& app) {
   cmd->add_option("--threshold", args->threshold, "mask: the probability from which a voxel is 1")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--window", args->window,
+                  "predict by sliding windows of D,H,W voxels (or one side for all three), each "
+                  "a sample split as --spatial and --stages say; default: the whole scan in one "
+                  "piece");
+  cmd->add_option("--overlap", args->overlap,
+                  "windows: the share of a window its neighbour covers too, in [0, 1)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.999));
+  cmd->add_option("--blend", args->blend,
+                  "windows: how overlapping windows are averaged: gaussian (weights of sigma "
+                  "1/8 of the window about its centre) | constant (equal weights)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"constant", "gaussian"}));
+  cmd->add_option("--window-batch", args->window_batch, "windows: how many go through at once")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--mirror", args->mirror,
+                  "average the predictions of the scan flipped along every subset of these axes "
+                  "(D,H,W or a part of them: 2^n forwards), each flipped back");
+  cmd->add_option("--progress", c.progress, "auto | bar | line | none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "bar", "line", "none"}));
   add_model_shape_options(*cmd, c, "--graph-output");
   add_placement_options(*cmd, args->run);
   cmd->add_option("--seed", c.seed, "seed (dropout is off; it only names the run)")

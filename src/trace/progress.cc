@@ -68,7 +68,8 @@ std::string Progress::render(int64_t step, double elapsed_s, const Values& value
   const double fraction = known ? std::min(1.0, std::max(0.0, double(step) / double(total_))) : 0;
   const bool has_rate = elapsed_s > 0 && step > 0;
   const double rate = has_rate ? step / elapsed_s : 0;
-  const std::string rate_text = has_rate ? fmt::format("{:.3g} steps/s", rate) : "? steps/s";
+  const std::string rate_text =
+      has_rate ? fmt::format("{:.3g} {}/s", rate, units_) : fmt::format("? {}/s", units_);
   const std::string eta = has_rate && known ? format_duration((total_ - step) / rate) : "?";
   std::string text;
   if (mode_ == Mode::kBar) {
@@ -78,13 +79,13 @@ std::string Progress::render(int64_t step, double elapsed_s, const Values& value
                          std::string(filled, '#'), std::string(kBarWidth - filled, ' '), step,
                          total_, format_duration(elapsed_s), eta, rate_text);
     } else {
-      text = fmt::format("{} steps [{}, {}]", step, format_duration(elapsed_s), rate_text);
+      text = fmt::format("{} {} [{}, {}]", step, units_, format_duration(elapsed_s), rate_text);
     }
   } else {
-    text = known
-               ? fmt::format("step {}/{} ({:.0f}%) elapsed {} eta {} {}", step, total_,
-                             100 * fraction, format_duration(elapsed_s), eta, rate_text)
-               : fmt::format("step {} elapsed {} {}", step, format_duration(elapsed_s), rate_text);
+    text = known ? fmt::format("{} {}/{} ({:.0f}%) elapsed {} eta {} {}", unit_, step, total_,
+                               100 * fraction, format_duration(elapsed_s), eta, rate_text)
+                 : fmt::format("{} {} elapsed {} {}", unit_, step, format_duration(elapsed_s),
+                               rate_text);
   }
   for (const auto& [key, value] : values) text += fmt::format(" {}={}", key, format_value(value));
   return text;

@@ -3,7 +3,9 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cmath>
 #include <numeric>
+#include <optional>
 #include <utility>
 
 #include "tandem/common/check.h"
@@ -15,27 +17,31 @@
 namespace tandem::train {
 namespace {
 
-// One padded scan as the trainer's data: the same sample for training and held out, with no
-// target (a prediction reads none, and the memory plan's measurement reads the input only).
-class OneScan : public Source {
+// The samples of one forward (a padded scan, or a batch of windows) as the trainer's data: the
+// same samples for training and held out, with no target (a prediction reads none, and the
+// memory plan's measurement reads the input only).
+class Samples : public Source {
  public:
-  explicit OneScan(torch::Tensor scan) : scan_(std::move(scan)) {}
-  int64_t train_size() const override { return 1; }
-  int64_t test_size() const override { return 1; }
+  explicit Samples(torch::Tensor samples) : samples_(std::move(samples)) {}
+  int64_t train_size() const override { return samples_.size(0); }
+  int64_t test_size() const override { return samples_.size(0); }
   Batch train_batch(int64_t, int64_t begin, int64_t end) const override {
-    return {scan_.narrow(0, begin, end - begin), torch::Tensor()};
+    return {samples_.narrow(0, begin, end - begin), torch::Tensor()};
   }
   Batch test_batch(int64_t begin, int64_t end) const override { return train_batch(0, begin, end); }
   std::string describe() const override {
-    return fmt::format("one scan [{}] (padded, standardized)", fmt::join(input_shape(), ","));
+    return fmt::format("{} sample{} [{}] of one scan (standardized)", samples_.size(0),
+                       samples_.size(0) > 1 ? "s" : "", fmt::join(input_shape(), ","));
   }
   std::vector<int64_t> input_shape() const override {
-    return {scan_.size(1), scan_.size(2), scan_.size(3), scan_.size(4)};
+    return {samples_.size(1), samples_.size(2), samples_.size(3), samples_.size(4)};
   }
-  int64_t sample_bytes() const override { return scan_.numel() * scan_.element_size(); }
+  int64_t sample_bytes() const override {
+    return samples_[0].numel() * static_cast<int64_t>(samples_.element_size());
+  }
 
  private:
-  torch::Tensor scan_;  // [1,C,D,H,W]
+  torch::Tensor samples_;  // [N,C,D,H,W]
 };
 
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
@@ -83,59 +89,241 @@ VolumeGrid volume_grid(const Config& c, const std::vector<int64_t>& shape) {
   return grid_and_model(c, shape).first;
 }
 
+std::vector<int64_t> window_starts(int64_t size, int64_t window, double overlap) {
+  TANDEM_CHECK(window >= 1 && window <= size, "a window of {} planes does not fit {} planes",
+               window, size);
+  TANDEM_CHECK(overlap >= 0 && overlap < 1, "the windows' overlap must be in [0, 1), not {}",
+               overlap);
+  // The small term keeps 0.7 x 10 at 7, not 6.999...
+  const auto step = std::max<int64_t>(
+      1, static_cast<int64_t>(std::floor(static_cast<double>(window) * (1 - overlap) + 1e-9)));
+  const int64_t n = (size - window + step - 1) / step + 1;
+  std::vector<int64_t> starts;
+  for (int64_t i = 0; i < n; ++i) starts.push_back(std::min(i * step, size - window));
+  return starts;
+}
+
+torch::Tensor window_weights(const std::array<int64_t, 3>& size, Blend blend) {
+  auto axis = [&](int64_t n) {
+    if (blend == Blend::kConstant) return torch::ones({n}, torch::kFloat64);
+    const double centre = static_cast<double>(n - 1) / 2;
+    const double sigma = static_cast<double>(n) / 8;
+    return torch::exp(-(torch::arange(n, torch::kFloat64) - centre).pow(2) / (2 * sigma * sigma));
+  };
+  return (axis(size[0]).view({-1, 1, 1}) * axis(size[1]).view({1, -1, 1}) *
+          axis(size[2]).view({1, 1, -1}))
+      .to(torch::kFloat32);
+}
+
+namespace {
+
+// The sides of the samples an ONNX graph exported with fixed spatial axes takes (-1 for a
+// dynamic axis), or none when every spatial axis is dynamic.
+std::optional<std::array<int64_t, 3>> fixed_sides(const graph::Model& model) {
+  const std::vector<int64_t>& s = model.input_shape;
+  if (s.size() != 4 || (s[1] < 0 && s[2] < 0 && s[3] < 0)) return std::nullopt;
+  return std::array<int64_t, 3>{s[1], s[2], s[3]};
+}
+
+bool takes(const std::array<int64_t, 3>& fixed, const std::array<int64_t, 3>& w) {
+  for (size_t i = 0; i < 3; ++i)
+    if (fixed[i] >= 0 && fixed[i] != w[i]) return false;
+  return true;
+}
+
+// The windows' size for `o` (or the fixed size of the model), checked against the scan and the
+// model's multiple; the padded grid when the scan goes in one piece.
+std::array<int64_t, 3> window_size(const Config& c, const graph::Model& model, const VolumeGrid& g,
+                                   const PredictOptions& o, std::string& note) {
+  std::array<int64_t, 3> w = o.window.size;
+  const std::optional<std::array<int64_t, 3>> fixed = fixed_sides(model);
+  const bool given = w != std::array<int64_t, 3>{};
+  if (!given && (!fixed || takes(*fixed, g.padded))) return g.padded;
+  const std::string sides =
+      fixed ? fmt::format("{}x{}x{}", (*fixed)[0], (*fixed)[1], (*fixed)[2]) : "";
+  if (!given) {
+    TANDEM_CHECK((*fixed)[0] >= 0 && (*fixed)[1] >= 0 && (*fixed)[2] >= 0,
+                 "{} takes samples of {} (-1: any size), but the scan padded to the model's "
+                 "multiple is {}x{}x{}: export it again with dynamic D, H and W axes "
+                 "(docs/predict.md)",
+                 c.model, sides, g.padded[0], g.padded[1], g.padded[2]);
+    w = *fixed;
+    note = fmt::format(
+        "{} takes samples of {} only (exported with fixed spatial axes): predicting by windows "
+        "of that size; export it with dynamic D, H and W axes to predict a scan in one piece "
+        "(docs/predict.md)",
+        c.model, sides);
+  }
+  static const char* const kAxis[] = {"D", "H", "W"};
+  for (size_t i = 0; i < 3; ++i) {
+    TANDEM_CHECK(w[i] >= 1, "--window {}x{}x{}: every side must be at least 1", w[0], w[1], w[2]);
+    TANDEM_CHECK(w[i] <= g.scan[i],
+                 "{}: the window {}x{}x{} is larger than the scan {}x{}x{} along {}: use a window "
+                 "of at most the scan's size",
+                 o.path, w[0], w[1], w[2], g.scan[0], g.scan[1], g.scan[2], kAxis[i]);
+    TANDEM_CHECK(w[i] % g.multiple == 0,
+                 "--window {}x{}x{}: {} is not a multiple of {}, the model's down-sampling; use {} "
+                 "or {}",
+                 w[0], w[1], w[2], w[i], g.multiple,
+                 std::max(g.multiple, w[i] / g.multiple * g.multiple),
+                 (w[i] / g.multiple + 1) * g.multiple);
+  }
+  TANDEM_CHECK(!fixed || takes(*fixed, w),
+               "{} takes samples of {} only (exported with fixed spatial axes; -1: any size), not "
+               "windows of {}x{}x{}: give a window of that size, or export it with dynamic D, H "
+               "and W axes (docs/predict.md)",
+               c.model, sides, w[0], w[1], w[2]);
+  return w;
+}
+
+// Where every window starts, in order (D slowest).
+std::vector<std::array<int64_t, 3>> window_origins(const std::array<int64_t, 3>& grid,
+                                                   const std::array<int64_t, 3>& w,
+                                                   double overlap) {
+  const auto d = window_starts(grid[0], w[0], overlap);
+  const auto h = window_starts(grid[1], w[1], overlap);
+  const auto x = window_starts(grid[2], w[2], overlap);
+  std::vector<std::array<int64_t, 3>> origins;
+  for (int64_t a : d)
+    for (int64_t b : h)
+      for (int64_t e : x) origins.push_back({a, b, e});
+  return origins;
+}
+
+torch::Tensor window_of(const torch::Tensor& t, const std::array<int64_t, 3>& at,
+                        const std::array<int64_t, 3>& w, int64_t first_axis) {
+  return t.narrow(first_axis, at[0], w[0])
+      .narrow(first_axis + 1, at[1], w[1])
+      .narrow(first_axis + 2, at[2], w[2]);
+}
+
+}  // namespace
+
+PredictPlan plan_prediction(const Config& c, const std::vector<int64_t>& shape,
+                            const PredictOptions& o) {
+  TANDEM_CHECK(shape.size() == 4, "a scan is [C,D,H,W], not [{}]", fmt::join(shape, ","));
+  TANDEM_CHECK(o.window.batch >= 1, "--window-batch must be at least 1, not {}", o.window.batch);
+  for (int a : o.mirror)
+    TANDEM_CHECK(a >= 0 && a <= 2, "--mirror takes the axes 0, 1 and 2 (D, H, W), not {}", a);
+  auto [grid, model] = grid_and_model(c, shape);
+  PredictPlan p{grid, {}, {}, {}, std::move(model)};
+  p.window = window_size(c, p.model, p.grid, o, p.note);
+  const bool one_piece = p.window == p.grid.padded && o.window.size == std::array<int64_t, 3>{};
+  if (!one_piece) {
+    p.grid.padded = p.grid.scan;  // windows lie inside the scan
+    p.model = model_for(c, {shape[0], p.window[0], p.window[1], p.window[2]});
+  }
+  p.origins = window_origins(p.grid.padded, p.window, one_piece ? 0.0 : o.window.overlap);
+  return p;
+}
+
 VolumePrediction predict_volume(Job* job, Config c, const torch::Tensor& image,
-                                Standardize standardize, const std::string& path) {
+                                const PredictOptions& o) {
   TANDEM_CHECK(image.defined() && image.dim() == 4, "a scan is [C,D,H,W], not {} dims",
                image.defined() ? image.dim() : 0);
-  const std::vector<int64_t> shape(image.sizes().begin(), image.sizes().end());
+  PredictPlan plan = plan_prediction(c, image.sizes().vec(), o);
+  return predict_volume(job, std::move(c), std::move(plan), image, o);
+}
+
+VolumePrediction predict_volume(Job* job, Config c, PredictPlan plan, const torch::Tensor& image,
+                                const PredictOptions& o) {
+  const bool planned = image.defined() && image.dim() == 4 && image.size(1) == plan.grid.scan[0] &&
+                       image.size(2) == plan.grid.scan[1] && image.size(3) == plan.grid.scan[2];
+  TANDEM_CHECK(planned, "the scan [{}] is not the one the prediction was planned for",
+               image.defined() ? fmt::format("{}", fmt::join(image.sizes(), ",")) : "");
   VolumePrediction out;
-  auto [grid, model] = grid_and_model(c, shape);
-  out.grid = grid;
+  out.grid = plan.grid;
+  out.note = plan.note;
+  out.window = plan.window;
   const VolumeGrid& g = out.grid;
-  // One scan is one sample; nothing trains.
-  c.batch = 1;
+  const std::array<int64_t, 3>& w = out.window;
+  const std::vector<std::array<int64_t, 3>>& origins = plan.origins;
+  out.windows = static_cast<int64_t>(origins.size());
+  graph::Model& model = plan.model;
+  const int64_t batch = std::min(o.window.batch, out.windows);
+  // A batch of windows is a batch of samples; nothing trains.
+  c.batch = static_cast<int>(batch);
   c.microbatches = 1;
   c.eval_only = true;
-  c.volume = static_cast<int>(g.padded[0]);
-  torch::Tensor x = standardize == Standardize::kHead ? data::head_standardized(image, path)
-                                                      : data::standardized(image);
+  c.volume = static_cast<int>(w[0]);
+  torch::Tensor x = o.standardize == Standardize::kHead ? data::head_standardized(image, o.path)
+                                                        : data::standardized(image);
   x = torch::constant_pad_nd(
       x, {0, g.padded[2] - g.scan[2], 0, g.padded[1] - g.scan[1], 0, g.padded[0] - g.scan[0]});
-  x = x.unsqueeze(0).contiguous();
-  if (!model.input_shape.empty()) {
-    const std::vector<int64_t> want = model.input_shape;
-    bool fixed = want.size() == 4;
-    for (size_t i = 1; fixed && i < 4; ++i) fixed = want[i] < 0 || want[i] == x.size(i + 1);
-    TANDEM_CHECK(fixed,
-                 "{} takes samples of [{}] (-1: any size), but the scan padded to the model's "
-                 "multiple is [{}]: a graph exported with fixed spatial axes takes only its "
-                 "training crop; export it again with dynamic D, H and W axes (docs/predict.md)",
-                 c.model, fmt::join(want, ","), fmt::join(x.sizes().slice(1), ","));
-  }
-  auto source = std::make_unique<OneScan>(x);
+  auto samples = [&](int64_t first, int64_t n) {
+    std::vector<torch::Tensor> parts;
+    for (int64_t i = first; i < first + n; ++i)
+      parts.push_back(window_of(x, origins[static_cast<size_t>(i)], w, 1));
+    return torch::stack(parts).contiguous();
+  };
+  auto source = std::make_unique<Samples>(samples(0, batch));
   std::unique_ptr<Trainer> trainer =
       job ? job->trainer(c, std::move(model), std::move(source))
           : std::make_unique<Trainer>(c, std::move(model), std::move(source));
   runtime::Pipeline& pipeline = trainer->pipeline();
   out.placement = pipeline.placement_table();
+  std::vector<uint64_t> peak(pipeline.devices().size(), 0);
+  // One forward of `xb` [n,C,w]: the prediction [n,K,w] float32, or undefined in a process
+  // without the output.
+  auto forward = [&](const torch::Tensor& xb, int64_t n) {
+    runtime::Prediction p = pipeline.predict(pipeline.needs_input() ? xb : torch::Tensor(), n);
+    for (size_t d = 0; d < p.stats.peak_bytes.size() && d < peak.size(); ++d)
+      peak[d] = std::max(peak[d], p.stats.peak_bytes[d]);
+    if (!p.output.defined()) return torch::Tensor();
+    torch::Tensor y =
+        pipeline.model().prediction ? pipeline.model().prediction(p.output) : p.output;
+    TANDEM_CHECK(
+        y.dim() == 5 && y.size(2) == w[0] && y.size(3) == w[1] && y.size(4) == w[2],
+        "{}'s output has shape [{}]; predicting a scan needs an output of [{},K,{},{},{}], "
+        "one value per voxel of its input",
+        c.model, fmt::join(y.sizes(), ","), n, w[0], w[1], w[2]);
+    return y.to(torch::kFloat32);
+  };
+  const int64_t mirrorings = int64_t{1} << o.mirror.size();
+  const int64_t forwards = (out.windows + batch - 1) / batch * mirrorings;
+  int64_t done = 0;
+  const torch::Tensor weights =
+      out.windows > 1 ? window_weights(w, o.window.blend) : torch::Tensor();
+  torch::Tensor sum, norm;  // the weighted predictions and the weights, on the padded grid
+  torch::Tensor whole;      // the prediction of a scan in one window
   const auto started = std::chrono::steady_clock::now();
-  runtime::Prediction p = pipeline.predict(pipeline.needs_input() ? x : torch::Tensor(), 1);
+  for (int64_t first = 0; first < out.windows; first += batch) {
+    const int64_t n = std::min(batch, out.windows - first);
+    const torch::Tensor xb = samples(first, n);
+    torch::Tensor yb;
+    for (int64_t m = 0; m < mirrorings; ++m) {
+      std::vector<int64_t> dims;  // the flipped axes of [n,C,D,H,W]
+      for (size_t a = 0; a < o.mirror.size(); ++a)
+        if (m >> a & 1) dims.push_back(o.mirror[a] + 2);
+      torch::Tensor y = forward(dims.empty() ? xb : xb.flip(dims), n);
+      if (o.progress) o.progress(++done, forwards);
+      if (!y.defined()) continue;
+      if (!dims.empty()) y = y.flip(dims);
+      yb = yb.defined() ? yb + y : y;
+    }
+    if (!yb.defined()) continue;
+    if (mirrorings > 1) yb = yb / static_cast<double>(mirrorings);
+    if (out.windows == 1) {
+      whole = yb[0];
+      continue;
+    }
+    if (!sum.defined()) {
+      sum = torch::zeros({yb.size(1), g.padded[0], g.padded[1], g.padded[2]}, torch::kFloat32);
+      norm = torch::zeros({g.padded[0], g.padded[1], g.padded[2]}, torch::kFloat32);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const auto& at = origins[static_cast<size_t>(first + i)];
+      window_of(sum, at, w, 1).add_(yb[i] * weights);
+      window_of(norm, at, w, 0).add_(weights);
+    }
+  }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  for (size_t d = 0; d < p.stats.peak_bytes.size(); ++d)
-    if (p.stats.peak_bytes[d])
-      out.peak_bytes.emplace_back(pipeline.devices()[d].name, p.stats.peak_bytes[d]);
-  if (!p.output.defined()) return out;
-  torch::Tensor y = pipeline.model().prediction ? pipeline.model().prediction(p.output) : p.output;
-  TANDEM_CHECK(y.dim() == 5 && y.size(2) == g.padded[0] && y.size(3) == g.padded[1] &&
-                   y.size(4) == g.padded[2],
-               "{}'s output has shape [{}]; predicting a scan needs an output of [1,K,{},{},{}], "
-               "one value per voxel of its input",
-               c.model, fmt::join(y.sizes(), ","), g.padded[0], g.padded[1], g.padded[2]);
-  out.output = y[0].narrow(1, 0, g.scan[0])
-                   .narrow(2, 0, g.scan[1])
-                   .narrow(3, 0, g.scan[2])
-                   .to(torch::kFloat32)
-                   .contiguous();
+  for (size_t d = 0; d < peak.size(); ++d)
+    if (peak[d]) out.peak_bytes.emplace_back(pipeline.devices()[d].name, peak[d]);
+  if (!whole.defined() && !sum.defined()) return out;
+  const torch::Tensor y = whole.defined() ? whole : sum / norm;
+  out.output =
+      y.narrow(1, 0, g.scan[0]).narrow(2, 0, g.scan[1]).narrow(3, 0, g.scan[2]).contiguous();
   return out;
 }
 

@@ -12,7 +12,11 @@ Usage: predict_check.py TANDEM WORKDIR [MPIRUN...]
    With MPIRUN (the launcher and its flags): the same under `MPIRUN -n 2`, one stage or one slab
    per rank.
 2. .npy in and out, a folder of scans to a folder of results.
-3. Refusals with status 2 before any work: NaN voxels, an output folder equal to the input
+3. Sliding windows against a NumPy implementation of the documented placement and weights
+   (PyTorch's forward of each window): gaussian and constant blending, a batch of windows, test-
+   time mirroring, windows split into slabs; a model exported for one fixed size is predicted by
+   windows of that size, and says so.
+4. Refusals with status 2 before any work: NaN voxels, an output folder equal to the input
    folder, an input folder without scans, a NIfTI output for a .npy scan, no weights for a
    built-in model, micro-batches.
 """
@@ -133,6 +137,72 @@ same(np.load(os.path.join(results, "a.npy")), want, ".npy scan in a folder again
 if np.load(os.path.join(results, "b.npy")).shape != (13, 8, 8):
     sys.exit("b.npy: the result is not on the scan's grid")
 
+# Sliding windows, computed here as docs/predict.md describes them.
+xs = ((zyx - zyx.mean()) / zyx.std(ddof=1)).astype(np.float32)  # standardized, not padded
+
+
+def starts(size, window, overlap):
+    step = max(1, int(np.floor(window * (1 - overlap) + 1e-9)))
+    count = -(-(size - window) // step) + 1
+    return [min(i * step, size - window) for i in range(count)]
+
+
+def weights(window, blend):
+    axes = []
+    for n in window:
+        i = np.arange(n, dtype=np.float64)
+        axes.append(np.ones(n) if blend == "constant"
+                    else np.exp(-(i - (n - 1) / 2) ** 2 / (2 * (n / 8) ** 2)))
+    return axes[0][:, None, None] * axes[1][None, :, None] * axes[2][None, None, :]
+
+
+def sliding(net, window, overlap, blend, mirror=()):
+    total, norm = np.zeros(xs.shape), np.zeros(xs.shape)
+    w = weights(window, blend)
+    flips = [[a + 2 for a, bit in zip(mirror, range(len(mirror))) if m >> bit & 1]
+             for m in range(2 ** len(mirror))]
+    for a in starts(xs.shape[0], window[0], overlap):
+        for b in starts(xs.shape[1], window[1], overlap):
+            for c in starts(xs.shape[2], window[2], overlap):
+                part = (slice(a, a + window[0]), slice(b, b + window[1]), slice(c, c + window[2]))
+                t = torch.from_numpy(np.ascontiguousarray(xs[part]))[None, None]
+                with torch.no_grad():
+                    y = sum(net(t.flip(f) if f else t).flip(f)[0, 0].double().numpy() if f
+                            else net(t)[0, 0].double().numpy() for f in flips) / len(flips)
+                total[part] += y * w
+                norm[part] += w
+    return total / norm
+
+
+window_runs = [
+    ("gaussian, overlap 0.5, 2 windows a batch, 2 slabs",
+     ["--window", "8", "--overlap", "0.5", "--window-batch", "2", "--devices", "2", "--spatial",
+      "2"], (8, 8, 8), 0.5, "gaussian", ()),
+    ("constant, overlap 0.25, 1 device", ["--window", "6,8,4", "--blend", "constant"], (6, 8, 4),
+     0.25, "constant", ()),
+    ("gaussian, mirrored along D and W, 2 stages",
+     ["--window", "8,6,6", "--mirror", "D,W", "--devices", "2", "--stages", "2"], (8, 6, 6), 0.25,
+     "gaussian", (0, 2)),
+]
+for name, args, window, overlap, blend, mirror in window_runs:
+    out = os.path.join(work, "w.npy")
+    text = run("--model", onnx_path, "--loss", "dice", "--input", os.path.join(folder, "a.npy"),
+               "--output", out, *args)
+    if "windows=" not in text:
+        sys.exit(f"windows ({name}): the result line does not count the windows:\n{text}")
+    same(np.load(out), sliding(model, window, overlap, blend, mirror).astype(np.float32),
+         f"windows ({name}) against NumPy")
+
+fixed_path = os.path.join(work, "unet_fixed.onnx")
+torch_models.export_volume_model(model, fixed_path, fixed=(8, 8, 8))
+text = run("--model", fixed_path, "--loss", "dice", "--input", os.path.join(folder, "a.npy"),
+           "--output", os.path.join(work, "f.npy"))
+if "only (exported with fixed spatial axes): predicting by windows" not in text:
+    sys.exit(f"a model of a fixed size: no line saying it is predicted by windows:\n{text}")
+same(np.load(os.path.join(work, "f.npy")),
+     sliding(model, (8, 8, 8), 0.25, "gaussian").astype(np.float32),
+     "a fixed-size export, by windows of its size, against NumPy")
+
 # Refusals, status 2, before any work.
 bad = zyx.astype(np.float32).copy()
 bad[3, 4, 5] = np.nan
@@ -146,6 +216,10 @@ checks = [
     (["--input", os.path.join(folder, "a.npy"), "--output", os.path.join(work, "a.nii")],
      "a NIfTI result needs a NIfTI scan"),
     (["--input", scan_path, "--output", out, "--microbatches", "2"], "--microbatches"),
+    (["--input", scan_path, "--output", out, "--window", "16"], "larger than the scan"),
+    (["--input", scan_path, "--output", out, "--window", "7"], "not a multiple of 2"),
+    (["--input", scan_path, "--output", out, "--window", "4,4"], "one side or three"),
+    (["--input", scan_path, "--output", out, "--mirror", "X"], "axes to flip"),
 ]
 os.makedirs(os.path.join(work, "empty"), exist_ok=True)
 for args, words in checks:

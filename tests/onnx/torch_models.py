@@ -95,11 +95,12 @@ class PlanUnet(nn.Module):
         return torch.sigmoid(self.out(a))
 
 
-def export_volume_model(model, path):
+def export_volume_model(model, path, fixed=None):
     """Exports a [B,1,D,H,W] model with every axis but the channels dynamic, as a user exports
-    a model for volumes of any size."""
-    dynamic = {0: "batch", 2: "depth", 3: "height", 4: "width"}
-    torch.onnx.export(model, torch.randn(2, 1, 16, 16, 16), path, opset_version=13,
+    a model for volumes of any size; with `fixed` (D, H, W) only the batch axis is dynamic, as
+    a user exports a model for its training crop."""
+    dynamic = {0: "batch"} if fixed else {0: "batch", 2: "depth", 3: "height", 4: "width"}
+    torch.onnx.export(model, torch.randn(2, 1, *(fixed or (16, 16, 16))), path, opset_version=13,
                       training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
                       input_names=["input"], output_names=["output"],
                       dynamic_axes={"input": dynamic, "output": dynamic})

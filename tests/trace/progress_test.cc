@@ -80,6 +80,17 @@ TEST(Progress, UnknownTotalHasNoEta) {
   EXPECT_EQ(progress.render(0, 0.0, {}), "step 0 elapsed 00:00 ? steps/s");
 }
 
+TEST(Progress, CountsItsOwnUnit) {
+  Sink sink;
+  Progress line(Progress::Mode::kLine, 8, sink.file, sink.clock());
+  line.set_unit("forward", "forwards");
+  EXPECT_EQ(line.render(2, 4.0, {{"file", 1}}),
+            "forward 2/8 (25%) elapsed 00:04 eta 00:12 0.5 forwards/s file=1");
+  Progress bar(Progress::Mode::kBar, 0, sink.file, sink.clock());
+  bar.set_unit("forward", "forwards");
+  EXPECT_EQ(bar.render(3, 0.0, {}), "3 forwards [00:00, ? forwards/s]");
+}
+
 TEST(Progress, RateLimitedToTenPerSecond) {
   Sink sink;
   Progress progress(Progress::Mode::kLine, 1000, sink.file, sink.clock());

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -64,8 +65,8 @@ TEST(PredictVolume, OneDeviceEqualsTheModelsForwardOfThePaddedScan) {
   const graph::Model model = make_model(c, {1, 16, 20, 12});
   torch::Tensor x = data::standardized(scan());
   x = torch::constant_pad_nd(x, {0, 1, 0, 2, 0, 3}).unsqueeze(0);
-  const torch::Tensor want = direct_forward(model, x)[0].narrow(1, 0, 13).narrow(2, 0, 18).narrow(
-      3, 0, 11);
+  const torch::Tensor want =
+      direct_forward(model, x)[0].narrow(1, 0, 13).narrow(2, 0, 18).narrow(3, 0, 11);
   // The same layers on the same tensor on one device: the same bits.
   EXPECT_TRUE(torch::equal(p.output, want)) << relative_difference(p.output, want);
   ASSERT_FALSE(p.peak_bytes.empty());
@@ -101,6 +102,103 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Layout{"slabs2", "2", 2, 0}, Layout{"slabs3_uneven", "3", 3, 0},
                       Layout{"stages2", "2", 1, 2}, Layout{"stages2_slabs2", "4", 2, 2}),
     [](const ::testing::TestParamInfo<Layout>& info) { return std::string(info.param.name); });
+
+TEST(WindowStarts, CoverTheAxisAndEndOnItsLastPlane) {
+  EXPECT_EQ(window_starts(20, 8, 0.25), (std::vector<int64_t>{0, 6, 12}));
+  EXPECT_EQ(window_starts(13, 8, 0.25), (std::vector<int64_t>{0, 5}));
+  EXPECT_EQ(window_starts(13, 8, 0.5), (std::vector<int64_t>{0, 4, 5}));
+  EXPECT_EQ(window_starts(16, 8, 0.0), (std::vector<int64_t>{0, 8}));
+  EXPECT_EQ(window_starts(10, 10, 0.7), (std::vector<int64_t>{0}));
+  EXPECT_EQ(window_starts(12, 10, 0.7), (std::vector<int64_t>{0, 2}));      // step 3, not 2.999...
+  EXPECT_EQ(window_starts(5, 2, 0.9), (std::vector<int64_t>{0, 1, 2, 3}));  // step at least 1
+  EXPECT_THROW(window_starts(7, 8, 0.25), Error);
+  EXPECT_THROW(window_starts(16, 8, 1.0), Error);
+}
+
+TEST(WindowWeights, GaussianPeaksAtTheCentreAndIsSymmetric) {
+  const torch::Tensor w = window_weights({5, 4, 8}, Blend::kGaussian);
+  EXPECT_EQ(w.sizes(), (std::vector<int64_t>{5, 4, 8}));
+  EXPECT_EQ(w.scalar_type(), torch::kFloat32);
+  EXPECT_TRUE(torch::equal(w, w.flip({0, 1, 2})));
+  // Sigma 5/8 along D: one plane from the centre weighs exp(-1 / (2 (5/8)^2)) of it.
+  EXPECT_NEAR((w[1][1][3] / w[2][1][3]).item<double>(), std::exp(-1.0 / (2 * 0.625 * 0.625)), 1e-6);
+  EXPECT_EQ(w.argmax().item<int64_t>(), (2 * 4 + 1) * 8 + 3);
+  EXPECT_GT(w.min().item<float>(), 0.0f);
+  EXPECT_TRUE(torch::equal(window_weights({3, 2, 2}, Blend::kConstant), torch::ones({3, 2, 2})));
+}
+
+// A scan of the model's multiple on every axis: nothing is padded.
+torch::Tensor even_scan() {
+  torch::manual_seed(12);
+  return torch::randn({1, 16, 20, 12}, torch::kFloat64) * 30 + 200;
+}
+
+TEST(PredictWindows, OneWindowOfTheScanEqualsTheScanInOnePiece) {
+  const torch::Tensor whole = predict_volume(nullptr, unet(), even_scan()).output;
+  PredictOptions o;
+  o.window.size = {16, 20, 12};
+  const VolumePrediction p = predict_volume(nullptr, unet(), even_scan(), o);
+  EXPECT_EQ(p.windows, 1);
+  EXPECT_TRUE(torch::equal(p.output, whole));
+}
+
+TEST(PredictWindows, BatchesSlabsAndStagesGiveOneDevicesWindows) {
+  PredictOptions o;
+  o.window.size = {8, 8, 8};
+  o.window.overlap = 0.5;
+  int64_t forwards = 0;
+  o.progress = [&](int64_t done, int64_t total) {
+    EXPECT_EQ(done, forwards + 1);
+    forwards = done;
+    EXPECT_EQ(total, 3 * 4 * 2);
+  };
+  const VolumePrediction one = predict_volume(nullptr, unet(), even_scan(), o);
+  EXPECT_EQ(one.windows, 3 * 4 * 2);  // D: 0, 4, 8; H: 0, 4, 8, 12; W: 0, 4
+  EXPECT_EQ(forwards, one.windows);
+  EXPECT_EQ(one.output.sizes(), (std::vector<int64_t>{1, 16, 20, 12}));
+  o.progress = nullptr;
+  o.window.batch = 5;  // the last batch holds 4
+  EXPECT_LE(relative_difference(predict_volume(nullptr, unet(), even_scan(), o).output, one.output),
+            1e-5);
+  Config c = unet();
+  c.devices = "4";
+  c.spatial = 2;
+  c.stages = 2;
+  const VolumePrediction split = predict_volume(nullptr, c, even_scan(), o);
+  EXPECT_EQ(split.peak_bytes.size(), 4u);
+  EXPECT_LE(relative_difference(split.output, one.output), 1e-5);
+}
+
+TEST(PredictWindows, MirroringAveragesTheFlippedScansPredictions) {
+  PredictOptions o;
+  o.mirror = {0, 2};
+  const torch::Tensor mirrored = predict_volume(nullptr, unet(), even_scan(), o).output;
+  torch::Tensor want = torch::zeros_like(mirrored);
+  for (const std::vector<int64_t>& dims :
+       {std::vector<int64_t>{}, {1}, {3}, std::vector<int64_t>{1, 3}}) {
+    const torch::Tensor x = dims.empty() ? even_scan() : even_scan().flip(dims);
+    const torch::Tensor y = predict_volume(nullptr, unet(), x).output;
+    want += dims.empty() ? y : y.flip(dims);
+  }
+  EXPECT_LE(relative_difference(mirrored, want / 4), 1e-6);
+}
+
+TEST(PredictWindows, RefusesWindowsTheScanOrTheModelCannotTake) {
+  auto message = [](std::array<int64_t, 3> window) {
+    PredictOptions o;
+    o.window.size = window;
+    try {
+      plan_prediction(unet(), {1, 13, 18, 11}, o);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({16, 8, 8}).find("larger than the scan 13x18x11 along D"), std::string::npos)
+      << message({16, 8, 8});
+  EXPECT_NE(message({8, 6, 8}).find("6 is not a multiple of 4"), std::string::npos)
+      << message({8, 6, 8});
+}
 
 TEST(PredictVolume, RefusesAModelWithoutVolumes) {
   Config c;

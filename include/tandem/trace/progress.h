@@ -34,6 +34,12 @@ class Progress {
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
+  // What is counted, singular and plural ("step", "steps" unless set).
+  void set_unit(std::string one, std::string many) {
+    unit_ = std::move(one);
+    units_ = std::move(many);
+  }
+
   void update(int64_t step, const Values& values = {});
   // Prints the latest state if it was held back by the rate limit, and ends the bar's line.
   // Later calls do nothing.
@@ -61,6 +67,7 @@ class Progress {
   int64_t step_ = 0;
   Values values_;
   int width_ = 0;  // terminal columns for the bar (0: unknown, no truncation)
+  std::string unit_ = "step", units_ = "steps";
 };
 
 // "auto", "bar", "line" or "none"; throws tandem::Error naming the valid values otherwise.

@@ -1,15 +1,19 @@
 // Applying a trained model to whole volumes (tandem predict): each scan in one piece, cut into
-// the run's slabs and stages as training cuts a crop, forward only.
+// the run's slabs and stages as training cuts a crop, or in sliding windows, forward only.
 //
-// A scan [C,D,H,W] is standardized as training standardized it (Standardize), padded
-// with zeros (the scan's mean, after standardizing) after the last plane of each of D, H and W
-// up to the model's multiple (VolumeGrid), run forward through a pipeline of the given
+// A scan [C,D,H,W] is standardized as training standardized it (Standardize). In one piece it
+// is padded with zeros (the scan's mean, after standardizing) after the last plane of each of
+// D, H and W up to the model's multiple (VolumeGrid), run forward through a pipeline of the given
 // placement (devices, --spatial, stages, schedule, budget) with the given weights, and the
 // model's prediction (graph::Model::prediction: probabilities) cropped back to the scan's grid.
+// By windows (WindowOptions) every window lies inside the scan (nothing is padded), each is
+// one sample through the same pipeline, and a voxel's prediction is the weighted mean of the
+// windows that cover it (Blend).
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -39,27 +43,83 @@ struct VolumeGrid {
 // graph's down-sampling). Throws tandem::Error for a model that takes no volumes.
 VolumeGrid volume_grid(const Config& c, const std::vector<int64_t>& shape);
 
+// How the windows of a scan are blended where they overlap.
+enum class Blend {
+  kConstant,  // every voxel of a window weighs 1: the mean of the windows that cover it
+  kGaussian,  // a voxel at offset i of a window of side n weighs exp(-(i - (n-1)/2)^2 / (2 s^2))
+              // on each axis, s = n / 8, the product over the three axes
+};
+
+// Sliding windows: the scan cut into windows of `size` that together cover it, each predicted
+// as a sample of its own, the results blended where they overlap.
+struct WindowOptions {
+  std::array<int64_t, 3> size{};  // D, H, W of a window; all 0: the whole scan in one piece
+  double overlap = 0.25;          // in [0, 1): the share of a window its neighbour covers too
+  Blend blend = Blend::kGaussian;
+  int64_t batch = 1;  // windows per forward (one batch of samples through the pipeline)
+};
+
+struct PredictOptions {
+  Standardize standardize = Standardize::kAll;
+  WindowOptions window;
+  // Axes (0, 1, 2: D, H, W) whose flips are averaged: the prediction of the scan flipped along
+  // every subset of them (2^n forwards), each flipped back (test-time mirroring).
+  std::vector<int> mirror;
+  std::string path = "the scan";  // names the scan in messages
+  // Called after each forward with the forwards done and their total (windows x mirrorings).
+  std::function<void(int64_t, int64_t)> progress;
+};
+
+// The first plane of every window along one axis of `size` planes: windows of `window` planes
+// `step = max(1, floor(window * (1 - overlap)))` apart, ceil((size - window) / step) + 1 of them,
+// the i-th at min(i * step, size - window), so that the last ends on the last plane.
+std::vector<int64_t> window_starts(int64_t size, int64_t window, double overlap);
+
+// A window's weights [D,H,W] (float32) as `blend` says.
+torch::Tensor window_weights(const std::array<int64_t, 3>& size, Blend blend);
+
 struct VolumePrediction {
   // [K,D,H,W] float32 on the scan's grid: the model's prediction for each of its K outputs;
   // undefined in a process that does not run the last stage's first slab (under MPI).
   torch::Tensor output;
   VolumeGrid grid;
-  double seconds = 0;  // the forward, from the first stage to the last
+  std::array<int64_t, 3> window{};  // the windows' size; the padded grid in one piece
+  int64_t windows = 1;              // how many windows cover the scan
+  std::string note;                 // why windows were chosen for the user, or empty
+  double seconds = 0;               // the forwards, from the first stage to the last
   // Per local device of the pipeline: its name and the most bytes it held during the forward.
   std::vector<std::pair<std::string, uint64_t>> peak_bytes;
   std::string placement;  // the pipeline's placement table
 };
 
-// Predicts one scan, `image` [C,D,H,W] as read (standardized here as `standardize` says; `path`
-// names it in messages), with `c`'s model,
-// placement and weights (Config::init_from: a checkpoint or state dict; empty for an ONNX
-// file's own initializers). `job` null: in process; else on the job's ranks (collective: every
-// rank calls it with the same scan shape). Config::batch and Config::microbatches are 1: one
-// scan is one sample. Throws tandem::Error for a scan the model does not take (its channels, an
-// ONNX graph exported for a fixed size), options that cannot run it, weights that do not fit;
-// memory::DoesNotFit (status 3) when a device's budget is exceeded.
+// What predicting a scan takes, decided before any work: its grid, the windows and the model.
+struct PredictPlan {
+  VolumeGrid grid;                              // padded = scan when by windows
+  std::array<int64_t, 3> window{};              // the windows' size; the padded grid in one piece
+  std::vector<std::array<int64_t, 3>> origins;  // where each window starts (D slowest)
+  std::string note;                             // VolumePrediction::note
+  graph::Model model;                           // built for one window
+};
+
+// The plan for a scan of `shape` [C,D,H,W] under `c` and `o`. An ONNX graph exported for one
+// fixed size is predicted by windows of that size (the note says so). Throws tandem::Error for
+// a scan the model does not take (its channels, smaller than a window), windows that are not
+// multiples of the model's down-sampling, a model without volumes.
+PredictPlan plan_prediction(const Config& c, const std::vector<int64_t>& shape,
+                            const PredictOptions& o = {});
+
+// Predicts one scan, `image` [C,D,H,W] as read (standardized as `o.standardize` says) and as
+// `plan` planned it, with `c`'s model, placement and weights (Config::init_from: a checkpoint or
+// state dict; empty for an ONNX file's own initializers). `job` null: in process; else on the
+// job's ranks (collective: every rank calls it with the same scan shape). Config::batch becomes
+// the windows per forward and Config::microbatches 1. Throws tandem::Error for options that
+// cannot run it, weights that do not fit; memory::DoesNotFit (status 3) when a device's budget
+// is exceeded.
+VolumePrediction predict_volume(Job* job, Config c, PredictPlan plan, const torch::Tensor& image,
+                                const PredictOptions& o = {});
+
+// plan_prediction, then predict_volume.
 VolumePrediction predict_volume(Job* job, Config c, const torch::Tensor& image,
-                                Standardize standardize = Standardize::kAll,
-                                const std::string& path = "the scan");
+                                const PredictOptions& o = {});
 
 }  // namespace tandem::train
