@@ -189,7 +189,8 @@ int run_predict(PredictArgs& args) {
   std::vector<ScanJob> jobs;
   train::PredictOptions options;
   try {
-    options.window.size = parse_window(args.window);
+    options.window.automatic = args.window == "auto";
+    if (!options.window.automatic) options.window.size = parse_window(args.window);
     options.window.overlap = args.overlap;
     options.window.blend =
         args.blend == "constant" ? train::Blend::kConstant : train::Blend::kGaussian;
@@ -243,6 +244,8 @@ int run_predict(PredictArgs& args) {
       if (folder) fs::create_directories(args.output);
       write_result(j, as_kind(p.output, args.kind, args.threshold, j.input));
       std::string mem;
+      if (p.planned_bytes > 0)
+        mem += fmt::format(" planned_peak={}", static_cast<uint64_t>(p.planned_bytes));
       for (const auto& [name, bytes] : p.peak_bytes)
         mem += fmt::format(" peak_mem_{}={}", name, bytes);
       const double voxels = static_cast<double>(p.grid.scan[0] * p.grid.scan[1] * p.grid.scan[2]);
@@ -298,8 +301,9 @@ Runner add_predict(CLI::App& app) {
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--window", args->window,
                   "predict by sliding windows of D,H,W voxels (or one side for all three), each "
-                  "a sample split as --spatial and --stages say; default: the whole scan in one "
-                  "piece");
+                  "a sample split as --spatial and --stages say; auto: the largest windows whose "
+                  "forward plans within --device-memory, where the whole scan does not; "
+                  "default: the whole scan in one piece");
   cmd->add_option("--overlap", args->overlap,
                   "windows: the share of a window its neighbour covers too, in [0, 1)")
       ->capture_default_str()

@@ -8,9 +8,12 @@
 #include <optional>
 #include <utility>
 
+#include "predict_memory.h"
 #include "tandem/common/check.h"
 #include "tandem/data/mri.h"
 #include "tandem/data/nifti_folder.h"
+#include "tandem/memory/bytes.h"
+#include "tandem/memory/out_of_memory.h"
 #include "tandem/train/catalog.h"
 #include "tandem/train/job.h"
 
@@ -205,6 +208,12 @@ PredictPlan plan_prediction(const Config& c, const std::vector<int64_t>& shape,
   TANDEM_CHECK(o.window.batch >= 1, "--window-batch must be at least 1, not {}", o.window.batch);
   for (int a : o.mirror)
     TANDEM_CHECK(a >= 0 && a <= 2, "--mirror takes the axes 0, 1 and 2 (D, H, W), not {}", a);
+  TANDEM_CHECK(!o.window.automatic || c.device_memory > 0,
+               "--window auto picks the largest windows whose forward plans within "
+               "Config::device_memory: give Config::device_memory");
+  const bool sized = o.window.size != std::array<int64_t, 3>{};
+  TANDEM_CHECK(!o.window.automatic || !sized,
+               "--window auto chooses the windows' size itself: give a size or auto, not both");
   auto [grid, model] = grid_and_model(c, shape);
   PredictPlan p{grid, {}, {}, {}, std::move(model)};
   p.window = window_size(c, p.model, p.grid, o, p.note);
@@ -227,6 +236,7 @@ VolumePrediction predict_volume(Job* job, Config c, const torch::Tensor& image,
 
 VolumePrediction predict_volume(Job* job, Config c, PredictPlan plan, const torch::Tensor& image,
                                 const PredictOptions& o) {
+  const Config given = c;
   const bool planned = image.defined() && image.dim() == 4 && image.size(1) == plan.grid.scan[0] &&
                        image.size(2) == plan.grid.scan[1] && image.size(3) == plan.grid.scan[2];
   TANDEM_CHECK(planned, "the scan [{}] is not the one the prediction was planned for",
@@ -256,12 +266,68 @@ VolumePrediction predict_volume(Job* job, Config c, PredictPlan plan, const torc
       parts.push_back(window_of(x, origins[static_cast<size_t>(i)], w, 1));
     return torch::stack(parts).contiguous();
   };
-  auto source = std::make_unique<Samples>(samples(0, batch));
+  const torch::Tensor first = samples(0, batch);
+  // The plan measures a copy on the CPU: the pipeline's may be on other devices.
+  const std::optional<graph::Model> measured =
+      c.device_memory > 0 ? std::optional<graph::Model>(graph::copy_model(model)) : std::nullopt;
   std::unique_ptr<Trainer> trainer =
-      job ? job->trainer(c, std::move(model), std::move(source))
-          : std::make_unique<Trainer>(c, std::move(model), std::move(source));
+      job ? job->trainer(c, std::move(model), std::make_unique<Samples>(first))
+          : std::make_unique<Trainer>(c, std::move(model), std::make_unique<Samples>(first));
   runtime::Pipeline& pipeline = trainer->pipeline();
   out.placement = pipeline.placement_table();
+  if (measured) {
+    // The forward's plan against the budget, before it runs.
+    const ForwardLayout layout{pipeline.partition(), pipeline.stage_device(), pipeline.slabs()};
+    const OnceForTheJob once = job ? job->once() : OnceForTheJob();
+    const auto budget = static_cast<double>(c.device_memory);
+    out.planned_bytes = forward_bytes(*measured, first, layout, once);
+    if (out.planned_bytes > budget) {
+      const std::vector<int64_t> shape = first.sizes().vec();
+      const bool one_piece = w == g.padded && plan.note.empty();
+      if (o.window.automatic && one_piece) {
+        const ForwardFit fit =
+            largest_window(*measured, shape, layout, g.scan, g.multiple, budget, once);
+        if (fit.window != std::array<int64_t, 3>{}) {
+          trainer.reset();
+          PredictOptions by_windows = o;
+          by_windows.window.automatic = false;
+          by_windows.window.size = fit.window;
+          PredictPlan windows = plan_prediction(given, image.sizes().vec(), by_windows);
+          windows.note = fmt::format(
+              "{} in one piece plans {} per device, over Config::device_memory = {}: by windows "
+              "of {}x{}x{}, the largest that plan within it ({})",
+              o.path, memory::format_bytes(static_cast<uint64_t>(out.planned_bytes)),
+              memory::format_bytes(c.device_memory), fit.window[0], fit.window[1], fit.window[2],
+              memory::format_bytes(static_cast<uint64_t>(fit.window_bytes)));
+          return predict_volume(job, given, std::move(windows), image, by_windows);
+        }
+      }
+      const ForwardFit fit =
+          forward_fit(*measured, shape, layout, g.scan, g.multiple, budget, once);
+      const int groups =
+          1 + *std::max_element(layout.stage_group.begin(), layout.stage_group.end());
+      throw memory::DoesNotFit(fmt::format(
+          "{}: predicting {} plans {} on the device that holds the most, over "
+          "Config::device_memory = {}. {}; {}; or a larger Config::device_memory",
+          o.path,
+          one_piece ? fmt::format("the scan in one piece ({}x{}x{})", w[0], w[1], w[2])
+                    : fmt::format("by windows of {}x{}x{}", w[0], w[1], w[2]),
+          memory::format_bytes(static_cast<uint64_t>(out.planned_bytes)),
+          memory::format_bytes(c.device_memory),
+          fit.spatial ? fmt::format("Config::spatial = {} would plan {} per device ({} devices)",
+                                    fit.spatial,
+                                    memory::format_bytes(static_cast<uint64_t>(fit.spatial_bytes)),
+                                    fit.spatial * groups)
+                      : fmt::format("no Config::spatial up to 16 fits"),
+          fit.window != std::array<int64_t, 3>{}
+              ? fmt::format("windows of {}x{}x{} would plan {} (--window {},{},{}, or --window "
+                            "auto)",
+                            fit.window[0], fit.window[1], fit.window[2],
+                            memory::format_bytes(static_cast<uint64_t>(fit.window_bytes)),
+                            fit.window[0], fit.window[1], fit.window[2])
+              : "no window fits either"));
+    }
+  }
   std::vector<uint64_t> peak(pipeline.devices().size(), 0);
   // One forward of `xb` [n,C,w]: the prediction [n,K,w] float32, or undefined in a process
   // without the output.

@@ -16,7 +16,9 @@ Usage: predict_check.py TANDEM WORKDIR [MPIRUN...]
    (PyTorch's forward of each window): gaussian and constant blending, a batch of windows, test-
    time mirroring, windows split into slabs; a model exported for one fixed size is predicted by
    windows of that size, and says so.
-4. Refusals with status 2 before any work: NaN voxels, an output folder equal to the input
+4. The forward's memory plan against the measured peaks; a scan over its budget refused with
+   status 3 before work, and predicted by the largest windows that fit under --window auto.
+5. Refusals with status 2 before any work: NaN voxels, an output folder equal to the input
    folder, an input folder without scans, a NIfTI output for a .npy scan, no weights for a
    built-in model, micro-batches.
 """
@@ -203,6 +205,33 @@ same(np.load(os.path.join(work, "f.npy")),
      sliding(model, (8, 8, 8), 0.25, "gaussian").astype(np.float32),
      "a fixed-size export, by windows of its size, against NumPy")
 
+# The forward's plan under --device-memory: at least the measured peak of every device, within
+# 10%; under a budget below it, status 3 before any work, naming what would fit; --window auto
+# then predicts by the windows it names.
+import re  # noqa: E402
+
+big = np.tile(zyx.astype(np.float32), (3, 3, 3))  # 39 x 30 x 27
+np.save(os.path.join(work, "big.npy"), big)
+big_args = ["--model", onnx_path, "--loss", "dice", "--input", os.path.join(work, "big.npy"),
+            "--output", os.path.join(work, "big_p.npy")]
+for layout in (["--devices", "1"], ["--devices", "2", "--spatial", "2"],
+               ["--devices", "2", "--stages", "2"]):
+    text = run(*big_args, *layout, "--device-memory", "4GiB")
+    planned = int(re.search(r"planned_peak=(\d+)", text).group(1))
+    measured = max(int(v) for v in re.findall(r"peak_mem_\S+=(\d+)", text))
+    if not measured <= planned <= 1.1 * measured:
+        sys.exit(f"{layout}: the forward planned {planned} bytes, measured {measured}")
+    print(f"ok the forward's plan on {' '.join(layout)}: {planned / measured:.3f} of the peak")
+text = run(*big_args, "--devices", "1", "--device-memory", "4GiB")
+budget = int(int(re.search(r"planned_peak=(\d+)", text).group(1)) * 0.6)
+text = run(*big_args, "--devices", "1", "--device-memory", str(budget), status=3)
+if "plans" not in text or "would plan" not in text or "result:" in text:
+    sys.exit(f"over the budget: no refusal naming what fits:\n{text}")
+text = run(*big_args, "--devices", "1", "--device-memory", str(budget), "--window", "auto")
+if "by windows of" not in text or "windows=" not in text:
+    sys.exit(f"--window auto under the budget:\n{text}")
+print("ok a forward over its budget: refused before work; --window auto predicts by windows")
+
 # Refusals, status 2, before any work.
 bad = zyx.astype(np.float32).copy()
 bad[3, 4, 5] = np.nan
@@ -220,6 +249,7 @@ checks = [
     (["--input", scan_path, "--output", out, "--window", "7"], "not a multiple of 2"),
     (["--input", scan_path, "--output", out, "--window", "4,4"], "one side or three"),
     (["--input", scan_path, "--output", out, "--mirror", "X"], "axes to flip"),
+    (["--input", scan_path, "--output", out, "--window", "auto"], "give --device-memory"),
 ]
 os.makedirs(os.path.join(work, "empty"), exist_ok=True)
 for args, words in checks:

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "tandem/data/nifti_folder.h"
+#include "tandem/memory/out_of_memory.h"
 #include "tandem/train/catalog.h"
 
 namespace tandem::train {
@@ -198,6 +199,61 @@ TEST(PredictWindows, RefusesWindowsTheScanOrTheModelCannotTake) {
       << message({16, 8, 8});
   EXPECT_NE(message({8, 6, 8}).find("6 is not a multiple of 4"), std::string::npos)
       << message({8, 6, 8});
+}
+
+// The forward's plan bounds what every layout's devices hold, within 10%.
+class ForwardPlans : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(ForwardPlans, BoundTheMeasuredPeak) {
+  const Layout& l = GetParam();
+  Config c = unet();
+  c.devices = l.devices;
+  c.spatial = l.spatial;
+  c.stages = l.stages;
+  c.device_memory = uint64_t{1} << 40;
+  const VolumePrediction p = predict_volume(nullptr, c, even_scan());
+  uint64_t measured = 0;
+  for (const auto& [name, bytes] : p.peak_bytes) measured = std::max(measured, bytes);
+  EXPECT_GE(p.planned_bytes, static_cast<double>(measured)) << l.name;
+  EXPECT_LE(p.planned_bytes, 1.1 * static_cast<double>(measured)) << l.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Placements, ForwardPlans,
+                         ::testing::Values(Layout{"one", "1", 1, 0}, Layout{"slabs2", "2", 2, 0},
+                                           Layout{"slabs3_uneven", "3", 3, 0},
+                                           Layout{"stages2", "2", 1, 2},
+                                           Layout{"stages2_slabs2", "4", 2, 2}),
+                         [](const ::testing::TestParamInfo<Layout>& info) {
+                           return std::string(info.param.name);
+                         });
+
+TEST(ForwardPlans, OverTheBudgetRefusesBeforeWorkNamingSlabsAndWindowsThatFit) {
+  Config c = unet();
+  c.device_memory = uint64_t{1} << 40;
+  const double whole = predict_volume(nullptr, c, even_scan()).planned_bytes;
+  c.device_memory = static_cast<uint64_t>(whole * 0.7);
+  try {
+    predict_volume(nullptr, c, even_scan());
+    FAIL() << "a forward over its budget ran";
+  } catch (const memory::DoesNotFit& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("the scan in one piece (16x20x12)"), std::string::npos) << what;
+    EXPECT_NE(what.find("Config::spatial = 2 would plan"), std::string::npos) << what;
+    EXPECT_NE(what.find("windows of 12x12x12 would plan"), std::string::npos) << what;
+  }
+  // The windows it names fit.
+  PredictOptions o;
+  o.window.size = {12, 12, 12};
+  const VolumePrediction windows = predict_volume(nullptr, c, even_scan(), o);
+  EXPECT_LE(windows.planned_bytes, static_cast<double>(c.device_memory));
+  // And so does --window auto, by the same windows.
+  o.window.size = {};
+  o.window.automatic = true;
+  const VolumePrediction automatic = predict_volume(nullptr, c, even_scan(), o);
+  EXPECT_EQ(automatic.window, (std::array<int64_t, 3>{12, 12, 12}));
+  EXPECT_NE(automatic.note.find("by windows of 12x12x12"), std::string::npos) << automatic.note;
+  EXPECT_TRUE(torch::equal(automatic.output, windows.output));
+  for (const auto& [name, bytes] : automatic.peak_bytes) EXPECT_LE(bytes, c.device_memory);
 }
 
 TEST(PredictVolume, RefusesAModelWithoutVolumes) {

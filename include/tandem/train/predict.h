@@ -57,6 +57,9 @@ struct WindowOptions {
   double overlap = 0.25;          // in [0, 1): the share of a window its neighbour covers too
   Blend blend = Blend::kGaussian;
   int64_t batch = 1;  // windows per forward (one batch of samples through the pipeline)
+  // With Config::device_memory: a scan whose forward in one piece plans over the budget is
+  // predicted by the largest windows that plan within it (size left 0).
+  bool automatic = false;
 };
 
 struct PredictOptions {
@@ -86,6 +89,8 @@ struct VolumePrediction {
   std::array<int64_t, 3> window{};  // the windows' size; the padded grid in one piece
   int64_t windows = 1;              // how many windows cover the scan
   std::string note;                 // why windows were chosen for the user, or empty
+  double planned_bytes = 0;         // with Config::device_memory: the forward's plan (the
+                                    // device that holds the most), else 0
   double seconds = 0;               // the forwards, from the first stage to the last
   // Per local device of the pipeline: its name and the most bytes it held during the forward.
   std::vector<std::pair<std::string, uint64_t>> peak_bytes;
@@ -113,8 +118,11 @@ PredictPlan plan_prediction(const Config& c, const std::vector<int64_t>& shape,
 // state dict; empty for an ONNX file's own initializers). `job` null: in process; else on the
 // job's ranks (collective: every rank calls it with the same scan shape). Config::batch becomes
 // the windows per forward and Config::microbatches 1. Throws tandem::Error for options that
-// cannot run it, weights that do not fit; memory::DoesNotFit (status 3) when a device's budget
-// is exceeded.
+// cannot run it, weights that do not fit. With Config::device_memory the forward is planned
+// first (runtime/inference_plan.h): over the budget it throws memory::DoesNotFit (status 3)
+// before it runs, naming the fewest slabs and the largest windows that would fit (or, with
+// WindowOptions::automatic, predicts by those windows); memory::OutOfMemory (status 3) when a
+// device exceeds its budget while it runs.
 VolumePrediction predict_volume(Job* job, Config c, PredictPlan plan, const torch::Tensor& image,
                                 const PredictOptions& o = {});
 
