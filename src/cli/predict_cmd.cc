@@ -33,6 +33,7 @@ struct PredictArgs {
   std::string blend = "gaussian";
   int64_t window_batch = 1;
   std::string mirror;  // "D,H,W" or a subset, or digits 0..2
+  std::string labels;  // a folder of labels named as the scans: each result's Dice
 };
 
 // --window: one side for all three axes, or D,H,W.
@@ -89,6 +90,7 @@ bool is_scan(const std::string& path) { return is_nifti(path) || ends_with(path,
 // One scan to predict and where its result goes.
 struct ScanJob {
   std::string input, output;
+  std::string label;  // with --labels: the scan's label file
 };
 
 // The scans of --input and their outputs: one file to one file, or every scan of a folder to
@@ -123,6 +125,15 @@ std::vector<ScanJob> plan_jobs(const PredictArgs& a) {
                  a.output);
     jobs.push_back({a.input, a.output});
   }
+  if (!a.labels.empty()) {
+    TANDEM_CHECK(fs::is_directory(a.labels, ec), "--labels {}: not a folder", a.labels);
+    for (ScanJob& j : jobs) {
+      j.label = (fs::path(a.labels) / fs::path(j.input).filename()).string();
+      TANDEM_CHECK(fs::is_regular_file(j.label, ec),
+                   "--labels {}: no label for {} (a file of the same name, {})", a.labels, j.input,
+                   j.label);
+    }
+  }
   for (const ScanJob& j : jobs) {
     TANDEM_CHECK(!is_nifti(j.output) || is_nifti(j.input),
                  "--output {}: a NIfTI result needs a NIfTI scan (its grid); {} is .npy, so "
@@ -148,6 +159,17 @@ torch::Tensor read_scan(const std::string& path) {
   TANDEM_CHECK(bad == 0, "{}: {} voxels are NaN or infinite; fix or mask them before predicting",
                path, bad);
   return x;
+}
+
+// The label of `scan` [C,D,H,W]: [D,H,W] (or [1,D,H,W]) on the scan's grid, as read.
+torch::Tensor read_label(const std::string& path, const torch::Tensor& scan) {
+  torch::Tensor y = is_nifti(path) ? data::read_nifti(path).data : data::read_npy(path);
+  if (y.dim() == 4 && y.size(0) == 1) y = y[0];
+  TANDEM_CHECK(y.dim() == 3 && y.size(0) == scan.size(1) && y.size(1) == scan.size(2) &&
+                   y.size(2) == scan.size(3),
+               "{}: the label has shape [{}], not the scan's grid [{},{},{}]", path,
+               fmt::join(y.sizes(), ","), scan.size(1), scan.size(2), scan.size(3));
+  return y;
 }
 
 // The result as written: probabilities float32, or a mask or labels as uint8. [K,D,H,W] in,
@@ -210,15 +232,17 @@ int run_predict(PredictArgs& args) {
   train::Job& job = *session.job;
   const bool folder = fs::is_directory(args.input, ec);
   const bool main_process = !job.mpi() || job.rank() == 0;
+  std::vector<double> dices;  // per file with --labels, where this process writes
   for (size_t i = 0; i < jobs.size(); ++i) {
     const ScanJob& j = jobs[i];
-    torch::Tensor scan;
+    torch::Tensor scan, label;
     std::optional<train::PredictPlan> plan;
     train::PredictOptions o = options;
     o.path = j.input;
     try {
       scan = read_scan(j.input);
       plan.emplace(train::plan_prediction(c, scan.sizes().vec(), o));
+      if (!j.label.empty()) label = read_label(j.label, scan);
     } catch (...) {
       return report_failure(train::When::kBeforeWork);
     }
@@ -243,6 +267,12 @@ int run_predict(PredictArgs& args) {
       if (!p.output.defined()) return 0;  // another process runs the last stage
       if (folder) fs::create_directories(args.output);
       write_result(j, as_kind(p.output, args.kind, args.threshold, j.input));
+      std::string dice;
+      if (label.defined()) {
+        const double d = train::label_dice(p.output, label, args.threshold);
+        dices.push_back(d);
+        dice = fmt::format(" dice={:.4f}", d);
+      }
       std::string mem;
       if (p.planned_bytes > 0)
         mem += fmt::format(" planned_peak={}", static_cast<uint64_t>(p.planned_bytes));
@@ -255,13 +285,19 @@ int run_predict(PredictArgs& args) {
                                       : "";
       std::cout << fmt::format(
           "{}result: file={} shape={}x{}x{} padded={}x{}x{}{} seconds={:.2f} "
-          "voxels_per_s={:.0f}{}\n",
+          "voxels_per_s={:.0f}{}{}\n",
           job.prefix(), j.output, p.grid.scan[0], p.grid.scan[1], p.grid.scan[2], p.grid.padded[0],
           p.grid.padded[1], p.grid.padded[2], windows, p.seconds,
-          voxels / std::max(p.seconds, 1e-9), mem);
+          voxels / std::max(p.seconds, 1e-9), dice, mem);
       return 0;
     });
     if (status) return status;
+  }
+  if (!dices.empty() && jobs.size() > 1) {
+    double sum = 0;
+    for (double d : dices) sum += d;
+    std::cout << fmt::format("{}mean: files={} dice={:.4f}\n", job.prefix(), dices.size(),
+                             sum / static_cast<double>(dices.size()));
   }
   return 0;
 }
@@ -319,6 +355,10 @@ Runner add_predict(CLI::App& app) {
   cmd->add_option("--mirror", args->mirror,
                   "average the predictions of the scan flipped along every subset of these axes "
                   "(D,H,W or a part of them: 2^n forwards), each flipped back");
+  cmd->add_option("--labels", args->labels,
+                  "a folder of labels named as the scans: each result's Dice against its label "
+                  "(the mask at --threshold against label > 0; several classes: the mean over "
+                  "classes 1..K-1), and the mean over files");
   cmd->add_option("--progress", c.progress, "auto | bar | line | none")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "bar", "line", "none"}));

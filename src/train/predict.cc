@@ -118,6 +118,23 @@ torch::Tensor window_weights(const std::array<int64_t, 3>& size, Blend blend) {
       .to(torch::kFloat32);
 }
 
+double label_dice(const torch::Tensor& p, const torch::Tensor& label, double threshold) {
+  TANDEM_CHECK(p.dim() == 4 && label.dim() == 3 && p.sizes().slice(1) == label.sizes(),
+               "a prediction [{}] and a label [{}] on different grids", fmt::join(p.sizes(), ","),
+               fmt::join(label.sizes(), ","));
+  auto dice = [](const torch::Tensor& a, const torch::Tensor& b) {
+    const double both = a.logical_and(b).sum().item<double>();
+    const double total = a.sum().item<double>() + b.sum().item<double>();
+    return total == 0 ? 1.0 : 2 * both / total;
+  };
+  if (p.size(0) == 1) return dice(p[0].ge(threshold), label.gt(0));
+  const torch::Tensor classes = p.argmax(0);
+  const torch::Tensor truth = label.to(torch::kInt64);
+  double sum = 0;
+  for (int64_t k = 1; k < p.size(0); ++k) sum += dice(classes.eq(k), truth.eq(k));
+  return sum / static_cast<double>(p.size(0) - 1);
+}
+
 namespace {
 
 // The sides of the samples an ONNX graph exported with fixed spatial axes takes (-1 for a

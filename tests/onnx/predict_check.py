@@ -139,6 +139,30 @@ same(np.load(os.path.join(results, "a.npy")), want, ".npy scan in a folder again
 if np.load(os.path.join(results, "b.npy")).shape != (13, 8, 8):
     sys.exit("b.npy: the result is not on the scan's grid")
 
+# --labels: each file's Dice of the mask at --threshold against label > 0, and their mean.
+labels = os.path.join(work, "labels")
+os.makedirs(labels, exist_ok=True)
+label_a = (want > threshold + 0.01).astype(np.uint8)  # close to the mask, not equal
+label_b = rng.integers(0, 2, (13, 8, 8)).astype(np.float32)
+np.save(os.path.join(labels, "a.npy"), label_a)
+np.save(os.path.join(labels, "b.npy"), label_b)
+text = run("--model", onnx_path, "--loss", "dice", "--input", folder, "--output", results,
+           "--labels", labels, "--threshold", str(threshold))
+
+
+def dice(mask, label):
+    return 2 * np.logical_and(mask, label > 0).sum() / (mask.sum() + (label > 0).sum())
+
+
+dices = [dice(np.load(os.path.join(results, n)) >= threshold, lab)
+         for n, lab in (("a.npy", label_a), ("b.npy", label_b))]
+for n, d in zip(("a.npy", "b.npy"), dices):
+    if f"{n} " not in text.replace(f"{n} shape", f"{n} ") or f"dice={d:.4f}" not in text:
+        sys.exit(f"--labels: no dice={d:.4f} for {n}:\n{text}")
+if f"mean: files=2 dice={np.mean(dices):.4f}" not in text:
+    sys.exit(f"--labels: no mean dice {np.mean(dices):.4f}:\n{text}")
+print(f"ok --labels: Dice {dices[0]:.4f}, {dices[1]:.4f}, mean {np.mean(dices):.4f}")
+
 # Sliding windows, computed here as docs/predict.md describes them.
 xs = ((zyx - zyx.mean()) / zyx.std(ddof=1)).astype(np.float32)  # standardized, not padded
 
@@ -233,6 +257,10 @@ if "by windows of" not in text or "windows=" not in text:
 print("ok a forward over its budget: refused before work; --window auto predicts by windows")
 
 # Refusals, status 2, before any work.
+bad_labels = os.path.join(work, "bad_labels")
+os.makedirs(bad_labels, exist_ok=True)
+np.save(os.path.join(bad_labels, "a.npy"), label_a[:, :, :8])
+np.save(os.path.join(bad_labels, "b.npy"), label_b)
 bad = zyx.astype(np.float32).copy()
 bad[3, 4, 5] = np.nan
 np.save(os.path.join(work, "nan.npy"), bad)
@@ -250,6 +278,8 @@ checks = [
     (["--input", scan_path, "--output", out, "--window", "4,4"], "one side or three"),
     (["--input", scan_path, "--output", out, "--mirror", "X"], "axes to flip"),
     (["--input", scan_path, "--output", out, "--window", "auto"], "give --device-memory"),
+    (["--input", scan_path, "--output", out, "--labels", labels], "no label for"),
+    (["--input", folder, "--output", results, "--labels", bad_labels], "the label has shape"),
 ]
 os.makedirs(os.path.join(work, "empty"), exist_ok=True)
 for args, words in checks:

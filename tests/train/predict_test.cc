@@ -256,6 +256,25 @@ TEST(ForwardPlans, OverTheBudgetRefusesBeforeWorkNamingSlabsAndWindowsThatFit) {
   for (const auto& [name, bytes] : automatic.peak_bytes) EXPECT_LE(bytes, c.device_memory);
 }
 
+TEST(LabelDice, MaskAtTheThresholdAndTheMeanOverClasses) {
+  // One output: voxels >= 0.5 against label > 0: 2 x 2 / (3 + 3).
+  const torch::Tensor p = torch::tensor({0.9, 0.6, 0.5, 0.1, 0.2, 0.0}).view({1, 1, 2, 3});
+  const torch::Tensor label = torch::tensor({1, 0, 1, 1, 0, 0}).view({1, 2, 3});
+  EXPECT_DOUBLE_EQ(label_dice(p, label), 4.0 / 6.0);
+  EXPECT_DOUBLE_EQ(label_dice(p, label, 0.55), 2.0 / 5.0);
+  // Three classes: the argmax is 0, 1, 2, 2; class 1: 2 x 1 / (1 + 2), class 2: 2 x 1 / (2 + 1).
+  const torch::Tensor q =
+      torch::tensor({0.8, 0.1, 0.1, 0.1, 0.7, 0.2, 0.2, 0.2, 0.6, 0.3, 0.3, 0.4})
+          .view({4, 3})
+          .t()
+          .reshape({3, 1, 1, 4});
+  const torch::Tensor classes = torch::tensor({0, 1, 1, 2}).view({1, 1, 4});
+  EXPECT_DOUBLE_EQ(label_dice(q, classes), (2.0 / 3.0 + 2.0 / 3.0) / 2);
+  // Empty in both: 1.
+  EXPECT_DOUBLE_EQ(label_dice(torch::zeros({1, 1, 1, 2}), torch::zeros({1, 1, 2})), 1.0);
+  EXPECT_THROW(label_dice(p, torch::zeros({1, 3, 2})), Error);
+}
+
 TEST(PredictVolume, RefusesAModelWithoutVolumes) {
   Config c;
   c.model = "mlp";

@@ -97,6 +97,11 @@ struct VolumePrediction {
   std::string placement;  // the pipeline's placement table
 };
 
+// The Dice of a prediction `p` [K,D,H,W] against `label` [D,H,W] on the same grid: for one
+// output the mask p >= `threshold` against label > 0; for K classes the mean over classes
+// 1..K-1 of the Dice of argmax == k against label == k. A class absent from both counts 1.
+double label_dice(const torch::Tensor& p, const torch::Tensor& label, double threshold = 0.5);
+
 // What predicting a scan takes, decided before any work: its grid, the windows and the model.
 struct PredictPlan {
   VolumeGrid grid;                              // padded = scan when by windows
