@@ -116,14 +116,14 @@ std::vector<ScanJob> plan_jobs(const PredictArgs& a) {
                  "another folder",
                  a.output);
     for (const std::string& n : names)
-      jobs.push_back({(fs::path(a.input) / n).string(), (fs::path(a.output) / n).string()});
+      jobs.push_back({(fs::path(a.input) / n).string(), (fs::path(a.output) / n).string(), ""});
   } else {
     TANDEM_CHECK(is_scan(a.input), "--input {}: not a scan (.nii, .nii.gz or .npy) or a folder",
                  a.input);
     TANDEM_CHECK(is_scan(a.output),
                  "--output {}: the result of one scan is a file ending in .nii, .nii.gz or .npy",
                  a.output);
-    jobs.push_back({a.input, a.output});
+    jobs.push_back({a.input, a.output, ""});
   }
   if (!a.labels.empty()) {
     TANDEM_CHECK(fs::is_directory(a.labels, ec), "--labels {}: not a folder", a.labels);
