@@ -1,8 +1,10 @@
 // tandem predict: a trained model applied to whole scans, each in one piece across the devices.
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <tuple>
 
 #include "commands.h"
 #include "common/output_path.h"
@@ -172,6 +174,59 @@ torch::Tensor read_label(const std::string& path, const torch::Tensor& scan) {
   return y;
 }
 
+// A float tensor as bytes (its dimensions, then its float64 elements) and back: how one process
+// hands the scans it read to the others of an MPI job.
+void pack(std::string& out, const torch::Tensor& t) {
+  const torch::Tensor x = t.defined() ? t.to(torch::kFloat64).contiguous() : torch::Tensor();
+  const int64_t dims = x.defined() ? x.dim() : -1;
+  out.append(reinterpret_cast<const char*>(&dims), sizeof dims);
+  if (!x.defined()) return;
+  for (int64_t n : x.sizes()) out.append(reinterpret_cast<const char*>(&n), sizeof n);
+  out.append(static_cast<const char*>(x.data_ptr()), x.numel() * sizeof(double));
+}
+
+torch::Tensor unpack(const std::string& in, size_t& at) {
+  auto take = [&](void* to, size_t n) {
+    TANDEM_ASSERT(at + n <= in.size(), "a packed scan ends early");
+    std::memcpy(to, in.data() + at, n);
+    at += n;
+  };
+  int64_t dims = 0;
+  take(&dims, sizeof dims);
+  if (dims < 0) return {};
+  std::vector<int64_t> shape(static_cast<size_t>(dims));
+  for (int64_t& n : shape) take(&n, sizeof n);
+  torch::Tensor x = torch::empty(shape, torch::kFloat64);
+  take(x.data_ptr(), x.numel() * sizeof(double));
+  return x;
+}
+
+// The scan of `j` and its label (undefined without --labels), read by one process of the job
+// (`once`; null: this process) and handed to every other. Throws tandem::Error with the
+// reader's message on every process when it could not read them.
+std::pair<torch::Tensor, torch::Tensor> read_scan_and_label(const ScanJob& j,
+                                                            const train::OnceForTheJob& once) {
+  auto read = [&] {
+    std::string out;
+    try {
+      const torch::Tensor scan = read_scan(j.input);
+      const torch::Tensor label = j.label.empty() ? torch::Tensor() : read_label(j.label, scan);
+      out = "S";
+      pack(out, scan);
+      pack(out, label);
+    } catch (const std::exception& e) {
+      out = std::string("E") + e.what();
+    }
+    return out;
+  };
+  const std::string got = once ? once(read) : read();
+  TANDEM_CHECK(got.front() == 'S', "{}", got.substr(1));
+  size_t at = 1;
+  torch::Tensor scan = unpack(got, at);
+  torch::Tensor label = unpack(got, at);
+  return {scan, label};
+}
+
 // The result as written: probabilities float32, or a mask or labels as uint8. [K,D,H,W] in,
 // [D,H,W] out where K is 1 or the classes are merged.
 torch::Tensor as_kind(const torch::Tensor& p, const std::string& kind, double threshold,
@@ -240,9 +295,8 @@ int run_predict(PredictArgs& args) {
     train::PredictOptions o = options;
     o.path = j.input;
     try {
-      scan = read_scan(j.input);
+      std::tie(scan, label) = read_scan_and_label(j, job.once());
       plan.emplace(train::plan_prediction(c, scan.sizes().vec(), o));
-      if (!j.label.empty()) label = read_label(j.label, scan);
     } catch (...) {
       return report_failure(train::When::kBeforeWork);
     }
