@@ -32,8 +32,8 @@ try_side() {
 echo "Budget \`--device-memory $budget\` per device; each try: \`$tandem predict ${model[*]}"
 echo "--checkpoint CKPT --devices N --spatial N --device-memory $budget --input S^3.npy\`."
 echo
-echo "| devices | largest whole scan | voxels | against 1 device | peak per device at it | next side (8 more) |"
-echo "|---|---|---|---|---|---|"
+echo "| devices | largest whole scan | voxels | against 1 device | peak per device at it | planned at it | next side (8 more) |"
+echo "|---|---|---|---|---|---|---|"
 base=0
 for devices in "${device_counts[@]}"; do
   side=64 best=0 peaks=""
@@ -46,6 +46,7 @@ for devices in "${device_counts[@]}"; do
   voxels=$((best * best * best))
   [ $base -gt 0 ] || base=$voxels
   ratio=$(awk -v a="$voxels" -v b="$base" 'BEGIN { printf "%.2fx", a / b }')
-  mib=$(for p in $peaks; do awk -v b="${p#*=}" 'BEGIN { printf "%.1f ", b / 1048576 }'; done)
-  echo "| $devices | ${best}³ | $voxels | $ratio | ${mib% } MiB | ${side}³: over the budget |"
+  planned=$(for p in $peaks; do [ "${p%%=*}" = planned_peak ] && awk -v b="${p#*=}" 'BEGIN { printf "%.1f", b / 1048576 }'; done)
+  mib=$(for p in $peaks; do [ "${p%%=*}" = planned_peak ] || awk -v b="${p#*=}" 'BEGIN { printf "%.1f ", b / 1048576 }'; done)
+  echo "| $devices | ${best}³ | $voxels | $ratio | ${mib% } MiB | $planned MiB | ${side}³: over the budget |"
 done

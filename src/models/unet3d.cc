@@ -50,7 +50,24 @@ graph::Layer up_layer(int level, int64_t in, int64_t out, std::string input, int
   l.bind = [](const std::shared_ptr<torch::nn::Module>& module) -> graph::ForwardFn {
     torch::nn::ConvTranspose3d up(
         std::dynamic_pointer_cast<torch::nn::ConvTranspose3dImpl>(module));
-    return [up](const graph::Tensors& x) mutable { return graph::Tensors{up->forward(x[0])}; };
+    return [up](const graph::Tensors& x) mutable {
+      // Forward only, as split_conv3d's: input planes in chunks, each giving its own two output
+      // planes per input plane (the kernel does not overlap itself).
+      const torch::Tensor& in = x[0];
+      if (!chunks_forward(in.numel() / in.size(1) * 8 * up->weight.size(1) * in.element_size()))
+        return graph::Tensors{up->forward(in)};
+      torch::Tensor out;
+      for (const auto& [first, count] : forward_chunks(in.size(2))) {
+        const torch::Tensor y = up->forward(in.narrow(2, first, count));
+        if (!out.defined()) {
+          std::vector<int64_t> shape = y.sizes().vec();
+          shape[2] = 2 * in.size(2);
+          out = torch::empty(shape, y.options());
+        }
+        out.narrow(2, 2 * first, 2 * count).copy_(y);
+      }
+      return graph::Tensors{out};
+    };
   };
   l.forward = l.bind(l.module);
   l.inputs = {std::move(input)};
@@ -72,7 +89,7 @@ graph::Layer concat_conv_layer(int level, int64_t filters, int64_t voxels) {
     torch::nn::Conv3d conv(std::dynamic_pointer_cast<torch::nn::Conv3dImpl>(module));
     return [conv](const graph::Tensors& x) {
       // In place, as conv3d_layer's.
-      torch::Tensor y = split_conv3d(torch::cat({x[0], x[1]}, 1), conv->weight, conv->bias, 1);
+      torch::Tensor y = split_conv3d_concat({x[0], x[1]}, conv->weight, conv->bias, 1);
       return graph::Tensors{torch::relu_(y)};
     };
   };

@@ -211,3 +211,24 @@ TEST(HardDice, SumsPerSampleScores) {
 
 }  // namespace
 }  // namespace tandem
+
+namespace tandem {
+namespace {
+
+using namespace model_testing;
+
+// Forward only, the U-Net's convolutions, skip concatenations and up-sampling of a volume large
+// enough run in chunks of planes (split_conv.h): the same output within float rounding.
+TEST(Unet3d, ForwardOnlyInChunksEqualsTheWholeForward) {
+  const graph::Model m = small_unet(2);
+  torch::manual_seed(9);
+  const torch::Tensor x = torch::randn({1, 1, 40, 96, 96});  // up0's output: 5.9 MB
+  const torch::Tensor whole = reference_forward(m, x, 0, 0, 0, /*training=*/false).detach();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor chunked = reference_forward(m, x, 0, 0, 0, /*training=*/false);
+  EXPECT_LE(relative_error(chunked, whole), 1e-5);
+  EXPECT_FALSE(torch::equal(chunked, whole));  // it did run another way
+}
+
+}  // namespace
+}  // namespace tandem
