@@ -121,8 +121,8 @@ std::vector<std::pair<int64_t, int64_t>> forward_chunks(int64_t depth) {
   return chunks;
 }
 
-bool chunks_forward(int64_t bytes) {
-  return !torch::GradMode::is_enabled() && !graph::current_call().group &&
+bool chunks_forward(int64_t bytes, bool local) {
+  return !torch::GradMode::is_enabled() && (local || !graph::current_call().group) &&
          bytes >= kForwardChunkBytes;
 }
 
@@ -169,6 +169,17 @@ torch::Tensor split_conv3d_concat(const std::vector<torch::Tensor>& parts,
                                   const torch::Tensor& weight, const torch::Tensor& bias,
                                   int64_t padding) {
   if (chunked(parts.front(), weight, padding)) return chunked_conv(parts, weight, bias, padding);
+  if (!torch::GradMode::is_enabled() && graph::current_call().group) {
+    torch::Tensor y;
+    int64_t first = 0;
+    for (const torch::Tensor& part : parts) {
+      const torch::Tensor w = weight.narrow(1, first, part.size(1));
+      const torch::Tensor yi = split_conv3d(part, w, first == 0 ? bias : torch::Tensor(), padding);
+      y = y.defined() ? y.add_(yi) : yi;
+      first += part.size(1);
+    }
+    return y;
+  }
   return split_conv3d(torch::cat(parts, 1), weight, bias, padding);
 }
 

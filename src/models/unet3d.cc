@@ -54,7 +54,8 @@ graph::Layer up_layer(int level, int64_t in, int64_t out, std::string input, int
       // Forward only, as split_conv3d's: input planes in chunks, each giving its own two output
       // planes per input plane (the kernel does not overlap itself).
       const torch::Tensor& in = x[0];
-      if (!chunks_forward(in.numel() / in.size(1) * 8 * up->weight.size(1) * in.element_size()))
+      if (!chunks_forward(in.numel() / in.size(1) * 8 * up->weight.size(1) * in.element_size(),
+                          /*local=*/true))
         return graph::Tensors{up->forward(in)};
       torch::Tensor out;
       for (const auto& [first, count] : forward_chunks(in.size(2))) {

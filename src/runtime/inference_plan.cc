@@ -46,9 +46,11 @@ InferenceBytes measure_inference_bytes(const graph::Model& model, const torch::T
     graph::Tensors inputs;
     for (const auto& name : layer.inputs) inputs.push_back(env.at(name));
     const uint64_t before = tracker.current(kProbeDevice);
+    const int64_t halo_before = group ? group->halo_bytes() : 0;
     tracker.reset_peak(kProbeDevice);
     graph::Tensors outputs = layer.forward(inputs);
     out.held.push_back(tracker.peak(kProbeDevice) - before);
+    out.halo.push_back(group ? static_cast<uint64_t>(group->halo_bytes() - halo_before) : 0);
     for (size_t k = 0; k < outputs.size(); ++k) {
       out.tensors[layer.outputs[k]] = tensor_bytes(outputs[k]);
       if (last_read.count(layer.outputs[k])) env[layer.outputs[k]] = outputs[k];
@@ -80,10 +82,11 @@ std::vector<double> inference_peaks(const graph::Model& model, const InferenceBy
   std::vector<double> peaks;
   for (int s = 0; s < partition.num_stages; ++s) {
     const auto [begin, end] = partition.layers_of(s);
-    double parameters = 0;
+    double parameters = 0, halo_ahead = 0;
     std::set<std::string> made;
     for (int i = begin; i < end; ++i) {
       parameters += static_cast<double>(bytes.parameters[static_cast<size_t>(i)]);
+      halo_ahead = std::max(halo_ahead, static_cast<double>(bytes.halo[static_cast<size_t>(i)]));
       for (const auto& name : model.layers[static_cast<size_t>(i)].outputs) made.insert(name);
     }
     // Alive before the stage's first layer and until its forward ends: what it receives (the
@@ -113,7 +116,7 @@ std::vector<double> inference_peaks(const graph::Model& model, const InferenceBy
         it = needed ? std::next(it) : alive.erase(it);
       }
     }
-    peaks.push_back(parameters + peak);
+    peaks.push_back(parameters + peak + halo_ahead);
   }
   return peaks;
 }
@@ -122,6 +125,7 @@ std::string to_json(const InferenceBytes& bytes) {
   nlohmann::json j;
   j["held"] = bytes.held;
   j["parameters"] = bytes.parameters;
+  j["halo"] = bytes.halo;
   j["tensors"] = bytes.tensors;
   return j.dump();
 }
@@ -132,13 +136,15 @@ InferenceBytes inference_bytes_from_json(const std::string& text) {
     const nlohmann::json j = nlohmann::json::parse(text);
     j.at("held").get_to(out.held);
     j.at("parameters").get_to(out.parameters);
+    j.at("halo").get_to(out.halo);
     j.at("tensors").get_to(out.tensors);
   } catch (const nlohmann::json::exception& e) {
     TANDEM_CHECK(false, "not a measurement of a forward's memory: {}", e.what());
   }
-  TANDEM_CHECK(out.held.size() == out.parameters.size(),
-               "not a measurement of a forward's memory: {} layers held, {} with parameters",
-               out.held.size(), out.parameters.size());
+  TANDEM_CHECK(out.held.size() == out.parameters.size() && out.held.size() == out.halo.size(),
+               "not a measurement of a forward's memory: {} layers held, {} with parameters, {} "
+               "with halos",
+               out.held.size(), out.parameters.size(), out.halo.size());
   return out;
 }
 

@@ -27,7 +27,9 @@ TEST(KeyedDropout, PhiloxIsThePublishedPhilox4x32_10) {
   const Kat kats[] = {
       {0, 0, 0, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
       {~0ull, ~0ull, ~0ull, {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
-      {0x299f31d0a4093822ull, 0x0370734413198a2eull, 0x85a308d3243f6a88ull,
+      {0x299f31d0a4093822ull,
+       0x0370734413198a2eull,
+       0x85a308d3243f6a88ull,
        {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
   };
   for (const Kat& k : kats) {
@@ -83,7 +85,8 @@ TEST(KeyedDropout, AWindowOfAVolumeDrawsTheSliceOfTheWholeMask) {
     torch::Tensor got = keyed_dropout_mask(key, 4, sizes, 0.5, w);
     torch::Tensor want = whole;
     for (int k = 0; k < 4; ++k) want = want.narrow(k + 1, c.offsets[k], c.sizes[k]);
-    EXPECT_TRUE(torch::equal(got, want)) << "window at " << fmt::format("{}", fmt::join(c.offsets, ","));
+    EXPECT_TRUE(torch::equal(got, want))
+        << "window at " << fmt::format("{}", fmt::join(c.offsets, ","));
   }
   // The whole sample as a window is the whole mask.
   EXPECT_TRUE(torch::equal(
@@ -103,8 +106,8 @@ TEST(KeyedDropout, SameSampleSameMaskInWhicheverMicrobatch) {
   // Samples 0..11 in one call, and as micro-batches [0,5), [5,9), [9,12).
   torch::Tensor whole = keyed_dropout_mask(3, 0, {12, 6, 7}, 0.5);
   for (auto [first, size] : std::vector<std::pair<int64_t, int64_t>>{{0, 5}, {5, 4}, {9, 3}}) {
-    EXPECT_TRUE(torch::equal(keyed_dropout_mask(3, first, {size, 6, 7}, 0.5),
-                             whole.narrow(0, first, size)))
+    EXPECT_TRUE(
+        torch::equal(keyed_dropout_mask(3, first, {size, 6, 7}, 0.5), whole.narrow(0, first, size)))
         << "samples " << first << ".." << first + size - 1;
   }
 }

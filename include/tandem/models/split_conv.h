@@ -21,9 +21,10 @@ namespace tandem::models {
 torch::Tensor split_conv3d(const torch::Tensor& x, const torch::Tensor& weight,
                            const torch::Tensor& bias, int64_t padding);
 
-// The same convolution of `parts` concatenated along the channels. Forward only on whole
-// samples, each chunk concatenates its own planes: the concatenation of the whole volume is
-// never made.
+// The same convolution of `parts` concatenated along the channels. Forward only, the
+// concatenation of the whole volume is never made: on whole samples each chunk concatenates its
+// own planes; on a slab the result is the sum of each part's convolution with its channels of
+// the weight.
 torch::Tensor split_conv3d_concat(const std::vector<torch::Tensor>& parts,
                                   const torch::Tensor& weight, const torch::Tensor& bias,
                                   int64_t padding);
@@ -34,7 +35,9 @@ constexpr int64_t kForwardChunkBytes = int64_t{4} << 20;
 // The planes [first, first + count) along depth of chunks of about an eighth of `depth`.
 std::vector<std::pair<int64_t, int64_t>> forward_chunks(int64_t depth);
 
-// Whether a forward-only layer on whole samples with an output of `bytes` runs in chunks.
-bool chunks_forward(int64_t bytes);
+// Whether a forward-only layer with an output of `bytes` runs in chunks: on whole samples, or
+// also on a slab of a spatial split when each output plane reads only its own input planes
+// (`local`: a transposed convolution whose kernel equals its stride).
+bool chunks_forward(int64_t bytes, bool local = false);
 
 }  // namespace tandem::models

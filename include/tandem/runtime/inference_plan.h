@@ -8,6 +8,9 @@
 // worst layer, that layer's bytes on top of the tensors alive before it: those it received (until
 // their last reader in the stage), those it made that a later layer of the stage reads, and
 // those it sends to later stages (held until its forward ends: a receiver may take them late).
+// On a slab, a neighbour that runs ahead may have sent the halo planes of the stage's next
+// convolution while the stage still works on the current one: each stage adds the most halo
+// bytes any of its layers receives.
 #pragma once
 
 #include <torch/torch.h>
@@ -26,6 +29,7 @@ namespace tandem::runtime {
 struct InferenceBytes {
   std::vector<uint64_t> held;        // per layer: the most its forward holds above what it found
   std::vector<uint64_t> parameters;  // per layer: its parameters' bytes
+  std::vector<uint64_t> halo;        // per layer: the halo planes it receives on a slab (else 0)
   std::map<std::string, uint64_t> tensors;  // per named tensor, the graph input included
 };
 
