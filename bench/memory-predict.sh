@@ -46,7 +46,7 @@ for devices in "${device_counts[@]}"; do
   voxels=$((best * best * best))
   [ $base -gt 0 ] || base=$voxels
   ratio=$(awk -v a="$voxels" -v b="$base" 'BEGIN { printf "%.2fx", a / b }')
-  planned=$(for p in $peaks; do [ "${p%%=*}" = planned_peak ] && awk -v b="${p#*=}" 'BEGIN { printf "%.1f", b / 1048576 }'; done)
+  planned=$(for p in $peaks; do [ "${p%%=*}" != planned_peak ] || awk -v b="${p#*=}" 'BEGIN { printf "%.1f", b / 1048576 }'; done)
   mib=$(for p in $peaks; do [ "${p%%=*}" = planned_peak ] || awk -v b="${p#*=}" 'BEGIN { printf "%.1f ", b / 1048576 }'; done)
   echo "| $devices | ${best}³ | $voxels | $ratio | ${mib% } MiB | $planned MiB | ${side}³: over the budget |"
 done

@@ -55,6 +55,10 @@ out=bench/MEMORY.md
   echo
   bash bench/memory-predict.sh "$build" 192MiB 1 2 4
   echo
+  echo "\"planned at it\": the forward's plan for the device that holds the most (the \`planned_peak=\` of"
+  echo "the result line), made before the forward runs; a scan whose plan exceeds the budget is refused"
+  echo "with status 3 before any work, so \"over the budget\" here is the plan's verdict."
+  echo
   cat <<'NOTES'
 ## Reading these tables
 
@@ -84,10 +88,12 @@ out=bench/MEMORY.md
   0.55x, and 88³ instead of 80³ on 2 stages of 2 slabs with four micro-batches). Chunks of a
   quarter slab hold 1.00x, and 4 devices then train 96³ instead of 104³.
 - `tandem predict` keeps no activations for a backward: a stage drops each tensor after its
-  last reader. Under the same 192 MiB the U-Net predicts a whole 88³ scan on 1 device (2.60x
-  the voxels it trains), 128³ on 2 slabs (4.10x the 80³ they train) and 160³ on 4 (3.64x the
-  104³; 6.01x what 1 device predicts, more than 4x: a slab's convolutions run in chunks of
-  planes, one device's in one piece).
+  last reader, and forward only, a whole sample's convolutions, skip concatenations and
+  up-sampling run in chunks of about an eighth of the planes (src/models/split_conv.h; on a
+  slab the skip concatenation's convolution is the sum of its parts' and the up-sampling runs
+  in chunks too). Under the same 192 MiB the U-Net predicts a whole 112³ scan on 1 device (5.36x
+  the voxels it trains; 88³ before the chunks), 136³ on 2 slabs (4.91x the 80³ they train) and
+  168³ on 4 (4.20x the 104³; 3.38x what 1 device predicts).
 - Under 1F1B, stage s keeps p - s micro-batches in flight: the first device stores as many
   micro-batches of its quarter as one device stores of the whole model one micro-batch at a
   time, so with four micro-batches 4 devices fit no larger a volume than 1 with a layer split

@@ -11,6 +11,7 @@
 #include "run_options.h"
 #include "session.h"
 #include "tandem/common/check.h"
+#include "tandem/data/idx.h"
 #include "tandem/data/nifti.h"
 #include "tandem/data/npy.h"
 #include "tandem/memory/bytes.h"
@@ -34,8 +35,9 @@ struct PredictArgs {
   double overlap = 0.25;
   std::string blend = "gaussian";
   int64_t window_batch = 1;
-  std::string mirror;  // "D,H,W" or a subset, or digits 0..2
-  std::string labels;  // a folder of labels named as the scans: each result's Dice
+  std::string mirror;   // "D,H,W" or a subset, or digits 0..2
+  std::string labels;   // a folder of labels named as the scans: each result's Dice
+  int64_t batch = 256;  // images per forward
 };
 
 // --window: one side for all three axes, or D,H,W.
@@ -99,7 +101,7 @@ struct ScanJob {
 // the file of the same name in the output folder. Throws tandem::Error (status 2) for what
 // cannot work: a missing input, a folder without scans, an output folder equal to the input
 // folder, an output of a kind the input cannot give, an output that is not a regular file.
-std::vector<ScanJob> plan_jobs(const PredictArgs& a) {
+std::vector<ScanJob> plan_jobs(const PredictArgs& a, bool images) {
   std::error_code ec;
   TANDEM_CHECK(fs::exists(a.input, ec), "--input {}: no such file or folder", a.input);
   std::vector<ScanJob> jobs;
@@ -119,6 +121,10 @@ std::vector<ScanJob> plan_jobs(const PredictArgs& a) {
                  a.output);
     for (const std::string& n : names)
       jobs.push_back({(fs::path(a.input) / n).string(), (fs::path(a.output) / n).string(), ""});
+  } else if (images) {
+    TANDEM_CHECK(ends_with(a.output, ".npy") || ends_with(a.output, ".csv"),
+                 "--output {}: the result of images is a file ending in .npy or .csv", a.output);
+    if (!ends_with(a.input, ".npy")) data::read_idx_header(a.input);  // an IDX file, or its error
   } else {
     TANDEM_CHECK(is_scan(a.input), "--input {}: not a scan (.nii, .nii.gz or .npy) or a folder",
                  a.input);
@@ -127,7 +133,10 @@ std::vector<ScanJob> plan_jobs(const PredictArgs& a) {
                  a.output);
     jobs.push_back({a.input, a.output, ""});
   }
-  if (!a.labels.empty()) {
+  if (images && !fs::is_directory(a.input, ec)) jobs.push_back({a.input, a.output, ""});
+  if (!a.labels.empty() && jobs.size() == 1 && fs::is_regular_file(a.labels, ec)) {
+    jobs.front().label = a.labels;  // the labels of one file of images
+  } else if (!a.labels.empty()) {
     TANDEM_CHECK(fs::is_directory(a.labels, ec), "--labels {}: not a folder", a.labels);
     for (ScanJob& j : jobs) {
       j.label = (fs::path(a.labels) / fs::path(j.input).filename()).string();
@@ -137,6 +146,8 @@ std::vector<ScanJob> plan_jobs(const PredictArgs& a) {
     }
   }
   for (const ScanJob& j : jobs) {
+    TANDEM_CHECK(!images || !is_nifti(j.output),
+                 "--output {}: the model takes images, not volumes; write .npy or .csv", j.output);
     TANDEM_CHECK(!is_nifti(j.output) || is_nifti(j.input),
                  "--output {}: a NIfTI result needs a NIfTI scan (its grid); {} is .npy, so "
                  "write .npy",
@@ -253,6 +264,121 @@ void write_result(const ScanJob& j, const torch::Tensor& result) {
   }
 }
 
+// Images [N,...] as the model's training data had them: unsigned bytes / 255 (as --data mnist
+// reads its IDX files), any other type as it is; checked for values a model cannot take.
+torch::Tensor read_images(const std::string& path) {
+  torch::Tensor x = ends_with(path, ".npy") ? data::read_npy(path) : data::read_idx(path);
+  TANDEM_CHECK(x.dim() >= 2, "{}: images are [N,...], not an array of {} dimension", path, x.dim());
+  x = x.scalar_type() == torch::kUInt8 ? x.to(torch::kFloat32).div_(255.0f) : x.to(torch::kFloat32);
+  const int64_t bad = x.isfinite().logical_not().sum().item<int64_t>();
+  TANDEM_CHECK(bad == 0, "{}: {} values are NaN or infinite", path, bad);
+  return x;
+}
+
+// The class of each of `n` images: [N] integers.
+torch::Tensor read_classes(const std::string& path, int64_t n) {
+  torch::Tensor y = ends_with(path, ".npy") ? data::read_npy(path) : data::read_idx(path);
+  TANDEM_CHECK(y.dim() == 1 && y.size(0) == n && !y.is_floating_point(),
+               "{}: labels of {} images are [{}] integers, not [{}] {}", path, n, n,
+               fmt::join(y.sizes(), ","), c10::toString(y.scalar_type()));
+  return y.to(torch::kInt64);
+}
+
+// The result of images: [N,K] probabilities as .npy (float32) or CSV (a header, one row per
+// image), or [N] labels (the most probable class).
+void write_images_result(const std::string& path, const torch::Tensor& p, const std::string& kind) {
+  TANDEM_CHECK(kind != "mask", "--output-kind mask is for volumes; for images use labels");
+  const bool labels = kind == "labels";
+  if (labels)
+    TANDEM_CHECK(p.dim() == 2, "labels need [N,K] class scores, not [{}]",
+                 fmt::join(p.sizes(), ","));
+  const torch::Tensor out = labels ? p.argmax(1) : p;
+  if (ends_with(path, ".npy")) {
+    write_output_file(path, data::npy_bytes(labels ? out : out.to(torch::kFloat32)));
+    return;
+  }
+  TANDEM_CHECK(out.dim() <= 2, "{}: a CSV holds one row per image, but each result is [{}]", path,
+               fmt::join(out.sizes().slice(1), ","));
+  std::string text;
+  if (labels) {
+    text = "label\n";
+    for (int64_t v :
+         std::vector<int64_t>(out.data_ptr<int64_t>(), out.data_ptr<int64_t>() + out.numel()))
+      text += fmt::format("{}\n", v);
+  } else {
+    const torch::Tensor q = out.reshape({out.size(0), -1}).contiguous();
+    for (int64_t k = 0; k < q.size(1); ++k) text += fmt::format("{}class_{}", k ? "," : "", k);
+    text += "\n";
+    const float* v = q.data_ptr<float>();
+    for (int64_t i = 0; i < q.size(0); ++i) {
+      for (int64_t k = 0; k < q.size(1); ++k)
+        text += fmt::format("{}{:.9g}", k ? "," : "", v[i * q.size(1) + k]);
+      text += "\n";
+    }
+  }
+  write_output_file(path, text);
+}
+
+int run_images(const PredictArgs& args, const std::vector<ScanJob>& jobs,
+               train::Standardize standardize, Session& session) {
+  const train::Config& c = args.run.config;
+  train::Job& job = *session.job;
+  const bool main_process = !job.mpi() || job.rank() == 0;
+  std::vector<double> accuracies;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const ScanJob& j = jobs[i];
+    torch::Tensor x, classes;
+    try {
+      x = read_images(j.input);
+      if (!j.label.empty()) classes = read_classes(j.label, x.size(0));
+    } catch (...) {
+      return report_failure(train::When::kBeforeWork);
+    }
+    const int status = run_guarded(session, [&] {
+      std::optional<trace::Progress> progress;
+      auto on_forward = [&](int64_t done, int64_t total) {
+        if (!progress) {
+          progress.emplace(
+              main_process ? trace::parse_mode(c.progress) : trace::Progress::Mode::kNone, total);
+          progress->set_unit("forward", "forwards");
+        }
+        progress->update(
+            done, {{"file", static_cast<double>(i + 1)}, {"of", static_cast<double>(jobs.size())}});
+      };
+      train::ImagesPrediction p =
+          train::predict_images(&job, c, x, args.batch, standardize, on_forward);
+      if (progress) progress->finish();
+      if (main_process && i == 0)
+        std::cout << job.prefix() << "placement:\n" << p.placement << std::flush;
+      if (!p.output.defined()) return 0;
+      if (fs::is_directory(args.input)) fs::create_directories(args.output);
+      write_images_result(j.output, p.output, args.kind);
+      std::string accuracy;
+      if (classes.defined()) {
+        const double a = p.output.argmax(1).eq(classes).to(torch::kFloat64).mean().item<double>();
+        accuracies.push_back(a);
+        accuracy = fmt::format(" accuracy={:.4f}", a);
+      }
+      std::string mem;
+      for (const auto& [name, bytes] : p.peak_bytes)
+        mem += fmt::format(" peak_mem_{}={}", name, bytes);
+      std::cout << fmt::format(
+          "{}result: file={} images={} seconds={:.2f} images_per_s={:.0f}{}{}\n", job.prefix(),
+          j.output, x.size(0), p.seconds,
+          static_cast<double>(x.size(0)) / std::max(p.seconds, 1e-9), accuracy, mem);
+      return 0;
+    });
+    if (status) return status;
+  }
+  if (accuracies.size() > 1) {
+    double sum = 0;
+    for (double a : accuracies) sum += a;
+    std::cout << fmt::format("{}mean: files={} accuracy={:.4f}\n", job.prefix(), accuracies.size(),
+                             sum / static_cast<double>(accuracies.size()));
+  }
+  return 0;
+}
+
 int run_predict(PredictArgs& args) {
   train::Config& c = args.run.config;
   std::error_code ec;
@@ -265,6 +391,7 @@ int run_predict(PredictArgs& args) {
   }
   std::vector<ScanJob> jobs;
   train::PredictOptions options;
+  bool images = false;
   try {
     options.window.automatic = args.window == "auto";
     if (!options.window.automatic) options.window.size = parse_window(args.window);
@@ -273,9 +400,14 @@ int run_predict(PredictArgs& args) {
         args.blend == "constant" ? train::Blend::kConstant : train::Blend::kGaussian;
     options.window.batch = args.window_batch;
     options.mirror = parse_mirror(args.mirror);
-    options.standardize =
-        args.standardize == "head" ? train::Standardize::kHead : train::Standardize::kAll;
-    jobs = plan_jobs(args);
+    images = !train::predicts_volumes(c);
+    options.standardize = args.standardize == "head"   ? train::Standardize::kHead
+                          : args.standardize == "none" ? train::Standardize::kNone
+                                                       : train::Standardize::kAll;
+    TANDEM_CHECK(!images || args.standardize != "head",
+                 "--standardize head is for scans; images are standardized over all their values "
+                 "(all) or not at all (none)");
+    jobs = plan_jobs(args, images);
   } catch (const Error& e) {
     std::fprintf(stderr, "tandem: %s\n", e.what());
     return kExitUsage;
@@ -285,6 +417,7 @@ int run_predict(PredictArgs& args) {
   Session session;
   if (const int status = join_job(args.run, session)) return status;
   train::Job& job = *session.job;
+  if (images) return run_images(args, jobs, options.standardize, session);
   const bool folder = fs::is_directory(args.input, ec);
   const bool main_process = !job.mpi() || job.rank() == 0;
   std::vector<double> dices;  // per file with --labels, where this process writes
@@ -364,7 +497,8 @@ Runner add_predict(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "predict",
       "Apply a trained model to whole scans (NIfTI or .npy), each in one piece split across the "
-      "devices (--spatial, --stages), and write its probabilities, mask or labels.");
+      "devices (--spatial, --stages) or by sliding windows, and write its probabilities, mask or "
+      "labels; or to images (IDX or .npy) for a model of images, written as .npy or CSV.");
   cmd->add_option("--checkpoint", args->checkpoint,
                   "the weights: a save folder (its latest checkpoint), one step-N checkpoint in "
                   "it, or a state dict file; optional for an ONNX --model (its initializers)");
@@ -382,10 +516,11 @@ Runner add_predict(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"probabilities", "mask", "labels"}));
   cmd->add_option("--standardize", args->standardize,
-                  "as the model's training data: all (per channel over all voxels: nifti:DIR, "
-                  "npy) | head (over the voxels > 0: --data mri)")
+                  "as the model's training data: all (a scan per channel over all voxels: "
+                  "nifti:DIR, npy; images over all their values: mnist) | head (a scan over the "
+                  "voxels > 0: --data mri) | none (as they are)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"all", "head"}));
+      ->check(CLI::IsMember({"all", "head", "none"}));
   cmd->add_option("--threshold", args->threshold, "mask: the probability from which a voxel is 1")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
@@ -412,7 +547,11 @@ Runner add_predict(CLI::App& app) {
   cmd->add_option("--labels", args->labels,
                   "a folder of labels named as the scans: each result's Dice against its label "
                   "(the mask at --threshold against label > 0; several classes: the mean over "
-                  "classes 1..K-1), and the mean over files");
+                  "classes 1..K-1), and the mean over files; for images, a file of their classes "
+                  "(IDX or .npy): the accuracy");
+  cmd->add_option("--batch", args->batch, "images (a model of no volumes): images per forward")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--progress", c.progress, "auto | bar | line | none")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "bar", "line", "none"}));

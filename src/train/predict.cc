@@ -8,6 +8,7 @@
 #include <optional>
 #include <utility>
 
+#include "data/moments.h"
 #include "predict_memory.h"
 #include "tandem/common/check.h"
 #include "tandem/data/mri.h"
@@ -20,9 +21,9 @@
 namespace tandem::train {
 namespace {
 
-// The samples of one forward (a padded scan, or a batch of windows) as the trainer's data: the
-// same samples for training and held out, with no target (a prediction reads none, and the
-// memory plan's measurement reads the input only).
+// The samples of one forward (a padded scan, a batch of windows or of images) as the trainer's
+// data: the same samples for training and held out, with no target (a prediction reads none, and
+// the memory plan's measurement reads the input only).
 class Samples : public Source {
  public:
   explicit Samples(torch::Tensor samples) : samples_(std::move(samples)) {}
@@ -36,15 +37,13 @@ class Samples : public Source {
     return fmt::format("{} sample{} [{}] of one scan (standardized)", samples_.size(0),
                        samples_.size(0) > 1 ? "s" : "", fmt::join(input_shape(), ","));
   }
-  std::vector<int64_t> input_shape() const override {
-    return {samples_.size(1), samples_.size(2), samples_.size(3), samples_.size(4)};
-  }
+  std::vector<int64_t> input_shape() const override { return samples_.sizes().slice(1).vec(); }
   int64_t sample_bytes() const override {
     return samples_[0].numel() * static_cast<int64_t>(samples_.element_size());
   }
 
  private:
-  torch::Tensor samples_;  // [N,C,D,H,W]
+  torch::Tensor samples_;  // [N,C,D,H,W] windows, or [N,...] images
 };
 
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
@@ -273,8 +272,9 @@ VolumePrediction predict_volume(Job* job, Config c, PredictPlan plan, const torc
   c.microbatches = 1;
   c.eval_only = true;
   c.volume = static_cast<int>(w[0]);
-  torch::Tensor x = o.standardize == Standardize::kHead ? data::head_standardized(image, o.path)
-                                                        : data::standardized(image);
+  torch::Tensor x = o.standardize == Standardize::kHead   ? data::head_standardized(image, o.path)
+                    : o.standardize == Standardize::kNone ? image.to(torch::kFloat32)
+                                                          : data::standardized(image);
   x = torch::constant_pad_nd(
       x, {0, g.padded[2] - g.scan[2], 0, g.padded[1] - g.scan[1], 0, g.padded[0] - g.scan[0]});
   auto samples = [&](int64_t first, int64_t n) {
@@ -407,6 +407,65 @@ VolumePrediction predict_volume(Job* job, Config c, PredictPlan plan, const torc
   const torch::Tensor y = whole.defined() ? whole : sum / norm;
   out.output =
       y.narrow(1, 0, g.scan[0]).narrow(2, 0, g.scan[1]).narrow(3, 0, g.scan[2]).contiguous();
+  return out;
+}
+
+bool predicts_volumes(const Config& c) {
+  const ModelNeeds needs = model_needs(c);
+  if (!needs.any_data) return needs.volumes;
+  // An ONNX graph takes what its input says: [C,D,H,W] samples are volumes.
+  return model_for(c, {1}).input_shape.size() == 4;
+}
+
+ImagesPrediction predict_images(Job* job, Config c, const torch::Tensor& images, int64_t batch,
+                                Standardize standardize,
+                                const std::function<void(int64_t, int64_t)>& progress) {
+  TANDEM_CHECK(standardize != Standardize::kHead,
+               "images are standardized over all their values (all) or not at all (none); head "
+               "is for scans");
+  TANDEM_CHECK(images.defined() && images.dim() >= 2 && images.size(0) >= 1,
+               "images are [N,...] with N at least 1, not [{}]",
+               images.defined() ? fmt::format("{}", fmt::join(images.sizes(), ",")) : "");
+  TANDEM_CHECK(batch >= 1, "--batch must be at least 1, not {}", batch);
+  const int64_t n = images.size(0);
+  batch = std::min(batch, n);
+  graph::Model model = model_for(c, images.sizes().slice(1).vec());
+  torch::Tensor x = images.to(torch::kFloat32);
+  if (standardize == Standardize::kAll) {
+    const data::Moments m = data::moments(x);
+    x = ((x.to(torch::kFloat64) - m.mean) / (m.stddev > 0 ? m.stddev : 1.0)).to(torch::kFloat32);
+  }
+  x = graph::fit_input(model, x).contiguous();
+  c.batch = static_cast<int>(batch);
+  c.microbatches = 1;
+  c.eval_only = true;
+  std::unique_ptr<Trainer> trainer =
+      job ? job->trainer(c, std::move(model), std::make_unique<Samples>(x.narrow(0, 0, batch)))
+          : std::make_unique<Trainer>(c, std::move(model),
+                                      std::make_unique<Samples>(x.narrow(0, 0, batch)));
+  runtime::Pipeline& pipeline = trainer->pipeline();
+  ImagesPrediction out;
+  out.placement = pipeline.placement_table();
+  std::vector<uint64_t> peak(pipeline.devices().size(), 0);
+  std::vector<torch::Tensor> parts;
+  const int64_t forwards = (n + batch - 1) / batch;
+  const auto started = std::chrono::steady_clock::now();
+  for (int64_t first = 0; first < n; first += batch) {
+    const int64_t k = std::min(batch, n - first);
+    runtime::Prediction p =
+        pipeline.predict(pipeline.needs_input() ? x.narrow(0, first, k) : torch::Tensor(), k);
+    for (size_t d = 0; d < p.stats.peak_bytes.size() && d < peak.size(); ++d)
+      peak[d] = std::max(peak[d], p.stats.peak_bytes[d]);
+    if (progress) progress(first / batch + 1, forwards);
+    if (!p.output.defined()) continue;
+    torch::Tensor y =
+        pipeline.model().prediction ? pipeline.model().prediction(p.output) : p.output;
+    parts.push_back(y.to(torch::kFloat32));
+  }
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  for (size_t d = 0; d < peak.size(); ++d)
+    if (peak[d]) out.peak_bytes.emplace_back(pipeline.devices()[d].name, peak[d]);
+  if (!parts.empty()) out.output = torch::cat(parts, 0).contiguous();
   return out;
 }
 

@@ -18,7 +18,9 @@ Usage: predict_check.py TANDEM WORKDIR [MPIRUN...]
    windows of that size, and says so.
 4. The forward's memory plan against the measured peaks; a scan over its budget refused with
    status 3 before work, and predicted by the largest windows that fit under --window auto.
-5. Refusals with status 2 before any work: NaN voxels, an output folder equal to the input
+5. Images (an ONNX classifier): .npy in, CSV and .npy out, against PyTorch's softmax; the
+   accuracy against a file of labels.
+6. Refusals with status 2 before any work: NaN voxels, an output folder equal to the input
    folder, an input folder without scans, a NIfTI output for a .npy scan, no weights for a
    built-in model, micro-batches.
 """
@@ -255,6 +257,42 @@ text = run(*big_args, "--devices", "1", "--device-memory", str(budget), "--windo
 if "by windows of" not in text or "windows=" not in text:
     sys.exit(f"--window auto under the budget:\n{text}")
 print("ok a forward over its budget: refused before work; --window auto predicts by windows")
+
+# Images: an ONNX classifier on a .npy of images, CSV and .npy out, --labels as a file.
+classifier = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 8), torch.nn.ReLU(),
+                                 torch.nn.Linear(8, 3)).eval()
+classifier_path = os.path.join(work, "classifier.onnx")
+torch.onnx.export(classifier, torch.randn(2, 1, 4, 4), classifier_path, opset_version=13,
+                  input_names=["input"], output_names=["output"],
+                  dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+pictures = rng.standard_normal((11, 1, 4, 4)).astype(np.float32) * 3 + 1
+np.save(os.path.join(work, "pictures.npy"), pictures)
+standardized = (pictures - pictures.astype(np.float64).mean()) / pictures.astype(np.float64).std(ddof=1)
+with torch.no_grad():
+    probabilities = torch.softmax(classifier(torch.from_numpy(standardized.astype(np.float32))),
+                                  1).numpy()
+classes = probabilities.argmax(1)
+truth = classes.copy()
+truth[:3] = (truth[:3] + 1) % 3  # 8 of 11 right
+np.save(os.path.join(work, "truth.npy"), truth.astype(np.int64))
+for layout in (["--devices", "1"], ["--devices", "2", "--stages", "2"]):
+    csv = os.path.join(work, "pictures.csv")
+    text = run("--model", classifier_path, "--loss", "cross-entropy", "--input",
+               os.path.join(work, "pictures.npy"), "--output", csv, "--batch", "4",
+               "--labels", os.path.join(work, "truth.npy"), *layout)
+    if f"images=11" not in text or f"accuracy={8 / 11:.4f}" not in text:
+        sys.exit(f"images on {layout}: no result line with the accuracy {8 / 11:.4f}:\n{text}")
+    header, *rows = open(csv).read().splitlines()
+    if header != "class_0,class_1,class_2" or len(rows) != 11:
+        sys.exit(f"images: the CSV is not one row per image under class columns:\n{header}")
+    same(np.array([[float(v) for v in r.split(",")] for r in rows], dtype=np.float32),
+         probabilities, f"images on {' '.join(layout)}: the CSV against PyTorch's softmax")
+run("--model", classifier_path, "--loss", "cross-entropy", "--input",
+    os.path.join(work, "pictures.npy"), "--output", os.path.join(work, "classes.npy"),
+    "--output-kind", "labels")
+if not np.array_equal(np.load(os.path.join(work, "classes.npy")), classes):
+    sys.exit("images: the labels written are not the most probable classes")
+print("ok images: probabilities as CSV, labels as .npy, the accuracy against --labels")
 
 # Refusals, status 2, before any work.
 bad_labels = os.path.join(work, "bad_labels")

@@ -275,6 +275,35 @@ TEST(LabelDice, MaskAtTheThresholdAndTheMeanOverClasses) {
   EXPECT_THROW(label_dice(p, torch::zeros({1, 3, 2})), Error);
 }
 
+TEST(PredictImages, EqualTheMlpsSoftmaxOnEveryPlacementAndBatch) {
+  Config c;
+  c.model = "mlp";
+  c.width = 16;
+  c.blocks = 2;
+  c.dropout = 0;
+  c.seed = 3;
+  c.devices = "1";
+  EXPECT_FALSE(predicts_volumes(c));
+  EXPECT_TRUE(predicts_volumes(unet()));
+  torch::manual_seed(4);
+  const torch::Tensor images = torch::rand({10, 28, 28});
+  const ImagesPrediction one = predict_images(nullptr, c, images, 10);
+  ASSERT_TRUE(one.output.defined());
+  EXPECT_EQ(one.output.sizes(), (std::vector<int64_t>{10, 10}));
+  torch::manual_seed(c.seed);
+  const graph::Model model = make_model(c, {28, 28});
+  const double mean = images.to(torch::kFloat64).mean().item<double>();
+  const double sd = images.to(torch::kFloat64).std().item<double>();
+  const torch::Tensor x = ((images.to(torch::kFloat64) - mean) / sd).to(torch::kFloat32);
+  const torch::Tensor want = torch::softmax(direct_forward(model, graph::fit_input(model, x)), 1);
+  EXPECT_LE(relative_difference(one.output, want), 1e-5);
+  c.devices = "2";
+  c.stages = 2;
+  const ImagesPrediction split = predict_images(nullptr, c, images, 3);  // 3, 3, 3 and 1
+  EXPECT_LE(relative_difference(split.output, one.output), 1e-6);
+  EXPECT_THROW(predict_images(nullptr, c, images, 3, Standardize::kHead), Error);
+}
+
 TEST(PredictVolume, RefusesAModelWithoutVolumes) {
   Config c;
   c.model = "mlp";

@@ -30,6 +30,7 @@ class Job;
 enum class Standardize {
   kAll,   // per channel over all voxels, as --data nifti:DIR (data::standardized)
   kHead,  // per channel over the voxels > 0, as --data mri (data::head_standardized)
+  kNone,  // as it is (a model trained on values standardized beforehand)
 };
 
 // How a scan is padded for the model.
@@ -134,5 +135,28 @@ VolumePrediction predict_volume(Job* job, Config c, PredictPlan plan, const torc
 // plan_prediction, then predict_volume.
 VolumePrediction predict_volume(Job* job, Config c, const torch::Tensor& image,
                                 const PredictOptions& o = {});
+
+// Whether `c`'s model takes volumes (scans: predict_volume) or other samples (images:
+// predict_images). An ONNX graph takes volumes when its samples are [C,D,H,W].
+bool predicts_volumes(const Config& c);
+
+struct ImagesPrediction {
+  // [N,K] float32 (or [N,...]: the model's output per image): the model's prediction (its
+  // softmax over classes); undefined in a process without the last stage's output (MPI).
+  torch::Tensor output;
+  double seconds = 0;  // the forwards
+  std::vector<std::pair<std::string, uint64_t>> peak_bytes;
+  std::string placement;
+};
+
+// Applies `c`'s model and weights (Config::init_from) to `images` [N,...] (each as the model
+// takes it, graph::fit_input), `batch` images per forward through a pipeline of `c`'s placement.
+// `standardize`: kAll, (x - mean) / deviation over all the values of `images`, as --data mnist
+// standardizes with its training set's (which the weights do not keep); kNone, as they are;
+// kHead is refused. `job`: as predict_volume. `progress` (may be null): called after each
+// forward with the forwards done and their total.
+ImagesPrediction predict_images(Job* job, Config c, const torch::Tensor& images, int64_t batch,
+                                Standardize standardize = Standardize::kAll,
+                                const std::function<void(int64_t, int64_t)>& progress = {});
 
 }  // namespace tandem::train
