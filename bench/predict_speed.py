@@ -8,8 +8,9 @@ trained by tandem for one epoch of 32³ crops of `--data mri`, and its weights w
 (`tandem consolidate`) and loaded into the PyTorch module. Then the whole ch2 head
 (181 x 217 x 181, Debian's mricron-data), standardized over the head as training did:
 
-- tandem predict in one piece on 1 device and on 2 devices (`--spatial 2`): the forward's
-  seconds from the result line;
+- tandem predict in one piece on 1 device and on 2 devices (`--spatial 2`), with its default
+  portable kernels (AVX2: the same bits on every x86-64 machine) and with `--cpu-kernels native`
+  (the kernels PyTorch uses here): the forward's seconds from the result line;
 - PyTorch's plain whole-volume forward under torch.no_grad() (padded to even sides);
 - a sliding-window inference written here with MONAI's defaults: windows of the training size
   (32³), overlap 0.25, gaussian importance (sigma 0.125 of the window), one window at a time,
@@ -114,17 +115,20 @@ def sliding_window(window=32, overlap=0.25):
     return out, time.perf_counter() - start
 
 
-def tandem_predict(devices):
+def tandem_predict(devices, kernels="portable"):
     out = os.path.join(work, f"tandem_{devices}.npy")
     text = call("predict", "--model", onnx_path, "--loss", "dice", "--checkpoint", ckpt,
                 "--standardize", "head", "--devices", str(devices), "--spatial", str(devices),
-                "--input", head_path, "--output", out, "--progress", "none")
+                "--cpu-kernels", kernels, "--input", head_path, "--output", out, "--progress",
+                "none")
     seconds = float(re.search(r"seconds=([0-9.]+)", text).group(1))
     return np.load(out), seconds  # a .npy result of a NIfTI scan: [z,y,x], as read
 
 
 runs = {"tandem 1 device": lambda: tandem_predict(1),
         "tandem 2 devices (--spatial 2)": lambda: tandem_predict(2),
+        "tandem 1 device, --cpu-kernels native": lambda: tandem_predict(1, "native"),
+        "tandem 2 devices, --cpu-kernels native": lambda: tandem_predict(2, "native"),
         "PyTorch whole volume, no_grad": whole_forward,
         "PyTorch sliding window (MONAI defaults)": sliding_window}
 seconds = {name: [] for name in runs}

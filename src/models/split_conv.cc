@@ -6,6 +6,7 @@
 #include "tandem/common/check.h"
 #include "tandem/graph/call_context.h"
 #include "tandem/models/depth_fold.h"
+#include "tandem/spatial/forward_chunks.h"
 #include "tandem/spatial/group.h"
 #include "tandem/spatial/halo_conv.h"
 
@@ -111,56 +112,20 @@ class FoldedKernels : public spatial::ConvKernels {
   int64_t padding_;
 };
 
-}  // namespace
-
-std::vector<std::pair<int64_t, int64_t>> forward_chunks(int64_t depth) {
-  const int64_t size = std::max<int64_t>(1, (depth + 7) / 8);
-  std::vector<std::pair<int64_t, int64_t>> chunks;
-  for (int64_t first = 0; first < depth; first += size)
-    chunks.emplace_back(first, std::min(size, depth - first));
-  return chunks;
-}
-
-bool chunks_forward(int64_t bytes, bool local) {
-  return !torch::GradMode::is_enabled() && (local || !graph::current_call().group) &&
-         bytes >= kForwardChunkBytes;
-}
-
-namespace {
-
-// The forward of `parts` concatenated along the channels, chunk by chunk along depth (a kernel
-// of 2 x padding + 1 planes): each chunk of output planes from the input planes it reads, zeros
-// standing in for the padding at the volume's ends.
-torch::Tensor chunked_conv(const std::vector<torch::Tensor>& parts, const torch::Tensor& weight,
-                           const torch::Tensor& bias, int64_t padding) {
-  const int64_t depth = parts.front().size(kDepth);
-  torch::Tensor out;
-  for (const auto& [first, count] : forward_chunks(depth)) {
-    const int64_t low = std::max<int64_t>(0, first - padding);
-    const int64_t high = std::min(depth, first + count + padding);
-    std::vector<torch::Tensor> planes;
-    for (const torch::Tensor& p : parts) planes.push_back(p.narrow(kDepth, low, high - low));
-    torch::Tensor x = planes.size() == 1 ? planes.front() : torch::cat(planes, 1);
-    const int64_t before = padding - (first - low);
-    const int64_t after = padding - (high - first - count);
-    if (before > 0 || after > 0) x = torch::constant_pad_nd(x, {0, 0, 0, 0, before, after});
-    const torch::Tensor y = conv_forward(x, weight, bias, {0, padding});
-    if (!out.defined()) {
-      std::vector<int64_t> shape = y.sizes().vec();
-      shape[kDepth] = depth;
-      out = torch::empty(shape, y.options());
-    }
-    out.narrow(kDepth, first, count).copy_(y);
-  }
-  return out;
-}
-
 // Whether the convolution of `x`-shaped input runs in chunks: forward only, whole samples, an
 // output of at least kForwardChunkBytes, a kernel as deep as its padding allows.
 bool chunked(const torch::Tensor& x, const torch::Tensor& weight, int64_t padding) {
   return x.dim() == 5 && weight.size(2) == 2 * padding + 1 && x.size(kDepth) > 1 &&
-         chunks_forward(x.size(0) * weight.size(0) * x.size(2) * x.size(3) * x.size(4) *
-                        static_cast<int64_t>(x.element_size()));
+         spatial::chunks_forward(x.size(0) * weight.size(0) * x.size(2) * x.size(3) * x.size(4) *
+                                 static_cast<int64_t>(x.element_size()));
+}
+
+// The convolution of `parts` concatenated, chunk by chunk (spatial/forward_chunks.h).
+torch::Tensor in_chunks(const std::vector<torch::Tensor>& parts, const torch::Tensor& weight,
+                        const torch::Tensor& bias, int64_t padding) {
+  return spatial::conv_in_chunks(parts, padding, [&](const torch::Tensor& x) {
+    return conv_forward(x, weight, bias, {0, padding});
+  });
 }
 
 }  // namespace
@@ -168,7 +133,7 @@ bool chunked(const torch::Tensor& x, const torch::Tensor& weight, int64_t paddin
 torch::Tensor split_conv3d_concat(const std::vector<torch::Tensor>& parts,
                                   const torch::Tensor& weight, const torch::Tensor& bias,
                                   int64_t padding) {
-  if (chunked(parts.front(), weight, padding)) return chunked_conv(parts, weight, bias, padding);
+  if (chunked(parts.front(), weight, padding)) return in_chunks(parts, weight, bias, padding);
   if (!torch::GradMode::is_enabled() && graph::current_call().group) {
     torch::Tensor y;
     int64_t first = 0;
@@ -185,7 +150,7 @@ torch::Tensor split_conv3d_concat(const std::vector<torch::Tensor>& parts,
 
 torch::Tensor split_conv3d(const torch::Tensor& x, const torch::Tensor& weight,
                            const torch::Tensor& bias, int64_t padding) {
-  if (chunked(x, weight, padding)) return chunked_conv({x}, weight, bias, padding);
+  if (chunked(x, weight, padding)) return in_chunks({x}, weight, bias, padding);
   if (const spatial::Group* g = graph::current_call().group) {
     TANDEM_CHECK(g->layout().dim == kDepth && x.dim() == 5,
                  "a Conv3d layer splits [B,C,D,H,W] volumes along depth (dimension {}), but the "

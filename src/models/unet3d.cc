@@ -7,6 +7,7 @@
 #include "tandem/models/conv3d_stack.h"
 #include "tandem/models/layers.h"
 #include "tandem/models/split_conv.h"
+#include "tandem/spatial/forward_chunks.h"
 #include "tandem/spatial/group_sum.h"
 
 namespace tandem::models {
@@ -54,20 +55,12 @@ graph::Layer up_layer(int level, int64_t in, int64_t out, std::string input, int
       // Forward only, as split_conv3d's: input planes in chunks, each giving its own two output
       // planes per input plane (the kernel does not overlap itself).
       const torch::Tensor& in = x[0];
-      if (!chunks_forward(in.numel() / in.size(1) * 8 * up->weight.size(1) * in.element_size(),
-                          /*local=*/true))
+      if (!spatial::chunks_forward(
+              in.numel() / in.size(1) * 8 * up->weight.size(1) * in.element_size(),
+              /*local=*/true))
         return graph::Tensors{up->forward(in)};
-      torch::Tensor out;
-      for (const auto& [first, count] : forward_chunks(in.size(2))) {
-        const torch::Tensor y = up->forward(in.narrow(2, first, count));
-        if (!out.defined()) {
-          std::vector<int64_t> shape = y.sizes().vec();
-          shape[2] = 2 * in.size(2);
-          out = torch::empty(shape, y.options());
-        }
-        out.narrow(2, 2 * first, 2 * count).copy_(y);
-      }
-      return graph::Tensors{out};
+      return graph::Tensors{spatial::local_in_chunks(
+          in, 2, [&](const torch::Tensor& piece) { return up->forward(piece); })};
     };
   };
   l.forward = l.bind(l.module);

@@ -6,6 +6,7 @@
 #include <ATen/ops/convolution_backward.h>
 
 #include "ops.h"
+#include "tandem/spatial/forward_chunks.h"
 #include "tandem/spatial/group_sum.h"
 #include "tandem/spatial/halo_conv.h"
 #include "window.h"
@@ -99,6 +100,16 @@ Op conv(const Node& n) {
       return graph::Tensors{
           spatial::halo_conv(input, weight, bias, halo, std::move(kernels), /*may_defer=*/false)};
     }
+    // Forward only on a whole volume: chunks of planes along the depth (forward_chunks.h), for
+    // a kernel that reaches as far as the depth's padding on both sides.
+    if (dims == 3 && w.strides[0] == 1 && w.dilations[0] == 1 &&
+        weight.size(2) == 2 * padding[0] + 1 &&
+        spatial::chunks_forward(input.numel() / input.size(1) * weight.size(0) *
+                                input.element_size())) {
+      return graph::Tensors{spatial::conv_in_chunks(
+          {input}, padding[0],
+          [&](const torch::Tensor& piece) { return kernels->forward(piece, weight, bias, 0); })};
+    }
     return graph::Tensors{kernels->forward(input, weight, bias, padding[0])};
   };
   return op;
@@ -151,8 +162,20 @@ Op conv_transpose(const Node& n) {
     for (size_t i = 0; i < dims; ++i)
       torch_path = torch_path && output_padding[i] < std::max(w.strides[i], w.dilations[i]);
     if (torch_path) {
-      return graph::Tensors{at::convolution(x, weight, bias, w.strides, p.begin, w.dilations,
-                                            /*transposed=*/true, output_padding, groups)};
+      auto transposed = [&](const torch::Tensor& piece) {
+        return at::convolution(piece, weight, bias, w.strides, p.begin, w.dilations,
+                               /*transposed=*/true, output_padding, groups);
+      };
+      // Forward only, a kernel as deep as its stride and no padding along the depth: each input
+      // plane gives its own output planes, so the volume goes in chunks (forward_chunks.h).
+      const int64_t f = w.strides[0];
+      if (dims == 3 && w.kernel[0] == f && w.dilations[0] == 1 && p.begin[0] == 0 &&
+          output_padding[0] == 0 &&
+          spatial::chunks_forward(
+              x.numel() / x.size(1) * weight.size(1) * groups * f * f * f * x.element_size(),
+              /*local=*/true))
+        return graph::Tensors{spatial::local_in_chunks(x, f, transposed)};
+      return graph::Tensors{transposed(x)};
     }
     // Asymmetric padding: the full output, output_padding more positions at the end of each
     // axis (they receive no input, only the bias), then the pads cut off, then the bias.

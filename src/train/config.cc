@@ -7,20 +7,26 @@ namespace tandem::train {
 
 std::string describe(const Config& c) {
   return fmt::format(
-      "model={} loss={} output={} width={} blocks={} dropout={} convs={} filters={} levels={} volume={} bce={} "
-      "data={} devices={} balance={} partition={} stages={} spatial={} "
-      "replicas={} schedule={} microbatches={} virtual_stages={} recompute={} batch={} epochs={} "
-      "steps={} optimizer={} lr={} lr_schedule={} momentum={} seed={} eval_batch={} "
-      "train_samples={} test_samples={} test_files={} classes={} device_memory={} save={} "
-      "save_every={} overwrite={} resume={} init_from={} eval_only={} plan_only={}",
-      c.model, c.loss, c.output, c.width, c.blocks, c.dropout, c.convs, c.filters, c.levels, c.volume, c.bce, c.data,
-      c.devices, fmt::join(c.balance, ","), c.partition, c.stages, c.spatial, c.replicas, c.schedule,
-      c.microbatches, c.virtual_stages, c.recompute, c.batch, c.epochs, c.steps, c.optimizer, c.lr,
-      c.lr_schedule, c.momentum, c.seed, c.eval_batch, c.train_samples, c.test_samples,
-      c.test_files, c.classes, c.device_memory,
+      "model={} loss={} output={} width={} blocks={} dropout={} convs={} filters={} levels={} "
+      "volume={} bce={} data={} data_dir={} devices={} devices_given={} threads_per_device={} "
+      "lend_idle_cores={} balance={} partition={} stages={} spatial={} replicas={} schedule={} "
+      "microbatches={} virtual_stages={} recompute={} transport={} mpi_cuda={} "
+      "comm_timeout_s={} log_placement={} progress={} batch={} epochs={} steps={} optimizer={} "
+      "lr={} lr_schedule={} momentum={} seed={} eval_batch={} train_samples={} test_samples={} "
+      "test_files={} classes={} device_memory={} save_dir={} save_every={} keep={} overwrite={} "
+      "resume={} init_from={} eval_only={} plan_only={}",
+      c.model, c.loss, c.output, c.width, c.blocks, c.dropout, c.convs, c.filters, c.levels,
+      c.volume, c.bce, c.data,
+      // Paths that may differ by node: whether one is given.
+      !c.data_dir.empty(), c.devices, c.devices_given, c.threads_per_device, c.lend_idle_cores,
+      fmt::join(c.balance, ","), c.partition, c.stages, c.spatial, c.replicas, c.schedule,
+      c.microbatches, c.virtual_stages, c.recompute, c.transport, c.mpi_cuda, c.comm_timeout_s,
+      c.log_placement, c.progress, c.batch, c.epochs, c.steps, c.optimizer, c.lr, c.lr_schedule,
+      c.momentum, c.seed, c.eval_batch, c.train_samples, c.test_samples, c.test_files, c.classes,
+      c.device_memory,
       // Collective parts of the run (checkpoints, loading); their paths may differ by node.
-      !c.save_dir.empty(), c.save_every, c.overwrite, !c.resume.empty(), !c.init_from.empty(),
-      c.eval_only, c.plan_only);
+      !c.save_dir.empty(), c.save_every, c.keep, c.overwrite, !c.resume.empty(),
+      !c.init_from.empty(), c.eval_only, c.plan_only);
 }
 
 }  // namespace tandem::train

@@ -45,6 +45,13 @@ void check_split(const Split& s, const ModelNeeds& needs) {
                  "'{}' has shape {}; the model reads samples of at least one feature: (N, "
                  "features...).",
                  s.x_path, xs);
+    if (needs.target == ModelNeeds::Target::kReal) {
+      TANDEM_CHECK(s.y.shape.size() >= 2 && torch::isFloatingType(s.y.dtype),
+                   "'{}' has shape {} and dtype '{}'; mean squared error needs real targets: "
+                   "shape ({}, ...) of float32 or float64.",
+                   s.y_path, ys, s.y.descr, s.x.shape[0]);
+      return;
+    }
     TANDEM_CHECK(
         s.y.shape.size() == 1 && (s.y.dtype == torch::kInt64 || s.y.dtype == torch::kUInt8),
         "'{}' has shape {} and dtype '{}'; cross-entropy needs one class label per "
@@ -156,6 +163,10 @@ class NpySource : public Source {
                    s.y_path, bad.numel() ? y[bad[0][0]].item<int64_t>() : 0,
                    bad.numel() ? bad[0][0].item<int64_t>() : 0, needs_.classes, needs_.classes - 1);
       a.y = y;
+      return a;
+    }
+    if (!needs_.volumes) {  // real targets of any shape per sample
+      a.y = y.to(torch::kFloat32);
       return a;
     }
     std::vector<int64_t> y_shape = x_shape;

@@ -19,19 +19,12 @@
 #include <string>
 #include <vector>
 
+#include "error_of.h"
+
 namespace tandem {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
 
 class OutputPath : public ::testing::Test {
  protected:

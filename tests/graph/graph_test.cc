@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "error_of.h"
 #include "tandem/common/check.h"
 #include "tandem/graph/partition.h"
 #include "tandem/models/mlp.h"
@@ -10,7 +11,8 @@ namespace {
 
 Layer fn(std::string name, std::vector<std::string> in, std::vector<std::string> out) {
   return make_function_layer(
-      std::move(name), [](const Tensors& t) { return Tensors{t[0]}; }, std::move(in), std::move(out));
+      std::move(name), [](const Tensors& t) { return Tensors{t[0]}; }, std::move(in),
+      std::move(out));
 }
 
 Model chain(int n) {
@@ -26,31 +28,25 @@ Model chain(int n) {
   return m;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const tandem::Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
 TEST(Model, UnknownTensorIsNamed) {
   Model m = chain(3);
   m.layers[2].inputs = {"nope"};
-  EXPECT_NE(error_of([&] { m.validate(); }).find("layer 'l2' consumes tensor 'nope'"), std::string::npos);
+  EXPECT_NE(error_of([&] { m.validate(); }).find("layer 'l2' consumes tensor 'nope'"),
+            std::string::npos);
 }
 
 TEST(Model, TensorProducedTwice) {
   Model m = chain(3);
   m.layers[2].outputs = {"t0"};
-  EXPECT_NE(error_of([&] { m.validate(); }).find("tensor 't0' is produced twice"), std::string::npos);
+  EXPECT_NE(error_of([&] { m.validate(); }).find("tensor 't0' is produced twice"),
+            std::string::npos);
 }
 
 TEST(Model, LaterTensorUsedEarlier) {
   Model m = chain(3);
   m.layers[0].inputs = {"t1"};
-  EXPECT_NE(error_of([&] { m.validate(); }).find("which no earlier layer produces"), std::string::npos);
+  EXPECT_NE(error_of([&] { m.validate(); }).find("which no earlier layer produces"),
+            std::string::npos);
 }
 
 TEST(Model, DuplicateLayerNameAndMissingOutput) {
@@ -59,7 +55,8 @@ TEST(Model, DuplicateLayerNameAndMissingOutput) {
   EXPECT_NE(error_of([&] { m.validate(); }).find("two layers named 'l0'"), std::string::npos);
   Model n = chain(2);
   n.output = "missing";
-  EXPECT_NE(error_of([&] { n.validate(); }).find("the loss reads tensor 'missing'"), std::string::npos);
+  EXPECT_NE(error_of([&] { n.validate(); }).find("the loss reads tensor 'missing'"),
+            std::string::npos);
 }
 
 // A layer names its state in checkpoints by state_names where given (an ONNX initializer's
@@ -81,8 +78,9 @@ TEST(Model, StateNamesNameParametersAndBuffers) {
                                              "l1.num_batches_tracked"}));
   m.validate();
   m.layers[1].state_names = {{"running_var", "fc.weight"}};
-  EXPECT_NE(error_of([&] { m.validate(); })
-                .find("two tensors named 'fc.weight': in layer 'l0' and in layer 'l1'"),
+  EXPECT_NE(error_of([&] {
+              m.validate();
+            }).find("two tensors named 'fc.weight': in layer 'l0' and in layer 'l1'"),
             std::string::npos);
 }
 
@@ -106,16 +104,20 @@ TEST(Model, FitInputReshapesOnlyWhatAReshapeCanFit) {
             std::string::npos)
       << why;
   m.input_shape = {10};
-  EXPECT_NE(error_of([&] { fit_input(m, torch::zeros({5, 11})); }).find("[11]"),
-            std::string::npos);
+  EXPECT_NE(error_of([&] { fit_input(m, torch::zeros({5, 11})); }).find("[11]"), std::string::npos);
 }
 
 TEST(Partition, BalanceMustCoverTheModel) {
   Model m = chain(10);
-  EXPECT_EQ(error_of([&] { partition_by_balance(m, {3, 4}); }),
+  EXPECT_EQ(error_of([&] {
+              partition_by_balance(m, {3, 4});
+            }),
             "balance 3,4 covers 7 layers but the model has 10 (layers: l0, l1, l2, l3, l4, l5, l6, "
             "l7, l8, l9)");
-  EXPECT_NE(error_of([&] { partition_by_balance(m, {3, 0, 7}); }).find("at least one"), std::string::npos);
+  EXPECT_NE(error_of([&] {
+              partition_by_balance(m, {3, 0, 7});
+            }).find("at least one"),
+            std::string::npos);
   Partition p = partition_by_balance(m, {3, 4, 3});
   EXPECT_EQ(p.balance(), (std::vector<int>{3, 4, 3}));
   EXPECT_EQ(p.to_string(m), "l0..l2 | l3..l6 | l7..l9");
@@ -130,8 +132,9 @@ TEST(Partition, ByParametersBalancesWeight) {
   Model m = models::mlp(o);  // flatten, dense0 (784x64), 4 x (64x64), dropout, logits
   Partition p = partition_by_parameters(m, 2);
   EXPECT_EQ(p.balance(), (std::vector<int>{2, 6}));
-  EXPECT_NE(error_of([&] { partition_by_parameters(m, 9); }).find("9 stages need at least 9 layers"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { partition_by_parameters(m, 9); }).find("9 stages need at least 9 layers"),
+      std::string::npos);
 }
 
 TEST(Partition, ByPlacementFormsStagesFromRuns) {
@@ -140,7 +143,9 @@ TEST(Partition, ByPlacementFormsStagesFromRuns) {
   Partition p = partition_by_placement(m, {0, 0, 1, 1, 0}, &devices);
   EXPECT_EQ(p.balance(), (std::vector<int>{2, 2, 1}));
   EXPECT_EQ(devices, (std::vector<int>{0, 1, 0}));
-  EXPECT_NE(error_of([&] { partition_by_placement(m, {0, 1}, nullptr); }).find("names 2 devices but the model has 5"),
+  EXPECT_NE(error_of([&] {
+              partition_by_placement(m, {0, 1}, nullptr);
+            }).find("names 2 devices but the model has 5"),
             std::string::npos);
 }
 
@@ -162,7 +167,9 @@ TEST(Flow, SkipsGoDirectlyAndTensorsWithTwoConsumerStages) {
 TEST(Flow, LossMustBeInTheLastStage) {
   Model m = chain(3);
   m.layers.push_back(fn("after", {"output"}, {"unused"}));
-  EXPECT_NE(error_of([&] { analyze(m, partition_by_balance(m, {3, 1})); }).find("produced in stage 0 but the last stage is 1"),
+  EXPECT_NE(error_of([&] {
+              analyze(m, partition_by_balance(m, {3, 1}));
+            }).find("produced in stage 0 but the last stage is 1"),
             std::string::npos);
 }
 

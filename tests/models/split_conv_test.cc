@@ -10,6 +10,7 @@
 #include "tandem/models/split_linear.h"
 #include "tandem/runtime/pipeline.h"
 #include "tandem/schedule/action.h"
+#include "tandem/spatial/forward_chunks.h"
 
 namespace tandem {
 namespace {
@@ -104,9 +105,9 @@ double relative(const torch::Tensor& a, const torch::Tensor& b) {
 // the same values as the whole convolution (within float rounding), for a depth that the
 // chunks do not divide, a 3x3x3 and a 1x1x1 kernel, two samples, and a concatenation.
 TEST(ForwardChunks, EqualTheWholeConvolution) {
-  EXPECT_EQ(models::forward_chunks(70).size(), 8u);  // 9 planes each, 7 in the last
-  EXPECT_EQ(models::forward_chunks(70).back(), (std::pair<int64_t, int64_t>{63, 7}));
-  EXPECT_EQ(models::forward_chunks(3).size(), 3u);
+  EXPECT_EQ(spatial::forward_chunks(70).size(), 8u);  // 9 planes each, 7 in the last
+  EXPECT_EQ(spatial::forward_chunks(70).back(), (std::pair<int64_t, int64_t>{63, 7}));
+  EXPECT_EQ(spatial::forward_chunks(3).size(), 3u);
   torch::manual_seed(3);
   const torch::Tensor x = torch::randn({2, 3, 70, 40, 40});
   const torch::Tensor skip = torch::randn({2, 2, 70, 40, 40});
@@ -115,9 +116,9 @@ TEST(ForwardChunks, EqualTheWholeConvolution) {
     const torch::Tensor w = torch::randn({8, 5, k, k, k});
     const torch::Tensor b = torch::randn({8});
     const torch::Tensor want = torch::conv3d(torch::cat({x, skip}, 1), w, b, 1, padding);
-    ASSERT_GE(want.numel() * 4, models::kForwardChunkBytes);
+    ASSERT_GE(want.numel() * 4, spatial::kForwardChunkBytes);
     torch::NoGradGuard no_grad;
-    ASSERT_TRUE(models::chunks_forward(want.numel() * 4));
+    ASSERT_TRUE(spatial::chunks_forward(want.numel() * 4));
     const torch::Tensor got = models::split_conv3d_concat({x, skip}, w, b, padding);
     EXPECT_EQ(got.sizes(), want.sizes());
     EXPECT_LE(relative(got, want), 1e-6) << "kernel " << k;
@@ -125,7 +126,7 @@ TEST(ForwardChunks, EqualTheWholeConvolution) {
     EXPECT_LE(relative(alone, torch::conv3d(x, w.narrow(1, 0, 3), b, 1, padding)), 1e-6);
   }
   // With autograd the convolution is whole.
-  EXPECT_FALSE(models::chunks_forward(int64_t{1} << 30));
+  EXPECT_FALSE(spatial::chunks_forward(int64_t{1} << 30));
 }
 
 }  // namespace

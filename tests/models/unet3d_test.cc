@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "error_of.h"
 #include "tandem/common/check.h"
 #include "volume_models.h"
 
@@ -22,16 +23,6 @@ const graph::Layer& layer(const graph::Model& m, const std::string& name) {
   const int i = m.find_layer(name);
   EXPECT_GE(i, 0) << name;
   return m.layers.at(i);
-}
-
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(Unet3d, LayersAndNamedSkips) {

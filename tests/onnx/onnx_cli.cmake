@@ -104,6 +104,20 @@ onnx_cli_test(npy_shape_mismatch 2 "takes samples of shape \\[3,4\\].*data gives
 set_tests_properties(onnx_cli_unet_nifti onnx_cli_npy_shape_mismatch PROPERTIES
   FIXTURES_REQUIRED "onnx_fixtures;onnx_cli_clean;data_folders")
 
+# An ONNX 3D model with mean squared error on an npy folder of volumes: its [C,D,H,W] samples
+# make it a volume model whatever the loss (refused as needing class labels before). It trains,
+# on one device and on 2 stages with the same held-out error.
+set(npy_mse train --model ${unet} --loss mse --data npy:${onnx_cli}/npy_volumes --batch 4
+  --microbatches 2 --steps 2 --progress none)
+add_test(NAME onnx_cli_npy_volumes_mse
+  COMMAND ${CMAKE_COMMAND} -DKEY=test_mse
+    "-DCMD0=${TANDEM_PYTHON};${onnx_dir}/npy_volumes.py;${onnx_cli}/npy_volumes"
+    "-DCMD1=${tandem};${npy_mse};--devices;1"
+    "-DCMD2=${tandem};${npy_mse};--devices;2"
+    -P ${same_metric}
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+onnx_cli_fixtures(onnx_cli_npy_volumes_mse)
+
 # A graph as tf2onnx writes a Keras model (NHWC input, Transposes, Gemm with the kernel
 # transposed, Softmax): MNIST's [B,1,28,28] feeds its [B,28,28,1], and it learns (after 60
 # steps of Adam, far above the 0.1 of guessing: 0.64 here).

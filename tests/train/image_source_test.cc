@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "data/file_bytes.h"
+#include "error_of.h"
 #include "tandem/common/check.h"
 #include "tandem/data/idx.h"
 #include "tandem/train/source.h"
@@ -60,15 +61,6 @@ TEST(ImageSource, BatchesAreStandardizedWithTheTrainingSetsStatistics) {
   const train::Batch test = source->test_batch(1, 3);
   EXPECT_EQ(test.target.sizes(), (std::vector<int64_t>{2}));
   EXPECT_EQ(test.target[0].item<int64_t>(), 1);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // Image sizes are checked from the headers when the source is made: between the two splits, and

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "error_of.h"
 #include "tandem/common/check.h"
 #include "tandem/train/catalog.h"
 
@@ -31,15 +32,6 @@ Made make(const Config& c) {
 RunPlan plan(const Config& c, const PlanPlace& place = {}) {
   const Made m = make(c);
   return plan_run(c, m.model, *m.source, place);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 Config unet(int volume) {
@@ -135,8 +127,7 @@ TEST(RunPlan, RefusesWhatCannotRun) {
   EXPECT_NE(error_of([&] { plan(c); }).find("use adam or sgd"), std::string::npos);
   c = unet(16);
   c.schedule = "forward-only";  // registered, for evaluation: it has no backward
-  EXPECT_NE(error_of([&] { plan(c); }).find("forward-only runs forwards only"),
-            std::string::npos);
+  EXPECT_NE(error_of([&] { plan(c); }).find("forward-only runs forwards only"), std::string::npos);
   c.eval_only = true;
   EXPECT_EQ(error_of([&] { plan(c); }), "");
   c = unet(16);
@@ -154,8 +145,7 @@ TEST(RunPlan, MemoryPlanAndBudgetWithoutAPipeline) {
   EXPECT_NE(roomy.memory_plan.find("planned: peak_bytes="), std::string::npos);
   EXPECT_TRUE(roomy.fits);
   // A budget below the plan: the verdict says so, and thinner slabs are offered.
-  c.device_memory = static_cast<uint64_t>(
-      std::max(roomy.planned[0], roomy.planned[1]) * 0.8);
+  c.device_memory = static_cast<uint64_t>(std::max(roomy.planned[0], roomy.planned[1]) * 0.8);
   const RunPlan tight = plan(c);
   EXPECT_FALSE(tight.fits);
   EXPECT_NE(tight.memory_plan.find("warning: stage"), std::string::npos);

@@ -10,6 +10,7 @@
 #include <string>
 #include <tuple>
 
+#include "error_of.h"
 #include "tandem/common/check.h"
 #include "tandem/data/idx.h"
 #include "tandem/memory/out_of_memory.h"
@@ -32,15 +33,6 @@ std::string image_dir(const std::string& name, int64_t side, int64_t test_side) 
                     torch::arange(n).remainder(10).to(torch::kUInt8));
   }
   return dir;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 train::Config small_run(const std::string& data_dir) {

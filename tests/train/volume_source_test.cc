@@ -8,22 +8,13 @@
 #include <set>
 
 #include "data/batching.h"
+#include "error_of.h"
 #include "tandem/common/check.h"
 #include "tandem/data/regression.h"
 #include "tandem/data/spheres.h"
 
 namespace tandem {
 namespace {
-
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 TEST(VolumeSource, SpheresShapesAndSizes) {
   auto s = train::make_volume_source("spheres", 8, 1, 3, 10, 4);

@@ -4,16 +4,12 @@
 // A single sample on the CPU runs as a batch of two slabs when LibTorch would take its slow
 // path for it (DepthFold).
 // Forward only (no autograd: evaluation, tandem predict) on whole samples of at least
-// kForwardChunkBytes of output, the output is computed in chunks of about an eighth of its
-// planes along depth, each from the input planes it reads, into the one output tensor: what
-// the convolution holds besides its input and output (LibTorch's reordered copies) is a chunk's,
-// not the volume's.
+// spatial::kForwardChunkBytes of output, it runs in chunks of planes (spatial/forward_chunks.h).
 // Shapes: x [B,Cin,D,H,W], weight [Cout,Cin,k,k,k], bias [Cout] (may be undefined).
 #pragma once
 
 #include <torch/types.h>
 
-#include <utility>
 #include <vector>
 
 namespace tandem::models {
@@ -28,16 +24,5 @@ torch::Tensor split_conv3d(const torch::Tensor& x, const torch::Tensor& weight,
 torch::Tensor split_conv3d_concat(const std::vector<torch::Tensor>& parts,
                                   const torch::Tensor& weight, const torch::Tensor& bias,
                                   int64_t padding);
-
-// The smallest output, in bytes, whose forward-only convolution runs in chunks.
-constexpr int64_t kForwardChunkBytes = int64_t{4} << 20;
-
-// The planes [first, first + count) along depth of chunks of about an eighth of `depth`.
-std::vector<std::pair<int64_t, int64_t>> forward_chunks(int64_t depth);
-
-// Whether a forward-only layer with an output of `bytes` runs in chunks: on whole samples, or
-// also on a slab of a spatial split when each output plane reads only its own input planes
-// (`local`: a transposed convolution whose kernel equals its stride).
-bool chunks_forward(int64_t bytes, bool local = false);
 
 }  // namespace tandem::models

@@ -7,6 +7,28 @@
 
 namespace tandem::train {
 
+namespace {
+
+// Whether the graph's samples are [C,D,H,W]; false when the file cannot be loaded (the trainer
+// says why when it loads the model).
+bool takes_volumes(const Config& c) {
+#if TANDEM_WITH_ONNX
+  try {
+    onnx::LoadOptions o;
+    if (!c.loss.empty()) o.loss = c.loss;
+    o.output = c.output;
+    return onnx::load(c.model, o).input_shape.size() == 4;
+  } catch (const Error&) {
+    return false;
+  }
+#else
+  (void)c;
+  return false;
+#endif
+}
+
+}  // namespace
+
 ModelKind model_kind_onnx() {
   ModelKind k;
   k.name = "onnx";
@@ -15,10 +37,11 @@ ModelKind model_kind_onnx() {
   k.takes_loss = true;
   k.has_weights = true;
   k.needs = [](const Config& c) {
-    // The target follows --loss; volumes come from a NIfTI folder, any array from a NumPy one.
+    // The target follows --loss. Volumes: a graph whose samples are [C,D,H,W] (whatever the
+    // loss: a Conv3D stack with mean squared error), a mask loss, or a NIfTI folder.
     ModelNeeds n;
     const bool mask = c.loss == "dice" || c.loss == "dice+bce";
-    n.volumes = mask || c.data.rfind("nifti:", 0) == 0;
+    n.volumes = mask || c.data.rfind("nifti:", 0) == 0 || takes_volumes(c);
     n.target = mask              ? ModelNeeds::Target::kMask
                : c.loss == "mse" ? ModelNeeds::Target::kReal
                                  : ModelNeeds::Target::kClasses;
