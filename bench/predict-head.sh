@@ -30,7 +30,7 @@ for n in 1 4; do
   seconds=$(echo "$r" | sed -n 's/.*seconds=\([0-9.]*\).*/\1/p')
   planned=$(echo "$r" | sed -n 's/.*planned_peak=\([0-9]*\).*/\1/p')
   peaks=$(echo "$r" | grep -o 'peak_mem_[^ ]*' | sed 's/.*=//' |
-    awk '{ printf "%s%.0f", NR > 1 ? ", " : "", $1 / 1e6 }')
+    awk '{ printf "%s%.0f", (NR > 1 ? ", " : ""), $1 / 1e6 }')
   echo "| $n | $seconds | $peaks MB | $(awk -v b="$planned" 'BEGIN { printf "%.0f MB", b / 1e6 }') |"
 done
 echo

@@ -8,9 +8,8 @@ trained by tandem for one epoch of 32³ crops of `--data mri`, and its weights w
 (`tandem consolidate`) and loaded into the PyTorch module. Then the whole ch2 head
 (181 x 217 x 181, Debian's mricron-data), standardized over the head as training did:
 
-- tandem predict in one piece on 1 device and on 2 devices (`--spatial 2`), with its default
-  portable kernels (AVX2: the same bits on every x86-64 machine) and with `--cpu-kernels native`
-  (the kernels PyTorch uses here): the forward's seconds from the result line;
+- tandem predict in one piece on 1 device of 2 threads and on 2 devices of 1 thread
+  (`--spatial 2`): the forward's seconds from the result line;
 - PyTorch's plain whole-volume forward under torch.no_grad() (padded to even sides);
 - a sliding-window inference written here with MONAI's defaults: windows of the training size
   (32³), overlap 0.25, gaussian importance (sigma 0.125 of the window), one window at a time,
@@ -115,20 +114,19 @@ def sliding_window(window=32, overlap=0.25):
     return out, time.perf_counter() - start
 
 
-def tandem_predict(devices, kernels="portable"):
+def tandem_predict(devices):
     out = os.path.join(work, f"tandem_{devices}.npy")
+    # The two cores: one device of two threads, or two devices of one.
     text = call("predict", "--model", onnx_path, "--loss", "dice", "--checkpoint", ckpt,
                 "--standardize", "head", "--devices", str(devices), "--spatial", str(devices),
-                "--cpu-kernels", kernels, "--input", head_path, "--output", out, "--progress",
-                "none")
+                "--threads-per-device", str(2 // devices), "--input", head_path, "--output",
+                out, "--progress", "none")
     seconds = float(re.search(r"seconds=([0-9.]+)", text).group(1))
     return np.load(out), seconds  # a .npy result of a NIfTI scan: [z,y,x], as read
 
 
-runs = {"tandem 1 device": lambda: tandem_predict(1),
-        "tandem 2 devices (--spatial 2)": lambda: tandem_predict(2),
-        "tandem 1 device, --cpu-kernels native": lambda: tandem_predict(1, "native"),
-        "tandem 2 devices, --cpu-kernels native": lambda: tandem_predict(2, "native"),
+runs = {"tandem 1 device (2 threads)": lambda: tandem_predict(1),
+        "tandem 2 devices (--spatial 2, 1 thread each)": lambda: tandem_predict(2),
         "PyTorch whole volume, no_grad": whole_forward,
         "PyTorch sliding window (MONAI defaults)": sliding_window}
 seconds = {name: [] for name in runs}
@@ -145,6 +143,7 @@ def dice(a, b):
 
 
 masks = {name: out >= 0.5 for name, out in outputs.items()}
+two = "tandem 2 devices (--spatial 2, 1 thread each)"
 base = statistics.median(seconds["PyTorch whole volume, no_grad"])
 window = statistics.median(seconds["PyTorch sliding window (MONAI defaults)"])
 print(f"Model: examples/onnx/from_pytorch.py Unet3d(8), trained by tandem (one epoch of 32³ "
@@ -159,8 +158,9 @@ for name in runs:
     s = seconds[name]
     med = statistics.median(s)
     print(f"| {name} | {med:.2f} ({min(s):.2f}-{max(s):.2f}) | {base / med:.2f}x | "
-          f"{window / med:.2f}x | {dice(masks[name], masks['tandem 2 devices (--spatial 2)']):.4f} "
+          f"{window / med:.2f}x | {dice(masks[name], masks[two]):.4f} "
           f"| {dice(masks[name], brain):.4f} |")
-diff = float(np.abs(outputs["tandem 1 device"] - outputs["PyTorch whole volume, no_grad"]).max())
+diff = float(np.abs(outputs["tandem 1 device (2 threads)"] -
+                   outputs["PyTorch whole volume, no_grad"]).max())
 print()
 print(f"tandem's probabilities against PyTorch's whole forward: largest difference {diff:.2e}.")

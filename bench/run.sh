@@ -190,6 +190,12 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
     echo "Skipped: $why (bench/cluster.sh needs root and network namespaces)."
   fi
   echo
+  echo "## tandem predict on a whole head against PyTorch's whole forward and a sliding window"
+  echo
+  echo "Command: \`$python bench/predict_speed.py $build/tandem WORKDIR 3\` (its docstring says how)."
+  echo
+  $python bench/predict_speed.py "$build/tandem" "$(mktemp -d)" 3
+  echo
   echo "## Largest volume under a memory budget"
   echo
   echo "Byte counts, not timings: written by \`make bench-memory\` into bench/MEMORY.md."
