@@ -93,7 +93,7 @@ mismatch-save)
   timeout $limit "${mpirun[@]}" -n 1 "$tandem" train "${common[@]}" --steps 2 : \
     -n 1 "$tandem" train "${common[@]}" --steps 2 --save-dir "$work/ckpt" >"$work/out" 2>&1
   status=$?
-  expect "ranks disagree on the configuration: rank 0 has save=false; rank 1 has save=true"
+  expect "ranks disagree on the configuration: rank 0 has save_dir=false; rank 1 has save_dir=true"
   ;;
 *)
   echo "unknown case '$case_name'"

@@ -1,0 +1,40 @@
+// tandem predict for models of images (the mlp, ONNX classifiers), and what it shares with the
+// scans' part (predict_cmd.cc).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "session.h"
+#include "tandem/train/config.h"
+#include "tandem/train/predict.h"
+
+namespace tandem::cli {
+
+inline bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// One file to predict and where its result goes.
+struct ScanJob {
+  std::string input, output;
+  std::string label;  // with --labels: the file's labels
+};
+
+struct ImagesOptions {
+  int64_t batch = 256;                 // images per forward
+  std::string kind = "probabilities";  // --output-kind: probabilities | labels
+  train::Standardize standardize = train::Standardize::kAll;
+  std::string output;   // --output
+  bool folder = false;  // --output is a folder of results
+};
+
+// Predicts every file of images of `jobs` (IDX or .npy) with `c`'s model on the session's job,
+// writes each result (.npy or CSV) and prints one result line per file (with the accuracy
+// against its labels), then their mean. Returns the exit status.
+int run_images(const train::Config& c, const std::vector<ScanJob>& jobs, const ImagesOptions& o,
+               Session& session);
+
+}  // namespace tandem::cli
