@@ -32,4 +32,10 @@ void accumulate_grad(torch::Tensor param, const torch::Tensor& value) {
   }
 }
 
+void accumulate_grad(torch::Tensor param, const torch::Tensor& value, int64_t dim, int64_t first) {
+  torch::NoGradGuard no_grad;
+  if (!param.grad().defined()) param.mutable_grad() = torch::zeros_like(param);
+  param.mutable_grad().narrow(dim, first, value.size(dim)).add_(value);
+}
+
 }  // namespace tandem::graph

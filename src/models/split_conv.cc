@@ -55,12 +55,15 @@ class SplitConv3d : public torch::autograd::Function<SplitConv3d> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& weight,
-                               const c10::optional<torch::Tensor>& bias_or_none, int64_t padding) {
+                               const c10::optional<torch::Tensor>& bias_or_none, int64_t padding,
+                               const spatial::WeightSlice& slice) {
     // An optional, not an undefined tensor: autograd's apply takes every tensor argument as an
     // input that has a device.
     const torch::Tensor bias = bias_or_none.value_or(torch::Tensor());
     ctx->save_for_backward({x, weight, bias});
     ctx->saved_data["padding"] = padding;
+    ctx->saved_data["slice_first"] = slice.first;
+    if (slice.whole.defined()) ctx->saved_data["slice_whole"] = slice.whole;
     ctx->saved_data["deferred"] =
         static_cast<int64_t>(reinterpret_cast<intptr_t>(graph::current_call().deferred));
     return conv_forward(x, weight, bias, {padding, padding});
@@ -77,19 +80,27 @@ class SplitConv3d : public torch::autograd::Function<SplitConv3d> {
     const Padding pad{padding, padding};
     // The model's own input (the first layer's x) needs no gradient: skip computing it.
     const bool input_grad = ctx->needs_input_grad(0);
+    const torch::Tensor none;
     if (deferred && deferred->deferring()) {
+      spatial::WeightSlice slice;
+      slice.first = ctx->saved_data["slice_first"].toInt();
+      if (ctx->saved_data.count("slice_whole"))
+        slice.whole = ctx->saved_data["slice_whole"].toTensor();
       torch::Tensor grad_x =
           input_grad ? std::get<0>(conv_grads(g, x, weight, bias, pad, {true, false, false}))
                      : torch::Tensor();
-      deferred->push([g, x, weight, bias, pad] {
+      deferred->push([g, x, weight, bias, pad, slice] {
         auto [gx, gw, gb] = conv_grads(g, x, weight, bias, pad, {false, true, true});
-        graph::accumulate_grad(weight, gw);
+        if (slice.whole.defined())
+          graph::accumulate_grad(slice.whole, gw, /*dim=*/1, slice.first);
+        else
+          graph::accumulate_grad(weight, gw);
         if (bias.defined()) graph::accumulate_grad(bias, gb);
       });
-      return {grad_x, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+      return {grad_x, none, none, none, none};
     }
     auto [gx, gw, gb] = conv_grads(g, x, weight, bias, pad, {input_grad, true, true});
-    return {gx, gw, gb, torch::Tensor()};
+    return {gx, gw, gb, none, none};
   }
 };
 
@@ -128,43 +139,53 @@ torch::Tensor in_chunks(const std::vector<torch::Tensor>& parts, const torch::Te
   });
 }
 
+// An optional, not an undefined tensor, for autograd's apply (see SplitConv3d::forward).
+c10::optional<torch::Tensor> optional(const torch::Tensor& t) {
+  return t.defined() ? c10::optional<torch::Tensor>(t) : c10::nullopt;
+}
+
+// The convolution of a slab: the neighbours' planes stand in for the padding along depth, and
+// the passes run in chunks of planes. `slice`: where `weight` lies in the layer's parameter.
+torch::Tensor slab_conv(const spatial::Group& g, const torch::Tensor& x,
+                        const torch::Tensor& weight, const torch::Tensor& bias, int64_t padding,
+                        spatial::WeightSlice slice) {
+  TANDEM_CHECK(g.layout().dim == kDepth && x.dim() == 5,
+               "a Conv3d layer splits [B,C,D,H,W] volumes along depth (dimension {}), but the "
+               "spatial split cuts dimension {} of a tensor of shape [{}]",
+               kDepth, g.layout().dim, fmt::join(x.sizes(), ","));
+  return spatial::halo_conv(x, weight, bias, padding, std::make_shared<FoldedKernels>(padding),
+                            /*may_defer=*/true, std::move(slice));
+}
+
 }  // namespace
 
 torch::Tensor split_conv3d_concat(const std::vector<torch::Tensor>& parts,
                                   const torch::Tensor& weight, const torch::Tensor& bias,
                                   int64_t padding) {
   if (chunked(parts.front(), weight, padding)) return in_chunks(parts, weight, bias, padding);
-  if (!torch::GradMode::is_enabled() && graph::current_call().group) {
-    torch::Tensor y;
-    int64_t first = 0;
-    for (const torch::Tensor& part : parts) {
-      const torch::Tensor w = weight.narrow(1, first, part.size(1));
-      const torch::Tensor yi = split_conv3d(part, w, first == 0 ? bias : torch::Tensor(), padding);
-      y = y.defined() ? y.add_(yi) : yi;
-      first += part.size(1);
-    }
-    return y;
+  // Each part convolved with its channels of the weight, the results added: the layer keeps
+  // the parts it was given (for the backward too), never a copy of their concatenation.
+  const spatial::Group* g = graph::current_call().group;
+  torch::Tensor y;
+  int64_t first = 0;
+  for (const torch::Tensor& part : parts) {
+    const torch::Tensor w = weight.narrow(1, first, part.size(1));
+    const torch::Tensor b = first == 0 ? bias : torch::Tensor();
+    const spatial::WeightSlice slice{weight, first};
+    const torch::Tensor yi = g ? slab_conv(*g, part, w, b, padding, slice)
+                               : SplitConv3d::apply(part, w, optional(b), padding, slice);
+    y = y.defined() ? y.add_(yi) : yi;
+    first += part.size(1);
   }
-  return split_conv3d(torch::cat(parts, 1), weight, bias, padding);
+  return y;
 }
 
 torch::Tensor split_conv3d(const torch::Tensor& x, const torch::Tensor& weight,
                            const torch::Tensor& bias, int64_t padding) {
   if (chunked(x, weight, padding)) return in_chunks({x}, weight, bias, padding);
-  if (const spatial::Group* g = graph::current_call().group) {
-    TANDEM_CHECK(g->layout().dim == kDepth && x.dim() == 5,
-                 "a Conv3d layer splits [B,C,D,H,W] volumes along depth (dimension {}), but the "
-                 "spatial split cuts dimension {} of a tensor of shape [{}]",
-                 kDepth, g->layout().dim, fmt::join(x.sizes(), ","));
-  }
-  if (graph::current_call().group) {
-    // A slab: the neighbours' planes stand in for the padding along depth, and the passes run
-    // in chunks of planes.
-    return spatial::halo_conv(x, weight, bias, padding, std::make_shared<FoldedKernels>(padding),
-                              /*may_defer=*/true);
-  }
-  return SplitConv3d::apply(
-      x, weight, bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt, padding);
+  if (const spatial::Group* g = graph::current_call().group)
+    return slab_conv(*g, x, weight, bias, padding, {});
+  return SplitConv3d::apply(x, weight, optional(bias), padding, spatial::WeightSlice{});
 }
 
 }  // namespace tandem::models

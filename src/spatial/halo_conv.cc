@@ -20,6 +20,7 @@ struct HaloConvState : torch::CustomClassHolder {
   c10::intrusive_ptr<Halo> halo;
   std::shared_ptr<const ConvKernels> kernels;
   graph::DeferredWeightGrads* deferred = nullptr;  // null: never defer
+  WeightSlice slice;                               // where a deferred weight gradient goes
 };
 
 // Planes are numbered as in x with halos: before [0, w), x [w, w + d), after [w + d, d + 2w).
@@ -192,7 +193,8 @@ class HaloConv : public torch::autograd::Function<HaloConv> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& weight,
                                const c10::optional<torch::Tensor>& bias_or_none, int64_t width,
-                               std::shared_ptr<const ConvKernels> kernels, bool may_defer) {
+                               std::shared_ptr<const ConvKernels> kernels, bool may_defer,
+                               WeightSlice slice) {
     // An optional, not an undefined tensor: autograd's apply takes every tensor argument as an
     // input that has a device.
     const torch::Tensor bias = bias_or_none.value_or(torch::Tensor());
@@ -201,6 +203,7 @@ class HaloConv : public torch::autograd::Function<HaloConv> {
     state->halo = exchange_halo(x, kDepth, width);
     state->kernels = std::move(kernels);
     state->deferred = may_defer ? graph::current_call().deferred : nullptr;
+    state->slice = std::move(slice);
     torch::Tensor y = output(*state, x, weight, bias);
     state->halo->before = torch::Tensor();  // refetched when a backward needs them
     state->halo->after = torch::Tensor();
@@ -224,15 +227,18 @@ class HaloConv : public torch::autograd::Function<HaloConv> {
       torch::Tensor gx = needs_x ? input_grad_with_halos(*state, g, x, weight) : none;
       state->deferred->push([state, g, x, weight, bias] {
         auto [gw, gb] = weight_grads(*state, g, x, weight, bias);
-        graph::accumulate_grad(weight, gw);
+        if (state->slice.whole.defined())
+          graph::accumulate_grad(state->slice.whole, gw, /*dim=*/1, state->slice.first);
+        else
+          graph::accumulate_grad(weight, gw);
         if (bias.defined()) graph::accumulate_grad(bias, gb);
       });
-      return {gx, none, none, none, none, none};
+      return {gx, none, none, none, none, none, none};
     }
     // The weight gradient first: its pass holds little, and d(loss)/dx not yet.
     auto [gw, gb] = weight_grads(*state, g, x, weight, bias);
     torch::Tensor gx = needs_x ? input_grad_with_halos(*state, g, x, weight) : none;
-    return {gx, gw, bias.defined() ? gb : none, none, none, none};
+    return {gx, gw, bias.defined() ? gb : none, none, none, none, none};
   }
 };
 
@@ -240,13 +246,14 @@ class HaloConv : public torch::autograd::Function<HaloConv> {
 
 torch::Tensor halo_conv(const torch::Tensor& x, const torch::Tensor& weight,
                         const torch::Tensor& bias, int64_t width,
-                        std::shared_ptr<const ConvKernels> kernels, bool may_defer) {
+                        std::shared_ptr<const ConvKernels> kernels, bool may_defer,
+                        WeightSlice slice) {
   TANDEM_ASSERT(graph::current_call().group, "a halo convolution outside a spatial split");
   TANDEM_ASSERT(width >= 0, "a halo convolution of width {}", width);
   TANDEM_ASSERT(kernels, "a halo convolution without kernels");
   return HaloConv::apply(x, weight,
                          bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt, width,
-                         std::move(kernels), may_defer);
+                         std::move(kernels), may_defer, std::move(slice));
 }
 
 }  // namespace tandem::spatial

@@ -37,5 +37,8 @@ class DeferredWeightGrads {
 // Adds `value` to the gradient of leaf `param`, as autograd's accumulation would; for the
 // deferred weight-gradient work of splitting layers.
 void accumulate_grad(torch::Tensor param, const torch::Tensor& value);
+// The same for `value` that is the gradient of indices [first, first + value.size(dim)) of
+// `param` along `dim` (zeros elsewhere where `param` has no gradient yet).
+void accumulate_grad(torch::Tensor param, const torch::Tensor& value, int64_t dim, int64_t first);
 
 }  // namespace tandem::graph

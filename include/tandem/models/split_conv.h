@@ -17,10 +17,10 @@ namespace tandem::models {
 torch::Tensor split_conv3d(const torch::Tensor& x, const torch::Tensor& weight,
                            const torch::Tensor& bias, int64_t padding);
 
-// The same convolution of `parts` concatenated along the channels. Forward only, the
-// concatenation of the whole volume is never made: on whole samples each chunk concatenates its
-// own planes; on a slab the result is the sum of each part's convolution with its channels of
-// the weight.
+// The same convolution of `parts` concatenated along the channels, without a copy of the
+// concatenation to keep: the sum of each part's convolution with its channels of the weight,
+// each keeping its own part for the backward; forward only on whole samples of
+// spatial::kForwardChunkBytes or more, each chunk concatenates its own planes.
 torch::Tensor split_conv3d_concat(const std::vector<torch::Tensor>& parts,
                                   const torch::Tensor& weight, const torch::Tensor& bias,
                                   int64_t padding);

@@ -20,9 +20,9 @@
 //   planes in them, which the neighbours send again for it (halo.h: refetch_halo). This pass
 //   holds little besides its result, so it runs whole.
 //
-// Each chunk holds at most 1/8 of its pass's result. The weight gradient adds three sums where
-// one device's convolution adds one: it differs from one device's in float rounding, as any
-// split's sums do.
+// Each chunk holds at most half its pass's result (kChunkShare in halo_conv.cc). The weight
+// gradient adds three sums where one device's convolution adds one: it differs from one
+// device's in float rounding, as any split's sums do.
 #pragma once
 
 #include <torch/types.h>
@@ -47,13 +47,22 @@ class ConvKernels {
       const torch::Tensor& bias, int64_t depth_padding, std::array<bool, 3> mask) const = 0;
 };
 
+// Where the weight gradient of a deferred backward goes: into `weight` itself (`whole`
+// undefined), or into input channels [first, first + weight.size(1)) of the parameter `whole`
+// when `weight` is that slice of it (a convolution of a concatenation taken part by part).
+struct WeightSlice {
+  torch::Tensor whole;
+  int64_t first = 0;
+};
+
 // The convolution of x with halos of `width` planes (0 or more), with the current call's slab
 // group (graph::current_call().group, which must be set). `may_defer`: the layer splits its
 // backward (graph::Layer::splits_backward): in an I action the weight and bias gradients are
 // pushed to the micro-batch's deferred queue (graph/deferred.h), refetching the halos when it
-// runs.
+// runs; `slice` says where that weight gradient goes.
 torch::Tensor halo_conv(const torch::Tensor& x, const torch::Tensor& weight,
                         const torch::Tensor& bias, int64_t width,
-                        std::shared_ptr<const ConvKernels> kernels, bool may_defer);
+                        std::shared_ptr<const ConvKernels> kernels, bool may_defer,
+                        WeightSlice slice = {});
 
 }  // namespace tandem::spatial
