@@ -160,13 +160,18 @@ std::pair<torch::Tensor, torch::Tensor> weight_grads(const HaloConvState& s,
   refetch_halo(h, x);
   auto [unused, gw, gb] =
       s.kernels->backward(grad, x, weight, bias, h.width, {false, true, bias.defined()});
-  for (bool low : {true, false}) {
-    if (h.width == 0) break;
-    const Parts only_halo{low, false, !low};
-    const torch::Tensor piece =
-        with_halo_planes(h, x, edge_begin(h, low), edge_end(h, low), only_halo);
-    auto [gx_edge, gw_edge, gb_edge] = s.kernels->backward(
-        edge_grad(h, grad, low), piece, weight, torch::Tensor(), 0, {false, true, false});
+  if (h.width > 0) {
+    // Both edge pieces in one call, as a batch of twice the samples: a piece of one output plane
+    // per sample would take LibTorch's slow path on the CPU alone (models/depth_fold.h).
+    std::vector<torch::Tensor> pieces, grads;
+    for (bool low : {true, false}) {
+      const Parts only_halo{low, false, !low};
+      pieces.push_back(with_halo_planes(h, x, edge_begin(h, low), edge_end(h, low), only_halo));
+      grads.push_back(edge_grad(h, grad, low));
+    }
+    auto [gx_edge, gw_edge, gb_edge] =
+        s.kernels->backward(torch::cat(grads, 0), torch::cat(pieces, 0), weight, torch::Tensor(), 0,
+                            {false, true, false});
     gw.add_(gw_edge);
   }
   h.before = torch::Tensor();
