@@ -29,5 +29,6 @@ Runner add_eval(CLI::App& app);
 Runner add_export(CLI::App& app);
 Runner add_numerics(CLI::App& app);
 Runner add_predict(CLI::App& app);
+Runner add_verify(CLI::App& app);
 
 }  // namespace tandem::cli

@@ -47,10 +47,7 @@ int run_eval(EvalArgs& args) {
     const double metric = trainer.evaluate();
     const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - started;
     const std::string weights = train::weights_fingerprint(*session.job, trainer.pipeline());
-    if (trainer.config().log_placement) {
-      std::cout << prefix << "placement log (from execution):\n"
-                << trainer.pipeline().placement_log_table();
-    }
+    print_placement_log(session);  // collective
     if (session.main_process()) {
       std::cout << fmt::format("{}result: {} seconds={:.2f} weights={}\n", prefix,
                                test_metric_field(trainer.pipeline().model().metric_name, metric),

@@ -20,8 +20,8 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
     for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1,
-                          d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      d[i][j] = std::min(
+          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
       if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
         d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
@@ -33,8 +33,8 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 // one is within a third of its length; else empty.
 std::string closest_flag(const CLI::App& app, const std::string& word) {
   if (word.rfind("--", 0) != 0) return "";
-  std::string name = word.substr(2, word.find('=') == std::string::npos ? std::string::npos
-                                                                         : word.find('=') - 2);
+  std::string name =
+      word.substr(2, word.find('=') == std::string::npos ? std::string::npos : word.find('=') - 2);
   const CLI::App* command = app.get_subcommands().empty() ? &app : app.get_subcommands().front();
   std::string best;
   size_t best_distance = std::max<size_t>(1, name.size() / 3) + 1;
@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
   auto export_onnx = tandem::cli::add_export(app);
   auto numerics = tandem::cli::add_numerics(app);
   auto predict = tandem::cli::add_predict(app);
+  auto verify = tandem::cli::add_verify(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -87,12 +88,13 @@ int main(int argc, char** argv) {
     }
     return tandem::cli::kExitUsage;
   }
-  // train, eval, numerics and predict check the build once their process is the one that runs the
-  // command (it may start again for the portable kernels: session.cc); the others now.
+  // train, eval, numerics, predict and verify check the build once their process is the one that
+  // runs the command (it may start again for the portable kernels: session.cc); the others now.
   if (app.got_subcommand("train")) return train();
   if (app.got_subcommand("eval")) return eval();
   if (app.got_subcommand("numerics")) return numerics();
   if (app.got_subcommand("predict")) return predict();
+  if (app.got_subcommand("verify")) return verify();
   tandem::cli::warn_if_built_from_older_sources();
   if (app.got_subcommand("consolidate")) return consolidate();
   if (app.got_subcommand("export")) return export_onnx();

@@ -190,4 +190,22 @@ void add_batch_options(CLI::App& cmd, train::Config& c) {
       ->default_str(std::to_string(c.seed));
 }
 
+void add_recompute_option(CLI::App& cmd, train::Config& c) {
+  cmd.add_option_function<std::string>(
+         "--recompute", [&c](const std::string& v) { c.recompute = v == "stage"; },
+         "none | stage: keep only each stage's inputs and recompute its forward in the backward")
+      ->default_str("none")
+      ->check(CLI::IsMember({"none", "stage"}));
+}
+
+void add_optimizer_options(CLI::App& cmd, train::Config& c) {
+  cmd.add_option("--optimizer", c.optimizer, "adam | sgd (with --momentum)")->capture_default_str();
+  cmd.add_option("--lr", c.lr, "learning rate")->capture_default_str();
+  cmd.add_option("--lr-schedule", c.lr_schedule,
+                 "cosine (from --lr down to 0 over the run) | constant")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cosine", "constant"}));
+  cmd.add_option("--momentum", c.momentum, "sgd momentum")->capture_default_str();
+}
+
 }  // namespace tandem::cli

@@ -35,4 +35,10 @@ void add_placement_options(CLI::App& cmd, RunArgs& args);
 // --batch, --eval-batch, --seed.
 void add_batch_options(CLI::App& cmd, train::Config& c);
 
+// --recompute none | stage.
+void add_recompute_option(CLI::App& cmd, train::Config& c);
+
+// --optimizer, --lr, --lr-schedule, --momentum.
+void add_optimizer_options(CLI::App& cmd, train::Config& c);
+
 }  // namespace tandem::cli

@@ -15,6 +15,7 @@
 #include "tandem/memory/bytes.h"
 #include "tandem/memory/out_of_memory.h"
 #include "tandem/train/catalog.h"
+#include "tandem/train/verify.h"
 
 namespace tandem::cli {
 namespace {
@@ -52,6 +53,20 @@ int report_failure(train::When when) {
   const train::Failure f = train::failure_of(std::current_exception(), when);
   std::cerr << "tandem: " << flag_words(f.message) << "\n";
   return f.status;
+}
+
+void print_placement_log(Session& session) {
+  const runtime::Pipeline& p = session.trainer->pipeline();
+  if (!p.placement_log()) return;
+  train::Job& job = *session.job;
+  const std::string where = job.mpi() ? fmt::format("r{} ", job.rank()) : std::string();
+  const std::vector<std::string> found =
+      job.gather(train::pack_places(train::places_of(*p.placement_log(), where)));  // collective
+  if (job.rank() != 0) return;
+  std::map<int, train::LayerPlaces> all;
+  for (const std::string& text : found) train::merge_places(all, train::unpack_places(text));
+  std::cout << session.prefix() << "placement log (from execution):\n"
+            << train::places_table(p.model(), p.partition(), all) << std::flush;
 }
 
 bool Session::main_process() const {

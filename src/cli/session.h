@@ -48,6 +48,11 @@ int start_session(RunArgs& args, Session& session,
 // under MPI: every rank calls it.
 void print_start(Session& session);
 
+// With --log-placement: the devices every layer's forward and backward ran on, as recorded
+// while they ran, in one table printed by rank 0 with every rank's records ("r2 cpu:0" under
+// MPI). Collective under MPI: every rank calls it.
+void print_placement_log(Session& session);
+
 // Runs `body` and returns its status. An error it throws is printed with the rank prefix and
 // ends the job under MPI; the status is then kExitOutOfMemory for a device over its budget,
 // kExitFailure otherwise.

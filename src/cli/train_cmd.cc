@@ -44,10 +44,7 @@ int run_train(TrainArgs& args) {
     const std::vector<train::MemoryPeak> memory =
         train::run_memory(*session.job, trainer.pipeline(), r.peak_bytes);
     observers.finish(r, memory);
-    if (c.log_placement) {
-      std::cout << prefix << "placement log (from execution):\n"
-                << trainer.pipeline().placement_log_table();
-    }
+    print_placement_log(session);  // collective
     if (main_process) {
       std::string mem;
       for (const train::MemoryPeak& m : memory)
@@ -69,11 +66,7 @@ Runner add_train(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("train", "Train a model split across devices.");
   add_model_options(*cmd, c);
   add_placement_options(*cmd, args->run);
-  cmd->add_option_function<std::string>(
-         "--recompute", [&c](const std::string& v) { c.recompute = v == "stage"; },
-         "none | stage: keep only each stage's inputs and recompute its forward in the backward")
-      ->default_str("none")
-      ->check(CLI::IsMember({"none", "stage"}));
+  add_recompute_option(*cmd, c);
   add_batch_options(*cmd, c);
   cmd->add_option("--epochs", c.epochs, "passes over the training set")
       ->capture_default_str()
@@ -81,14 +74,7 @@ Runner add_train(CLI::App& app) {
   cmd->add_option("--steps", c.steps, "stop after this many steps (0: run the epochs)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
-  cmd->add_option("--optimizer", c.optimizer, "adam | sgd (with --momentum)")
-      ->capture_default_str();
-  cmd->add_option("--lr", c.lr, "learning rate")->capture_default_str();
-  cmd->add_option("--lr-schedule", c.lr_schedule,
-                  "cosine (from --lr down to 0 over the run) | constant")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"cosine", "constant"}));
-  cmd->add_option("--momentum", c.momentum, "sgd momentum")->capture_default_str();
+  add_optimizer_options(*cmd, c);
   cmd->add_option("--trace", args->observe.trace,
                   "write a Chrome trace (Perfetto, chrome://tracing) of the traced steps");
   cmd->add_option("--timeline", args->observe.timeline,

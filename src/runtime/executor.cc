@@ -3,6 +3,8 @@
 #include <torch/autograd.h>
 #include <torch/version.h>
 
+#include <algorithm>
+
 #include "tandem/graph/call_context.h"
 #include "tandem/memory/context.h"
 #include "tandem/memory/out_of_memory.h"
@@ -242,7 +244,11 @@ void Executor::run_layers(int stage, int mb, MicrobatchState& st, bool first_pas
     TANDEM_CHECK(out.size() == layer.outputs.size(), "layer '{}' returned {} tensors but names {}",
                  layer.name, out.size(), layer.outputs.size());
     if (plan_->placement_log) {
-      plan_->placement_log->record_forward(i, context_.spec().name);
+      // On a GPU the output's own device is the evidence; CPU tensors do not say which of this
+      // process's CPU devices made them, the worker does.
+      const bool gpu = !out.empty() && out.front().defined() && out.front().is_cuda();
+      plan_->placement_log->record_forward(i,
+                                           gpu ? out.front().device().str() : context_.spec().name);
       for (auto& t : out) t = plan_->placement_log->probe(t, i);
     }
     in.clear();
@@ -356,7 +362,10 @@ void Executor::backward(int stage, int mb, bool input_only) {
   TANDEM_ASSERT(!input_only || deferred, "stage {} mb {}: I action without a deferred queue", stage,
                 mb);
   if (deferred) deferred->set_deferring(input_only);
-  if (!roots.empty()) torch::autograd::backward(roots, grads);
+  const bool skipped =
+      plan_->skip_backward && std::count(plan_->skip_backward->begin(), plan_->skip_backward->end(),
+                                         std::pair<int, int>{stage, mb}) > 0;
+  if (!roots.empty() && !skipped) torch::autograd::backward(roots, grads);
   if (deferred) deferred->set_deferring(false);
 
   for (const auto& c : plan_->flow->inputs[stage]) {

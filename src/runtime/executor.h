@@ -64,6 +64,7 @@ struct StepPlan {
   TimePoint origin;                       // timings are measured from here
   PlacementLog* placement_log = nullptr;  // set: record where each layer ran
   CoreShare* cores = nullptr;             // set: CPU devices lend their cores while they wait
+  const std::vector<std::pair<int, int>>* skip_backward = nullptr;  // PipelineOptions'
 };
 
 struct DeviceResult {

@@ -133,6 +133,7 @@ StepPlan Pipeline::Impl::plan_step(const torch::Tensor& input, const torch::Tens
   plan.origin = Clock::now();
   plan.placement_log = training ? placement_log.get() : nullptr;
   plan.cores = cores.get();
+  plan.skip_backward = &options.skip_backward;
   return plan;
 }
 
@@ -213,7 +214,7 @@ StepStats Pipeline::Impl::gather_stats(const StepPlan& plan, std::vector<DeviceR
                    step, v, mb, plan.slices[mb].first,
                    plan.slices[mb].first + plan.slices[mb].second - 1);
     }
-    stats.loss = r.loss.item<double>() * options.replicas;
+    stats.loss = r.loss.item<double>();
     stats.metric_sum = r.metric_sum;
     stats.samples = r.samples;
   }
@@ -353,6 +354,8 @@ torch::optim::Optimizer* Pipeline::optimizer(int stage) const {
 }
 
 void Pipeline::set_step(int64_t step) { impl_->step = step; }
+
+int Pipeline::replica() const { return impl_->replica; }
 
 std::vector<int> Pipeline::local_stages() const {
   std::vector<int> v;

@@ -18,12 +18,14 @@ class BackwardProbe : public torch::autograd::Function<BackwardProbe> {
   }
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
-    auto* log = reinterpret_cast<PlacementLog*>(static_cast<intptr_t>(ctx->saved_data["log"].toInt()));
+    auto* log =
+        reinterpret_cast<PlacementLog*>(static_cast<intptr_t>(ctx->saved_data["log"].toInt()));
     const auto& where = memory::current_where();
-    // A worker thread knows its device; an autograd engine thread (CUDA) does not, and then
-    // the gradient's device says where the work ran.
+    // On a GPU the gradient's own device says where the work ran (on whatever thread); a CPU
+    // gradient does not say which CPU device, the worker thread running it does.
+    const bool gpu = grads[0].defined() && grads[0].is_cuda();
     log->record_backward(static_cast<int>(ctx->saved_data["layer"].toInt()),
-                         where.device >= 0 ? where.device_name : grads[0].device().str());
+                         gpu || where.device < 0 ? grads[0].device().str() : where.device_name);
     return {grads[0], torch::Tensor(), torch::Tensor()};
   }
 };

@@ -3,6 +3,7 @@
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
+#include <cstdio>
 #include <filesystem>
 
 #include "input_fits.h"
@@ -14,6 +15,7 @@
 #include "tandem/schedule/registry.h"
 #include "tandem/spatial/slabs.h"
 #include "tandem/train/catalog.h"
+#include "tandem/transport/faulty.h"
 
 namespace tandem::train {
 
@@ -222,6 +224,33 @@ void plan_budget(const Config& c, const graph::Model& model, const Source& sourc
         p.groups, p.groups > 1 ? "s" : "", fit.spatial);
 }
 
+// Config::faults: the skipped backwards, and the message faults as a transport::FaultyTransport
+// around the run's transport. Throws for a fault it cannot read or that names no stage or
+// micro-batch of the run.
+void plan_faults(const Config& c, RunPlan& p) {
+  std::vector<transport::Fault> message_faults;
+  for (const std::string& text : c.faults) {
+    const std::string kind = "skip-backward:";
+    if (text.rfind(kind, 0) != 0) {
+      message_faults.push_back(transport::parse_fault(text));
+      continue;
+    }
+    int stage = -1, mb = -1;
+    char tail = 0;
+    const int read =
+        std::sscanf(text.c_str() + kind.size(), "stage=%d,mb=%d%c", &stage, &mb, &tail);
+    TANDEM_CHECK(read == 2 && stage >= 0 && stage < p.stages && mb >= 0 && mb < c.microbatches,
+                 "fault '{}': give skip-backward:stage=S,mb=M with a stage from 0 to {} and a "
+                 "micro-batch from 0 to {}",
+                 text, p.stages - 1, c.microbatches - 1);
+    p.pipeline.skip_backward.emplace_back(stage, mb);
+  }
+  if (message_faults.empty()) return;
+  p.pipeline.wrap_transport = [message_faults](std::shared_ptr<transport::Transport> inner) {
+    return std::make_shared<transport::FaultyTransport>(std::move(inner), message_faults);
+  };
+}
+
 }  // namespace
 
 void check_config(const Config& c) {
@@ -295,8 +324,8 @@ RunPlan plan_run(const Config& c, const graph::Model& model, const Source& sourc
     for (int s = 0; s < p.stages; ++s) po.stage_device.push_back(s % p.groups);
   }
   p.stage_group = stage_groups(c, chunked, p);
+  plan_faults(c, p);
   plan_budget(c, model, source, place, chunked, p);
-  if (place.per_rank) p.replica = place.first_local_device / static_cast<int>(po.devices.size());
   p.global_batch = static_cast<int64_t>(c.batch) * c.replicas;
   p.steps_per_epoch = source.train_size() / p.global_batch;
   // A run that only plans takes no step.

@@ -4,9 +4,9 @@
 #include <limits>
 
 #include "checkpoint/optimizer_state.h"
+#include "common/launcher.h"
 #include "tandem/checkpoint/all.h"
 #include "tandem/common/check.h"
-#include "common/launcher.h"
 #include "tandem/train/catalog.h"
 #include "tandem/train/job.h"
 
@@ -17,13 +17,13 @@ namespace {
 // A trainer made in process under a launcher of several ranks would train the whole model once
 // per rank, each believing itself rank 0 of 1 (and racing the others on the same checkpoints).
 void refuse_under_launcher(const Config& c) {
-  TANDEM_CHECK(c.transport == "inprocess" ||
-                   !(launched_by_mpi_launcher() && launched_world_size() > 1),
-               "this process is one of {} ranks started by an MPI launcher: make the trainer on "
-               "the job (train::Job job(config); job.trainer(config)), which gives it the ranks, "
-               "the transport and the checkpoints' barriers; or give Config::transport = "
-               "inprocess to run each rank on its own on purpose",
-               launched_world_size());
+  TANDEM_CHECK(
+      c.transport == "inprocess" || !(launched_by_mpi_launcher() && launched_world_size() > 1),
+      "this process is one of {} ranks started by an MPI launcher: make the trainer on "
+      "the job (train::Job job(config); job.trainer(config)), which gives it the ranks, "
+      "the transport and the checkpoints' barriers; or give Config::transport = "
+      "inprocess to run each rank on its own on purpose",
+      launched_world_size());
 }
 
 }  // namespace
@@ -61,18 +61,16 @@ void Trainer::build(graph::Model model, Job* job) {
   std::shared_ptr<transport::Transport> transport = job ? job->transport() : nullptr;
   PlanPlace place;
   place.per_rank = transport != nullptr;
-  place.first_local_device = transport ? transport->local_devices().front() : 0;
   place.once = job ? job->once() : nullptr;
   plan_ = plan_run(config_, model, *source_, place);
-  // Under MPI the ranks of replica 0 write the checkpoints, between barriers of the job.
-  if (job && job->mpi())
-    world_ = {job->rank(), job->world(), plan_.replica, config_.replicas,
-              [job] { job->barrier(); }};
   const Config& c = config_;
   runtime::PipelineOptions po = plan_.pipeline;
   po.transport = transport;
-  pipeline_ =
-      std::make_unique<runtime::Pipeline>(std::move(model), plan_.partition, std::move(po));
+  pipeline_ = std::make_unique<runtime::Pipeline>(std::move(model), plan_.partition, std::move(po));
+  // Under MPI the ranks of replica 0 write the checkpoints, between barriers of the job.
+  if (job && job->mpi())
+    world_ = {job->rank(), job->world(), pipeline_->replica(), config_.replicas,
+              [job] { job->barrier(); }};
   // A bad data file (or a damaged sample) ends the run here, before the first step, on the
   // processes whose stages read the data; only they read it.
   if (pipeline_->needs_input() || pipeline_->needs_target()) source_->load();
@@ -153,19 +151,7 @@ Result Trainer::run(const StepCallback& on_step) {
         config_.save_dir, so);
   };
   for (int64_t step = start; step < total; ++step) {
-    const int64_t epoch = step / per_epoch;
-    const int64_t begin = (step % per_epoch) * global_batch + plan_.replica * config_.batch;
-    Batch b =
-        local_batch([&] { return source_->train_batch(epoch, begin, begin + config_.batch); });
-    runtime::StepStats s = pipeline_->forward_backward(b.input, b.target, config_.batch);
-    // Each replica's loss is the mean over its own samples (equal batches): the step's is theirs.
-    if (config_.replicas > 1 && pipeline_->needs_target())
-      s.loss = sum_over_replicas({s.loss})[0] / config_.replicas;
-    const double lr = learning_rate(step);
-    for (int stage : pipeline_->local_stages()) {
-      for (auto& group : pipeline_->optimizer(stage)->param_groups()) group.options().set_lr(lr);
-    }
-    pipeline_->optimizer_step();
+    const runtime::StepStats s = train_step(step);
     r.seconds += s.seconds;
     samples += global_batch;
     r.loss = s.loss;
@@ -183,6 +169,23 @@ Result Trainer::run(const StepCallback& on_step) {
   r.samples_per_s = r.seconds > 0 ? samples / r.seconds : 0;
   r.test_metric = evaluate();
   return r;
+}
+
+runtime::StepStats Trainer::train_step(int64_t step) {
+  const int64_t epoch = step / plan_.steps_per_epoch;
+  const int64_t begin =
+      (step % plan_.steps_per_epoch) * plan_.global_batch + pipeline_->replica() * config_.batch;
+  Batch b = local_batch([&] { return source_->train_batch(epoch, begin, begin + config_.batch); });
+  runtime::StepStats s = pipeline_->forward_backward(b.input, b.target, config_.batch);
+  // Each replica's loss is its share of the step's mean (StepStats::loss): the step's is their
+  // sum.
+  if (config_.replicas > 1 && pipeline_->needs_target()) s.loss = sum_over_replicas({s.loss})[0];
+  const double lr = learning_rate(step);
+  for (int stage : pipeline_->local_stages()) {
+    for (auto& group : pipeline_->optimizer(stage)->param_groups()) group.options().set_lr(lr);
+  }
+  pipeline_->optimizer_step();
+  return s;
 }
 
 Batch Trainer::local_batch(const std::function<Batch()>& read) const {
@@ -222,7 +225,7 @@ double Trainer::evaluate() {
   for (int64_t begin = 0, end = 0, k = 0; begin < n; begin = end, ++k) {
     end = std::min(n, begin + chunk);
     if (n - end < m) end = n;  // a tail too short for every micro-batch joins this step
-    if (k % replicas != plan_.replica) continue;  // another replica scores this step
+    if (k % replicas != pipeline_->replica()) continue;  // another replica scores this step
     Batch b = local_batch([&] { return source_->test_batch(begin, end); });
     runtime::StepStats s = pipeline_->evaluate(b.input, b.target, end - begin);
     metric += s.metric_sum;

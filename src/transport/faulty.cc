@@ -14,10 +14,11 @@ struct KindName {
   FaultKind kind;
   const char* name;
 };
-constexpr std::array<KindName, 5> kKinds{{{FaultKind::kDrop, "drop"},
+constexpr std::array<KindName, 6> kKinds{{{FaultKind::kDrop, "drop"},
                                           {FaultKind::kDelay, "delay"},
                                           {FaultKind::kCorruptShape, "corrupt-shape"},
                                           {FaultKind::kCorruptDtype, "corrupt-dtype"},
+                                          {FaultKind::kZero, "zero"},
                                           {FaultKind::kThrow, "throw"}}};
 
 const char* kind_name(FaultKind kind) {
@@ -109,8 +110,8 @@ Fault parse_fault(const std::string& text) {
     }
   }
   TANDEM_CHECK(known,
-               "fault '{}': unknown kind '{}'; use drop, delay, corrupt-shape, corrupt-dtype or "
-               "throw",
+               "fault '{}': unknown kind '{}'; use drop, delay, corrupt-shape, corrupt-dtype, "
+               "zero or throw",
                text, kind);
   bool has_delay = false;
   std::stringstream fields(colon == std::string::npos ? "" : text.substr(colon + 1));
@@ -215,6 +216,8 @@ void FaultyTransport::send(int from_device, int to_device, const MessageKey& key
       return inner_->send(from_device, to_device, key, with_wrong_shape(tensor), ready);
     case FaultKind::kCorruptDtype:
       return inner_->send(from_device, to_device, key, with_wrong_dtype(tensor), ready);
+    case FaultKind::kZero:
+      return inner_->send(from_device, to_device, key, torch::zeros_like(tensor), ready);
     case FaultKind::kThrow:
       TANDEM_CHECK(false, "injected fault ({}): the send of {} from device {} to device {} failed",
                    fault->to_string(), key.to_string(), from_device, to_device);

@@ -50,6 +50,7 @@ TEST(Config, TheDescriptionChangesWithEveryField) {
       {"recompute", [](Config& c) { c.recompute = true; }},
       {"device_memory", [](Config& c) { c.device_memory = 7; }},
       {"log_placement", [](Config& c) { c.log_placement = true; }},
+      {"faults", [](Config& c) { c.faults = {"zero:grad=1"}; }},
       {"batch", [](Config& c) { c.batch = 7; }},
       {"epochs", [](Config& c) { c.epochs = 7; }},
       {"steps", [](Config& c) { c.steps = 7; }},

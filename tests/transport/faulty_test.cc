@@ -64,7 +64,7 @@ TEST(Fault, RefusesWhatItCannotRead) {
   };
   EXPECT_EQ(message("lose:mb=1"),
             "fault 'lose:mb=1': unknown kind 'lose'; use drop, delay, corrupt-shape, "
-            "corrupt-dtype or throw");
+            "corrupt-dtype, zero or throw");
   EXPECT_EQ(message("drop:rank=1"),
             "fault 'drop:rank=1': unknown field 'rank'; use tensor, step, mb, grad, from-stage, "
             "to-stage, from, to, nth or ms");

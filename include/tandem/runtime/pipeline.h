@@ -69,6 +69,9 @@ struct PipelineOptions {
   bool lend_idle_cores = false;
   // Record, from what executes, the device of every layer's forward and backward.
   bool log_placement = false;
+  // (stage, micro-batch) pairs whose backward does not run: a fault that tandem verify must
+  // catch. The stage's inputs get zero gradients, so its neighbours do not wait.
+  std::vector<std::pair<int, int>> skip_backward;
   // Set to run across processes (MPI); null: an in-process transport is built.
   std::shared_ptr<transport::Transport> transport;
   // Set: called once with the transport the pipeline will use (`transport`, or the in-process
@@ -83,7 +86,11 @@ using OptimizerFactory =
     std::function<std::unique_ptr<torch::optim::Optimizer>(std::vector<torch::Tensor> params)>;
 
 struct StepStats {
-  double loss = 0;        // mean loss over the batch (all replicas when local)
+  // The loss of this replica's samples as a share of the step's mean over every replica's
+  // (each micro-batch weighted by its samples over the samples of all replicas, where the
+  // backward starts): the mean over the batch with one replica; with several, their shares add
+  // up to the step's mean (Trainer::train_step adds them).
+  double loss = 0;
   double metric_sum = 0;  // Model::metric summed over the samples
   int64_t samples = 0;
   double seconds = 0;
@@ -155,6 +162,9 @@ class Pipeline {
   const std::vector<int>& stage_device() const;
   const std::vector<DeviceSpec>& devices() const;
   int64_t step() const;
+  // The data-parallel replica this process runs (0 in process): its first device over the
+  // devices of one replica.
+  int replica() const;
   // Stages this process owns (all of them in process; one device's stages under MPI).
   std::vector<int> local_stages() const;
   // Whether this process reports the loss and metric: it runs the stage that computes the

@@ -50,6 +50,11 @@ struct Config {
   bool recompute = false;
   uint64_t device_memory = 0;  // bytes per device; 0: no budget
   bool log_placement = false;
+  // Faults put into the run to see that they are caught (tandem verify --inject-fault): those
+  // of transport::parse_fault's text form, which act on messages, and
+  // "skip-backward:stage=S,mb=M": micro-batch M's backward does not run on stage S (the stage's
+  // inputs get zero gradients).
+  std::vector<std::string> faults;
   // Optimization.
   int batch = 64;  // per replica
   int epochs = 1;

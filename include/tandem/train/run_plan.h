@@ -26,9 +26,6 @@ using OnceForTheJob = std::function<std::string(const std::function<std::string(
 struct PlanPlace {
   // Under MPI: each rank's memory is its own (a GPU shared by ranks is capped per rank).
   bool per_rank = false;
-  // The first of this process's devices in the job's numbering (replica r holds devices
-  // [r * D, (r + 1) * D), D the devices of one replica); 0 in process.
-  int first_local_device = 0;
   // Runs the memory plan's layer measurement once for the job; null: this process alone.
   OnceForTheJob once;
 };
@@ -38,14 +35,13 @@ struct RunPlan {
   // where it is not one stage per device, schedule, micro-batches, budget.
   runtime::PipelineOptions pipeline;
   graph::Partition partition;
-  int groups = 1;         // device groups of one replica: the devices, or groups of `spatial`
-  int stages = 1;         // pipeline stages (several per group under interleaved and zb-v)
+  int groups = 1;  // device groups of one replica: the devices, or groups of `spatial`
+  int stages = 1;  // pipeline stages (several per group under interleaved and zb-v)
   std::vector<int> stage_group;  // the group of every stage, as the pipeline will place it
-  int64_t depth = 0;      // a sample's planes along the model's slab dimension (0: none)
-  int replica = 0;        // the data-parallel replica this process runs
-  int64_t global_batch = 0;     // samples per step over all replicas
-  int64_t steps_per_epoch = 0;  // whole global batches in the training set
-  int64_t total_steps = 0;      // the run's last step: Config::steps, or epochs x steps_per_epoch
+  int64_t depth = 0;             // a sample's planes along the model's slab dimension (0: none)
+  int64_t global_batch = 0;      // samples per step over all replicas
+  int64_t steps_per_epoch = 0;   // whole global batches in the training set
+  int64_t total_steps = 0;       // the run's last step: Config::steps, or epochs x steps_per_epoch
   runtime::OptimizerFactory optimizer;
   // With --partition memory or fit, or --plan-only: the planned peak of every stage and the
   // plan's text (runtime::memory_plan_table, the slab table under --spatial, the budget's

@@ -68,7 +68,7 @@ class Trainer {
   const Source& source() const { return *source_; }
   int64_t total_steps() const;
   // Which data-parallel replica this process runs (0 in process).
-  int replica() const { return plan_.replica; }
+  int replica() const { return pipeline_->replica(); }
   // What the run was built from: its plan.
   const RunPlan& plan() const { return plan_; }
   // With --partition memory or fit, or --plan-only: the predicted bytes per stage
@@ -80,6 +80,10 @@ class Trainer {
   double learning_rate(int64_t step) const;
 
   Result run(const StepCallback& on_step = nullptr);
+  // One training step, `step` counted from 0 (it picks the step's samples and learning rate):
+  // forward, backward and the optimizer's update. The parameters' gradients stay until the
+  // next step. The loss is the step's over every replica. Collective under MPI.
+  runtime::StepStats train_step(int64_t step);
   // Evaluation over the whole held-out set: the model's metric per sample (NaN for an empty
   // held-out set). With replicas each scores every R-th evaluation step, and their sums are
   // added up (collective).

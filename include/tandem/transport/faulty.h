@@ -12,6 +12,8 @@
 //                  carries, the bytes are unchanged
 //   corrupt-dtype  delivered with its payload's bytes announced as another dtype of the same
 //                  element size (float32 as int32, float64 as int64, 16-bit floats as int16, ...)
+//   zero           delivered with every element 0, shape and dtype right: values lost on the way,
+//                  which only the numbers show (tandem verify's gradients)
 //   throw          send() throws tandem::Error naming the message
 //
 // Text form (parse_fault / Fault::to_string), e.g. for a test program's command line:
@@ -37,7 +39,7 @@
 
 namespace tandem::transport {
 
-enum class FaultKind { kDrop, kDelay, kCorruptShape, kCorruptDtype, kThrow };
+enum class FaultKind { kDrop, kDelay, kCorruptShape, kCorruptDtype, kZero, kThrow };
 
 // Which messages a fault applies to; an unset field matches any value.
 struct MessageMatch {
