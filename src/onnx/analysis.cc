@@ -161,18 +161,22 @@ void find_needed(Analysis& a) {
   }
 }
 
+// Every node the output needs whose operator tandem does not run, named in one message.
 void check_operators(const Analysis& a) {
+  std::vector<std::string> unknown;
   for (int i = 0; i < a.graph->node_size(); ++i) {
     if (!a.needed[static_cast<size_t>(i)]) continue;
     const pb::NodeProto& n = a.node(i);
-    const bool known = is_default_domain(n.domain()) && find_operator(n.op_type());
-    TANDEM_CHECK(known,
-                 "ONNX node '{}' uses operator '{}'{}, which tandem does not run; tandem runs {} "
-                 "(opsets {} to {})",
-                 a.layer_names[i], n.op_type(),
-                 is_default_domain(n.domain()) ? "" : fmt::format(" of domain '{}'", n.domain()),
-                 listed(supported_operators()), kMinOpset, kMaxOpset);
+    if (is_default_domain(n.domain()) && find_operator(n.op_type())) continue;
+    unknown.push_back(fmt::format(
+        "{}'{}' uses operator '{}'{}", unknown.empty() ? "ONNX node " : "node ", a.layer_names[i],
+        n.op_type(),
+        is_default_domain(n.domain()) ? "" : fmt::format(" of domain '{}'", n.domain())));
   }
+  TANDEM_CHECK(unknown.empty(), "{}{}, which tandem does not run; tandem runs {} (opsets {} to {})",
+               fmt::join(unknown, ", "),
+               unknown.size() > 1 ? fmt::format(" ({} nodes)", unknown.size()) : std::string(),
+               listed(supported_operators()), kMinOpset, kMaxOpset);
 }
 
 void classify(Analysis& a) {

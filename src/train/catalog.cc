@@ -242,6 +242,16 @@ std::unique_ptr<Source> make_source(const Config& c, const ModelNeeds& needs) {
                  d.volumes ? "volumes" : "no volumes", instead);
     TANDEM_CHECK(d.target == needs.target, "Config::data = {} gives {}, but model {} needs {}: {}",
                  c.data, target_words(d.target), c.model, target_words(needs.target), instead);
+  } else {
+    // A model of any data (an ONNX graph) whose loss wants class labels, on voxel-wise labels:
+    // its loss is what to change.
+    TANDEM_CHECK(!d.volumes || needs.target != ModelNeeds::Target::kClasses ||
+                     d.target == ModelNeeds::Target::kClasses,
+                 "Config::data = {} gives {}, but model {} with Config::loss = {} needs {}: give "
+                 "Config::loss = dice or dice+bce (0/1 masks) or mse (real-valued labels)",
+                 c.data, target_words(d.target), c.model,
+                 c.loss.empty() ? "cross-entropy (the default)" : c.loss,
+                 target_words(needs.target));
   }
   return d.make(c, c.data_dir, needs);
 }

@@ -179,7 +179,8 @@ std::unique_ptr<Source> make_nifti_source(const std::string& dir, const ModelNee
   TANDEM_CHECK(
       needs.volumes && needs.target != ModelNeeds::Target::kClasses,
       "Config::data nifti:{} gives volumes with voxel-wise labels; use Config::model unet3d (0/1 "
-      "masks) or conv3d-stack (real-valued labels)",
+      "masks) or conv3d-stack (real-valued labels), or for an ONNX model of volumes "
+      "Config::loss = dice or dice+bce (0/1 masks) or mse (real-valued labels)",
       dir);
   TANDEM_CHECK(train_size >= 1, "the training set needs at least 1 sample, not {}", train_size);
   data::NiftiFolderOptions o;

@@ -326,6 +326,9 @@ def refused_cases():
     cases = {
         "unsupported_operator": ([helper.make_node("Erf", ["x"], ["y"], name="erf0")], [x], [y],
                                  [], OPSET),
+        "two_unsupported_operators": ([helper.make_node("Erf", ["x"], ["e"], name="erf0"),
+                                       helper.make_node("Gelu", ["e"], ["y"], domain="com.example",
+                                                        name="gelu0")], [x], [y], [], OPSET),
         "custom_domain": ([helper.make_node("Gelu", ["x"], ["y"], domain="com.example",
                                             name="gelu0")], [x], [y], [], OPSET),
         "second_input": ([helper.make_node("Add", ["x", "x2"], ["y"])],

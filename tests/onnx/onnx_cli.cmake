@@ -89,6 +89,9 @@ onnx_cli_test(plan_names_a_spatial_that_fits 3 "above --device-memory 360.0 KiB.
   ${unet_run} --microbatches 1 --devices 1 --plan-only --partition memory --device-memory 360KiB)
 onnx_cli_test(spatial_too_many_slabs 2 "--volume 8 with model [^ ]+unet3d.onnx and --spatial 8: 8 slabs of at least 2 planes need a depth of at least 16; use --volume 16 or more, or --spatial 4 or fewer"
   ${unet_run} --microbatches 2 --devices 8 --spatial 8 --steps 1)
+# A U-Net without --loss: cross-entropy wants a class per sample; the loss is what to change.
+onnx_cli_test(unet_without_a_volume_loss 2 "--data spheres gives 0/1 masks, but model [^ ]+unet3d.onnx with --loss cross-entropy \\(the default\\) needs class labels: give --loss dice or dice\\+bce \\(0/1 masks\\) or mse"
+  train --model ${unet} --data spheres --volume 8 --steps 1 --progress none)
 onnx_cli_test(unet_volume_mismatch 2 "takes samples of shape \\[1,8,8,8\\].*data gives samples of shape \\[1,16,16,16\\]"
   train --model ${unet} --data spheres --volume 16 --loss dice --steps 1 --progress none)
 

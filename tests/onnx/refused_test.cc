@@ -33,6 +33,10 @@ TEST(OnnxRefused, UnsupportedOperatorNamesNodeOperatorAndTheSupportedOnes) {
       {"ONNX node 'erf0' uses operator 'Erf', which tandem does not run",
        "tandem runs Add, AveragePool, BatchNormalization,", "Upsample (opsets 11 to 17)"});
   expect_refusal("custom_domain", {"'gelu0' uses operator 'Gelu' of domain 'com.example'"});
+  // Every node tandem does not run, in one message.
+  expect_refusal("two_unsupported_operators",
+                 {"ONNX node 'erf0' uses operator 'Erf', node 'gelu0' uses operator 'Gelu' of "
+                  "domain 'com.example' (2 nodes), which tandem does not run"});
 }
 
 TEST(OnnxRefused, SecondGraphInput) {
