@@ -314,15 +314,7 @@ int run_predict(PredictArgs& args) {
     }
     const int status = run_guarded(session, [&] {
       std::optional<trace::Progress> progress;  // opened by the first forward, with the total
-      o.progress = [&](int64_t done, int64_t total) {
-        if (!progress) {
-          progress.emplace(
-              main_process ? trace::parse_mode(c.progress) : trace::Progress::Mode::kNone, total);
-          progress->set_unit("forward", "forwards");
-        }
-        progress->update(
-            done, {{"file", static_cast<double>(i + 1)}, {"of", static_cast<double>(jobs.size())}});
-      };
+      o.progress = forward_progress(progress, main_process, c.progress, i, jobs.size());
       train::VolumePrediction p = train::predict_volume(&job, c, std::move(*plan), scan, o);
       if (progress) progress->finish();
       if (main_process) {

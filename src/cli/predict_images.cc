@@ -75,6 +75,19 @@ void write_images_result(const std::string& path, const torch::Tensor& p, const 
 
 }  // namespace
 
+std::function<void(int64_t, int64_t)> forward_progress(std::optional<trace::Progress>& progress,
+                                                       bool show, const std::string& mode,
+                                                       size_t file, size_t files) {
+  return [&progress, show, mode, file, files](int64_t done, int64_t total) {
+    if (!progress) {
+      progress.emplace(show ? trace::parse_mode(mode) : trace::Progress::Mode::kNone, total);
+      progress->set_unit("forward", "forwards");
+    }
+    progress->update(done,
+                     {{"file", static_cast<double>(file + 1)}, {"of", static_cast<double>(files)}});
+  };
+}
+
 int run_images(const train::Config& c, const std::vector<ScanJob>& jobs, const ImagesOptions& o,
                Session& session) {
   train::Job& job = *session.job;
@@ -91,15 +104,7 @@ int run_images(const train::Config& c, const std::vector<ScanJob>& jobs, const I
     }
     const int status = run_guarded(session, [&] {
       std::optional<trace::Progress> progress;
-      auto on_forward = [&](int64_t done, int64_t total) {
-        if (!progress) {
-          progress.emplace(
-              main_process ? trace::parse_mode(c.progress) : trace::Progress::Mode::kNone, total);
-          progress->set_unit("forward", "forwards");
-        }
-        progress->update(
-            done, {{"file", static_cast<double>(i + 1)}, {"of", static_cast<double>(jobs.size())}});
-      };
+      const auto on_forward = forward_progress(progress, main_process, c.progress, i, jobs.size());
       train::ImagesPrediction p =
           train::predict_images(&job, c, x, o.batch, o.standardize, on_forward);
       if (progress) progress->finish();

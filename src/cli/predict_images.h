@@ -3,10 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "session.h"
+#include "tandem/trace/progress.h"
 #include "tandem/train/config.h"
 #include "tandem/train/predict.h"
 
@@ -34,6 +37,13 @@ struct ImagesOptions {
 // Predicts every file of images of `jobs` (IDX or .npy) with `c`'s model on the session's job,
 // writes each result (.npy or CSV) and prints one result line per file (with the accuracy
 // against its labels), then their mean. Returns the exit status.
+// The progress display of file `file` (from 0) of `files`, counting forwards: a callback for
+// predict_volume and predict_images that opens it at the first forward, with the total, on
+// the main process (`show`). `progress` holds it; finish it after the prediction.
+std::function<void(int64_t, int64_t)> forward_progress(std::optional<trace::Progress>& progress,
+                                                       bool show, const std::string& mode,
+                                                       size_t file, size_t files);
+
 int run_images(const train::Config& c, const std::vector<ScanJob>& jobs, const ImagesOptions& o,
                Session& session);
 

@@ -34,7 +34,7 @@ class Samples : public Source {
   }
   Batch test_batch(int64_t begin, int64_t end) const override { return train_batch(0, begin, end); }
   std::string describe() const override {
-    return fmt::format("{} sample{} [{}] of one scan (standardized)", samples_.size(0),
+    return fmt::format("{} sample{} [{}] to predict (standardized)", samples_.size(0),
                        samples_.size(0) > 1 ? "s" : "", fmt::join(input_shape(), ","));
   }
   std::vector<int64_t> input_shape() const override { return samples_.sizes().slice(1).vec(); }
