@@ -121,7 +121,67 @@ void choose_output(Analysis& a, const std::string& wanted) {
                a.path);
 }
 
-// The loss takes over a final Softmax/LogSoftmax over the classes (axis 1) or a Sigmoid.
+std::vector<int64_t> perm_of(const pb::NodeProto& n) {
+  if (n.op_type() != "Transpose") return {};
+  for (const auto& attr : n.attribute())
+    if (attr.name() == "perm") return {attr.ints().begin(), attr.ints().end()};
+  return {};
+}
+
+// [0, r-1, 1, ..., r-2] (channels last to first) or, with `back`, [0, 2, ..., r-1, 1], for the
+// images and volumes of rank r >= 4.
+bool layout_perm(const std::vector<int64_t>& perm, bool back) {
+  const auto r = static_cast<int64_t>(perm.size());
+  if (r < 4 || perm[0] != 0) return false;
+  for (int64_t i = 1; i < r; ++i) {
+    const int64_t want = back ? (i == r - 1 ? 1 : i + 1) : (i == 1 ? r - 1 : i - 1);
+    if (perm[static_cast<size_t>(i)] != want) return false;
+  }
+  return true;
+}
+
+// tf2onnx writes a Keras model channels-last: its input [B,D,H,W,C] goes through a Transpose
+// to [B,C,D,H,W] first. tandem's samples are channels-first (NIfTI volumes read as
+// [C,Z,Y,X]), so tandem feeds that Transpose's output and leaves the Transpose out, when the
+// input has no other reader. The model's input is then [B,C,D,H,W] as for a PyTorch export.
+void take_over_input_layout(Analysis& a) {
+  int reader = -1;
+  for (int i = 0; i < a.graph->node_size(); ++i) {
+    if (!a.needed[static_cast<size_t>(i)]) continue;
+    for (const auto& t : a.node(i).input()) {
+      if (t != a.input) continue;
+      if (reader >= 0 && reader != i) return;
+      reader = i;
+    }
+  }
+  if (reader < 0) return;
+  const std::vector<int64_t> perm = perm_of(a.node(reader));
+  if (!layout_perm(perm, false) || a.node(reader).output(0) == a.output) return;
+  if (!a.input_shape.empty() && a.input_shape.size() + 1 != perm.size()) return;
+  a.input = a.node(reader).output(0);
+  if (!a.input_shape.empty()) {
+    std::vector<int64_t> shape;
+    for (size_t i = 1; i < perm.size(); ++i)
+      shape.push_back(a.input_shape[static_cast<size_t>(perm[i] - 1)]);
+    a.input_shape = shape;
+  }
+  a.needed[static_cast<size_t>(reader)] = false;
+  a.input_layout = reader;
+}
+
+// And its output back to [B,D,H,W,C] last: tandem reads the Transpose's input, channels-first
+// as its targets are.
+void take_over_output_layout(Analysis& a) {
+  if (a.output_layout >= 0) return;
+  const int last = a.producer.at(a.output);
+  if (!layout_perm(perm_of(a.node(last)), true) || !a.producer.count(a.node(last).input(0))) return;
+  a.output = a.node(last).input(0);
+  a.output_layout = last;
+}
+
+// The loss takes over a final Softmax/LogSoftmax over the classes (axis 1) or a Sigmoid; a
+// Softmax over the last axis of a channels-last output with its Transpose
+// (take_over_output_layout).
 void take_over_final(Analysis& a) {
   const pb::NodeProto& last = a.node(a.producer.at(a.output));
   const auto& ops = a.loss->takes_over;
@@ -134,6 +194,15 @@ void take_over_final(Analysis& a) {
     const Shape s = a.shape(last.input(0));
     const int64_t rank = s ? static_cast<int64_t>(s->size()) : -1;
     const bool classes = (axis == 1 || (rank > 0 && axis + rank == 1)) && (!coerce || rank == 2);
+    const auto before = a.producer.find(last.input(0));
+    const bool last_axis = (axis == -1 || (rank > 0 && axis == rank - 1)) && !coerce;
+    if (!classes && last_axis && a.output_layout < 0 && before != a.producer.end() &&
+        layout_perm(perm_of(a.node(before->second)), true)) {
+      a.output = last.input(0);
+      a.taken_over = true;
+      take_over_output_layout(a);
+      return;
+    }
     TANDEM_CHECK(
         classes,
         "the ONNX model '{}' ends in {} node '{}' over axis {} of a tensor of rank {} "
@@ -188,7 +257,8 @@ void classify(Analysis& a) {
     for (const auto& t : n.input()) per_sample = per_sample || a.batched.count(t);
     for (const auto& t : n.input())
       if (!t.empty()) ++a.readers[t];
-    if (!per_sample) continue;
+    // The shape of a per-sample tensor is known at load time (but for the batch, ops.h).
+    if (!per_sample || n.op_type() == "Shape") continue;
     for (const auto& t : n.output())
       if (!t.empty()) a.batched.insert(t);
   }
@@ -220,6 +290,44 @@ void mark_trained(Analysis& a, const std::string& tensor, const std::string& use
   auto p = a.producer.find(tensor);
   if (p == a.producer.end()) return;
   for (const auto& in : a.node(p->second).input()) mark_trained(a, in, user);
+}
+
+const pb::NodeProto* producer_of(const Analysis& a, const std::string& tensor) {
+  const auto p = a.producer.find(tensor);
+  return p == a.producer.end() ? nullptr : &a.node(p->second);
+}
+
+// Whether `tensor` is a normalization's output before its scale and shift, as PyTorch exports
+// GroupNorm (InstanceNormalization over the groups, then a Reshape back) and, before opset 17,
+// LayerNorm (the centred input divided by a Sqrt).
+bool normalized(const Analysis& a, const std::string& tensor) {
+  const pb::NodeProto* p = producer_of(a, tensor);
+  if (p && p->op_type() == "Reshape") p = producer_of(a, p->input(0));
+  if (!p) return false;
+  if (p->op_type() == "InstanceNormalization") return true;
+  if (p->op_type() != "Div" || p->input_size() != 2) return false;
+  const pb::NodeProto* divisor = producer_of(a, p->input(1));
+  return divisor && divisor->op_type() == "Sqrt";
+}
+
+// A normalization's scale and shift, written as a Mul and an Add of static operands after it
+// (normalized()): those operands are trained, as the module's weight and bias are.
+void mark_affine(Analysis& a, const pb::NodeProto& n, const std::string& name) {
+  if ((n.op_type() != "Mul" && n.op_type() != "Add") || n.input_size() != 2) return;
+  for (int k = 0; k < 2; ++k) {
+    const std::string& in = n.input(k);
+    const std::string& other = n.input(1 - k);
+    if (!a.batched.count(in) || a.batched.count(other)) continue;
+    bool affine = normalized(a, in);
+    if (!affine && n.op_type() == "Add") {
+      const pb::NodeProto* scale = producer_of(a, in);
+      if (scale && scale->op_type() == "Mul" && scale->input_size() == 2)
+        for (int j = 0; j < 2; ++j)
+          affine =
+              affine || (normalized(a, scale->input(j)) && !a.batched.count(scale->input(1 - j)));
+    }
+    if (affine) mark_trained(a, other, name);
+  }
 }
 
 void assign_roles(Analysis& a) {
@@ -254,6 +362,7 @@ void assign_roles(Analysis& a) {
         if (after_matmul && a.batched.count(n.input(k))) mark_trained(a, n.input(1 - k), name);
       }
     }
+    mark_affine(a, n, name);
   }
 }
 
@@ -278,8 +387,11 @@ Analysis analyze(const pb::ModelProto& model, const std::string& path, const std
   find_producers(a);
   a.shapes = infer_shapes(model);
   choose_output(a, output);
+  take_over_output_layout(a);
   take_over_final(a);
+  take_over_output_layout(a);
   find_needed(a);
+  take_over_input_layout(a);
   check_operators(a);
   classify(a);
   assign_roles(a);

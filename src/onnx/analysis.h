@@ -26,6 +26,10 @@ struct Analysis {
   std::vector<int64_t> input_shape;  // without the batch axis; -1 where symbolic
   std::string output;                // what the loss reads
   bool taken_over = false;           // the loss took over the graph's final operator
+  // Channels-last graphs (tf2onnx's Keras models): the Transpose to channels-first after the
+  // input and the one back before the output, taken over (tandem feeds and reads [B,C,...]);
+  // their node indices, -1 where there is none.
+  int input_layout = -1, output_layout = -1;
   const LossEntry* loss = nullptr;
   std::vector<std::string> layer_names;  // per node
   std::vector<bool> needed;              // per node: the output depends on it

@@ -5,9 +5,13 @@
 
 #include <torch/torch.h>
 
+#include <set>
+
 #include "analysis.h"
+#include "ops.h"
 #include "slab_rules.h"
 #include "tandem/common/check.h"
+#include "tandem/graph/call_context.h"
 
 namespace tandem::onnx {
 namespace detail {
@@ -79,6 +83,12 @@ class LayerState : public torch::nn::Cloneable<LayerState> {
   std::vector<Spec> specs_;
 };
 
+// Whether a static value holds the batch size of a per-sample tensor's shape (kBatchEntry).
+bool holds_batch_entry(const torch::Tensor& t) {
+  return t.defined() && !t.is_floating_point() && t.numel() > 0 &&
+         t.to(torch::kInt64).eq(kBatchEntry).any().item<bool>();
+}
+
 // One operand of a layer's node, evaluated at each forward from the layer's state tensors (in
 // key order) and the layer's inputs.
 using Operand = std::function<torch::Tensor(const std::vector<torch::Tensor>& state,
@@ -97,6 +107,8 @@ class Builder {
   std::vector<NodeInput> node_inputs(const pb::NodeProto& n) const;
   std::vector<Shape> output_shapes(const pb::NodeProto& n) const;
   void add_static(int index);
+  void add_shape(int index, const graph::Model& model);
+  Shape dry_shape(const std::string& tensor, const graph::Model& model) const;
   void add_layer(int index, graph::Model& model);
 
   const Analysis& a_;
@@ -135,6 +147,17 @@ std::vector<Shape> Builder::output_shapes(const pb::NodeProto& n) const {
 void Builder::add_static(int index) {
   const pb::NodeProto& n = a_.node(index);
   const Node node(n, a_.layer_names[index], a_.opset, node_inputs(n), output_shapes(n), nullptr);
+  // The batch size may be moved about (picked, unsqueezed, concatenated into a shape) but not
+  // computed with: tandem does not know it.
+  static const std::set<std::string> moves = {"Gather", "Unsqueeze", "Squeeze", "Concat",
+                                              "Identity"};
+  if (!moves.count(n.op_type()))
+    for (size_t i = 0; i < node.input_count(); ++i)
+      if (node.is_constant(i) && holds_batch_entry(node.constant(i, "operand")))
+        node.refuse(fmt::format(
+            "it computes with the batch size ('{}' holds it, from the shape of a per-sample "
+            "tensor), which tandem leaves free: micro-batches of any size run",
+            node.input_name(i)));
   const Op op = find_operator(n.op_type())->make(node);
   std::vector<Static> args;
   bool constant = true;
@@ -169,6 +192,47 @@ void Builder::add_static(int index) {
     }
     statics_[n.output(k)] = std::move(s);
   }
+}
+
+// A Shape node of a per-sample tensor: its value at load time, the batch left free. The
+// tensor's shape comes from ONNX's shape inference or, where that does not know it (a Reshape
+// to a shape computed from another Shape: ONNX infers no further), from the layers built so far
+// run on one sample of zeros.
+void Builder::add_shape(int index, const graph::Model& model) {
+  const pb::NodeProto& n = a_.node(index);
+  const Node node(n, a_.layer_names[index], a_.opset, node_inputs(n), output_shapes(n), nullptr);
+  Shape shape = node.input_shape(0);
+  if (!shape || std::any_of(shape->begin() + 1, shape->end(), [](int64_t d) { return d < 0; }))
+    shape = dry_shape(n.input(0), model);
+  Static s;
+  s.constant = shape_of_batched(node, shape);
+  statics_[n.output(0)] = std::move(s);
+}
+
+Shape Builder::dry_shape(const std::string& tensor, const graph::Model& model) const {
+  const std::vector<int64_t>& sample = a_.input_shape;
+  if (sample.empty() || std::any_of(sample.begin(), sample.end(), [](int64_t d) { return d < 0; }))
+    return std::nullopt;
+  torch::NoGradGuard no_grad;
+  std::vector<int64_t> batch{1};
+  batch.insert(batch.end(), sample.begin(), sample.end());
+  std::map<std::string, torch::Tensor> env{{a_.input, torch::zeros(batch)}};
+  for (size_t i = 0; i < model.layers.size() && !env.count(tensor); ++i) {
+    const graph::Layer& layer = model.layers[i];
+    graph::CallContext call;
+    call.layer = static_cast<int>(i);
+    call.training = false;
+    graph::ScopedCall scoped(call);
+    graph::Tensors in;
+    for (const auto& name : layer.inputs) in.push_back(env.at(name));
+    graph::Tensors out = layer.forward(in);
+    for (size_t k = 0; k < out.size(); ++k) env[layer.outputs[k]] = out[k];
+  }
+  const auto it = env.find(tensor);
+  if (it == env.end()) return std::nullopt;
+  std::vector<int64_t> dims = it->second.sizes().vec();
+  dims[0] = -1;
+  return dims;
 }
 
 void Builder::add_layer(int index, graph::Model& model) {
@@ -233,6 +297,13 @@ void Builder::add_layer(int index, graph::Model& model) {
         .back();
   };
   const Node node(n, layer.name, a_.opset, node_inputs(n), output_shapes(n), sink);
+  for (size_t i = 0; i < node.input_count(); ++i)
+    if (node.is_constant(i) && holds_batch_entry(node.constant(i, "operand")) &&
+        !(n.op_type() == "Reshape" && i == 1))
+      node.refuse(fmt::format(
+          "it computes with the batch size ('{}' holds it, from the shape of a per-sample "
+          "tensor), which tandem leaves free: micro-batches of any size run",
+          node.input_name(i)));
   const Op op = find_operator(n.op_type())->make(node);
   slabs_.add(node);
   std::vector<size_t> kept;  // the node's outputs a later node or the loss reads
@@ -284,7 +355,9 @@ graph::Model Builder::build() {
     if (!a_.needed[static_cast<size_t>(i)]) continue;
     bool per_sample = false;
     for (const auto& t : a_.node(i).input()) per_sample = per_sample || a_.batched.count(t);
-    if (per_sample) {
+    if (per_sample && a_.node(i).op_type() == "Shape") {
+      add_shape(i, model);
+    } else if (per_sample) {
       add_layer(i, model);
     } else {
       add_static(i);

@@ -1,5 +1,5 @@
-#include "tandem/common/check.h"
 #include "operator.h"
+#include "tandem/common/check.h"
 
 namespace tandem::onnx::detail {
 
@@ -32,8 +32,8 @@ const torch::Tensor& Node::constant(size_t i, const char* what) const {
   if (batched(i)) {
     refuse(fmt::format(
         "its {} ('{}') is computed from the batch at run time: a dynamic shape tandem cannot "
-        "resolve. Export with the {} as a constant (in PyTorch: torch.flatten or nn.Flatten "
-        "instead of x.view(x.size(0), -1); tf2onnx folds constants by default)",
+        "resolve. Export with the {} as a constant, or computed from Shape nodes of tensors "
+        "whose axes after the batch have fixed sizes (tf2onnx folds constants by default)",
         what, inputs_[i].name, what));
   }
   if (!inputs_[i].constant.defined()) {

@@ -1,5 +1,5 @@
-// Element-wise operators: Add, Sub, Mul, Div (with numpy broadcasting, as ONNX defines it),
-// Relu, LeakyRelu, Sigmoid, Tanh and Identity.
+// Element-wise operators: Add, Sub, Mul, Div, Pow (with numpy broadcasting, as ONNX defines
+// it), Relu, LeakyRelu, Sigmoid, Tanh, Erf (GELU), Sqrt and Identity.
 #include "ops.h"
 
 namespace tandem::onnx::detail {
@@ -14,6 +14,8 @@ Op unary(torch::Tensor (*f)(const torch::Tensor&)) {
 torch::Tensor relu_of(const torch::Tensor& x) { return torch::relu(x); }
 torch::Tensor sigmoid_of(const torch::Tensor& x) { return torch::sigmoid(x); }
 torch::Tensor tanh_of(const torch::Tensor& x) { return torch::tanh(x); }
+torch::Tensor erf_of(const torch::Tensor& x) { return torch::erf(x); }
+torch::Tensor sqrt_of(const torch::Tensor& x) { return torch::sqrt(x); }
 torch::Tensor same(const torch::Tensor& x) { return x; }
 
 }  // namespace
@@ -46,7 +48,15 @@ Op make_div(const Node&) {
   return op;
 }
 
+Op make_pow(const Node&) {
+  Op op;
+  op.fn = [](const graph::Tensors& in) { return graph::Tensors{torch::pow(in[0], in[1])}; };
+  return op;
+}
+
 Op make_relu(const Node&) { return unary(relu_of); }
+Op make_erf(const Node&) { return unary(erf_of); }
+Op make_sqrt(const Node&) { return unary(sqrt_of); }
 Op make_sigmoid(const Node&) { return unary(sigmoid_of); }
 Op make_tanh(const Node&) { return unary(tanh_of); }
 Op make_identity(const Node&) { return unary(same); }

@@ -61,8 +61,9 @@ torch::Tensor resize_axis(const torch::Tensor& x, int64_t axis, int64_t out, dou
   const torch::Tensor b = x.index_select(axis, torch::tensor(hi, index).to(x.device()));
   std::vector<int64_t> shape(static_cast<size_t>(x.dim()), 1);
   shape[static_cast<size_t>(axis)] = out;
-  const torch::Tensor w =
-      torch::tensor(weight, torch::TensorOptions().dtype(torch::kFloat64)).to(x.options()).reshape(shape);
+  const torch::Tensor w = torch::tensor(weight, torch::TensorOptions().dtype(torch::kFloat64))
+                              .to(x.options())
+                              .reshape(shape);
   return a + (b - a) * w;
 }
 
@@ -70,7 +71,8 @@ ResizeMode read_mode(const Node& n, bool upsample) {
   ResizeMode m;
   const std::string mode = n.get_string("mode", "nearest");
   if (mode != "nearest" && mode != "linear" && mode != "bilinear" && mode != "trilinear")
-    n.refuse(fmt::format("mode '{}' is not supported; tandem resizes with nearest and linear", mode));
+    n.refuse(
+        fmt::format("mode '{}' is not supported; tandem resizes with nearest and linear", mode));
   m.linear = mode != "nearest";
   if (upsample) {
     m.coordinates = "asymmetric";  // Upsample's definition
@@ -81,9 +83,10 @@ ResizeMode read_mode(const Node& n, bool upsample) {
   m.nearest = n.get_string("nearest_mode", "round_prefer_floor");
   if (m.coordinates != "half_pixel" && m.coordinates != "pytorch_half_pixel" &&
       m.coordinates != "align_corners" && m.coordinates != "asymmetric") {
-    n.refuse(fmt::format("coordinate_transformation_mode '{}' is not supported; tandem supports "
-                         "half_pixel, pytorch_half_pixel, align_corners and asymmetric",
-                         m.coordinates));
+    n.refuse(
+        fmt::format("coordinate_transformation_mode '{}' is not supported; tandem supports "
+                    "half_pixel, pytorch_half_pixel, align_corners and asymmetric",
+                    m.coordinates));
   }
   if (m.nearest != "round_prefer_floor" && m.nearest != "round_prefer_ceil" &&
       m.nearest != "floor" && m.nearest != "ceil")
@@ -107,11 +110,12 @@ Op resize(const Node& n, std::vector<double> scales, std::vector<int64_t> sizes,
     // Axis 0 is the batch (sizes[0], fixed when the graph was exported, is not used).
     for (size_t a = 1; a < rank; ++a) {
       const int64_t in_size = x.size(static_cast<int64_t>(a));
-      const int64_t out = scales.empty() ? sizes[a]
-                                         : static_cast<int64_t>(std::floor(
-                                               static_cast<double>(in_size) * scales[a]));
-      const double scale = scales.empty() ? static_cast<double>(out) / static_cast<double>(in_size)
-                                          : scales[a];
+      const int64_t out =
+          scales.empty()
+              ? sizes[a]
+              : static_cast<int64_t>(std::floor(static_cast<double>(in_size) * scales[a]));
+      const double scale =
+          scales.empty() ? static_cast<double>(out) / static_cast<double>(in_size) : scales[a];
       y = resize_axis(y, static_cast<int64_t>(a), out, scale, m);
     }
     return graph::Tensors{y};
@@ -165,7 +169,8 @@ SlabStep slab_resize_by(const ResizeMode& m, const std::vector<double>& scales) 
 
 }  // namespace
 
-SlabStep slab_resize(const Node& n) {
+SlabStep slab_resize(const Node& n, int64_t axis) {
+  if (axis != 2) return slab_layout(n, axis);
   const ResizeMode m = read_mode(n, false);
   if (n.has_input(2) && n.constant(2, "scales").numel() > 0)
     return slab_resize_by(m, float_values(n.constant(2, "scales")));
@@ -176,7 +181,8 @@ SlabStep slab_resize(const Node& n) {
   return step;
 }
 
-SlabStep slab_upsample(const Node& n) {
+SlabStep slab_upsample(const Node& n, int64_t axis) {
+  if (axis != 2) return slab_layout(n, axis);
   const ResizeMode m = read_mode(n, true);
   if (n.has_input(1)) return slab_resize_by(m, float_values(n.constant(1, "scales")));
   const std::vector<float> attr = n.get_floats("scales");

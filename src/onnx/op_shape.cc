@@ -1,6 +1,7 @@
-// Operators that rearrange a tensor: Concat, Flatten, Reshape, Transpose, Squeeze and
-// Unsqueeze. On per-sample tensors axis 0 is the batch and must stay so: tandem feeds
-// micro-batches of any size, so a node that moves, merges or fixes that axis is refused.
+// Operators that rearrange a tensor: Concat, Flatten, Reshape, Transpose, Squeeze, Unsqueeze,
+// Gather, and Shape (whose batch entry is kBatchEntry, operator.h). On per-sample tensors axis 0 is
+// the batch and must stay so: tandem feeds micro-batches of any size, so a node that moves, merges
+// or fixes that axis is refused.
 #include "ops.h"
 
 namespace tandem::onnx::detail {
@@ -42,9 +43,10 @@ Op make_flatten(const Node& n) {
   if (n.batched(0)) {
     const bool keeps_batch = axis == 1 || (rank > 0 && axis == 1 - rank);
     if (!keeps_batch) {
-      n.refuse(fmt::format("axis {} would merge the batch axis with others or into them; tandem "
-                           "flattens per sample only (axis 1)",
-                           axis));
+      n.refuse(
+          fmt::format("axis {} would merge the batch axis with others or into them; tandem "
+                      "flattens per sample only (axis 1)",
+                      axis));
     }
   }
   Op op;
@@ -53,7 +55,8 @@ Op make_flatten(const Node& n) {
     const int64_t a = axis < 0 ? axis + x.dim() : axis;
     int64_t rows = 1;
     for (int64_t i = 0; i < a; ++i) rows *= x.size(i);
-    return graph::Tensors{x.reshape({rows, rows == 0 ? 0 : x.numel() / std::max<int64_t>(rows, 1)})};
+    return graph::Tensors{
+        x.reshape({rows, rows == 0 ? 0 : x.numel() / std::max<int64_t>(rows, 1)})};
   };
   return op;
 }
@@ -64,7 +67,14 @@ Op make_reshape(const Node& n) {
   const bool batched = n.batched(0);
   if (batched) {
     if (shape.empty()) n.refuse("it reshapes per-sample tensors into a scalar");
-    const bool first_is_batch = shape[0] == -1 || (shape[0] == 0 && !allow_zero);
+    const bool first_is_batch =
+        shape[0] == -1 || shape[0] == kBatchEntry || (shape[0] == 0 && !allow_zero);
+    for (size_t i = 1; i < shape.size(); ++i)
+      if (shape[i] == kBatchEntry)
+        n.refuse(
+            fmt::format("its shape puts the batch size (from a Shape node) at axis {}, "
+                        "which would move samples; tandem keeps the batch at axis 0",
+                        i));
     if (!first_is_batch) {
       n.refuse(fmt::format(
           "its shape [{}] fixes axis 0, the batch, to {}: tandem feeds micro-batches of any "
@@ -95,8 +105,9 @@ Op make_transpose(const Node& n) {
   const int64_t rank = n.input_rank(0);
   if (n.batched(0)) {
     if (perm.empty() && rank != 1) {
-      n.refuse("it reverses the axes (no perm), which moves the batch axis; give a perm that "
-               "keeps axis 0 first");
+      n.refuse(
+          "it reverses the axes (no perm), which moves the batch axis; give a perm that "
+          "keeps axis 0 first");
     }
     if (!perm.empty() && perm[0] != 0) {
       n.refuse(fmt::format("perm [{}] moves the batch axis; it must keep axis 0 first",
@@ -125,7 +136,8 @@ Op make_squeeze(const Node& n) {
     std::vector<bool> drop(static_cast<size_t>(x.dim()), false);
     if (axes.empty()) {
       // Every axis of size 1, the batch excepted (a micro-batch may hold one sample).
-      for (int64_t i = batched ? 1 : 0; i < x.dim(); ++i) drop[static_cast<size_t>(i)] = x.size(i) == 1;
+      for (int64_t i = batched ? 1 : 0; i < x.dim(); ++i)
+        drop[static_cast<size_t>(i)] = x.size(i) == 1;
     } else {
       for (int64_t a : axes) drop[static_cast<size_t>(a < 0 ? a + x.dim() : a)] = true;
     }
@@ -156,6 +168,67 @@ Op make_unsqueeze(const Node& n) {
     for (int64_t i = 0; i < out_rank; ++i)
       shape.push_back(inserted[static_cast<size_t>(i)] ? 1 : x.size(next++));
     return graph::Tensors{x.reshape(shape)};
+  };
+  return op;
+}
+
+Op make_shape(const Node& n) {
+  // A per-sample tensor's shape is known at load time but for its batch; the loader computes
+  // it (shape_of_batched below) and runs no layer. Here: a static tensor's.
+  const int64_t start = n.get_int("start", 0), end = n.get_int("end", INT64_MAX);
+  Op op;
+  op.fn = [start, end](const graph::Tensors& in) {
+    const std::vector<int64_t> dims = in[0].sizes().vec();
+    const auto rank = static_cast<int64_t>(dims.size());
+    const auto clamp = [rank](int64_t i) {
+      return std::clamp<int64_t>(i < 0 ? i + rank : i, 0, rank);
+    };
+    const int64_t a = clamp(start), b = std::max(a, clamp(end));
+    return graph::Tensors{
+        torch::tensor(std::vector<int64_t>(dims.begin() + a, dims.begin() + b), torch::kInt64)};
+  };
+  return op;
+}
+
+torch::Tensor shape_of_batched(const Node& n, const Shape& s) {
+  if (!s)
+    n.refuse(fmt::format(
+        "the shape of '{}' is not known at load time (the graph input's axes after the batch "
+        "are not all fixed)",
+        n.input_name(0)));
+  std::vector<int64_t> dims = *s;
+  for (size_t i = 1; i < dims.size(); ++i)
+    if (dims[i] < 0)
+      n.refuse(fmt::format(
+          "axis {} of '{}' [{}] has no fixed size, so its shape is not known at load time; "
+          "export with that axis fixed, or with torch.flatten instead of x.view(x.size(0), -1)",
+          i, n.input_name(0), fmt::join(dims, ",")));
+  dims[0] = kBatchEntry;
+  const auto rank = static_cast<int64_t>(dims.size());
+  const auto clamp = [rank](int64_t i) {
+    return std::clamp<int64_t>(i < 0 ? i + rank : i, 0, rank);
+  };
+  const int64_t a = clamp(n.get_int("start", 0)), b = std::max(a, clamp(n.get_int("end", rank)));
+  return torch::tensor(std::vector<int64_t>(dims.begin() + a, dims.begin() + b), torch::kInt64);
+}
+
+Op make_gather(const Node& n) {
+  const int64_t axis = n.get_int("axis", 0);
+  if (n.batched(0)) n.refuse_batch_axis(0, axis, n.input_rank(0), "gathered axis");
+  if (n.batched(1))
+    n.refuse(
+        "its indices are computed per sample (an embedding lookup); tandem gathers by "
+        "indices known at load time");
+  Op op;
+  op.fn = [axis](const graph::Tensors& in) {
+    const torch::Tensor& data = in[0];
+    const int64_t a = axis < 0 ? axis + data.dim() : axis;
+    torch::Tensor index = in[1].to(torch::kInt64);
+    index = torch::where(index < 0, index + data.size(a), index);
+    std::vector<int64_t> shape(data.sizes().begin(), data.sizes().begin() + a);
+    shape.insert(shape.end(), index.sizes().begin(), index.sizes().end());
+    shape.insert(shape.end(), data.sizes().begin() + a + 1, data.sizes().end());
+    return graph::Tensors{data.index_select(a, index.flatten()).reshape(shape)};
   };
   return op;
 }

@@ -25,6 +25,12 @@ namespace tandem::onnx::detail {
 // A shape from shape inference: -1 on unknown axes; nullopt when even the rank is unknown.
 using Shape = std::optional<std::vector<int64_t>>;
 
+// The batch size in a shape computed at load time from a per-sample tensor (a Shape node, as
+// PyTorch exports x.view(x.size(0), -1)): tandem feeds micro-batches of any size, so it is not
+// known. A Reshape takes it at axis 0 as the batch; a node that computes with it, or puts it
+// elsewhere, is refused.
+inline constexpr int64_t kBatchEntry = -(int64_t{1} << 62);
+
 // One input of a node, as the loader classified it.
 struct NodeInput {
   enum class Kind { kOmitted, kBatched, kStatic };
@@ -115,16 +121,18 @@ struct Op {
 
 using Factory = Op (*)(const Node& node);
 
-// What an operator does to the axis a spatial split cuts (--spatial: axis 2 of its per-sample
-// inputs, the depth of [B,C,D,H,W]) when every sample arrives as a slab of planes along it.
+// What an operator does to the axis a spatial split cuts (--spatial: the depth, axis 2 of the
+// graph input [B,C,D,H,W]) when every sample arrives as a slab of planes along it.
 struct SlabStep {
   std::string refused;  // why the node cannot run on slabs; empty: it can
   int64_t down = 1;     // output planes = input planes / down (pooling, a strided window)
   int64_t up = 1;       // output planes = input planes x up (a transposed window, up-sampling)
   int64_t halo = 0;     // planes it needs from each neighbouring slab (a "same" convolution)
+  int64_t axis = -1;    // the depth's axis in the outputs where the node moves it; -1: kept
 };
-// A node's step, from its attributes and static operands, at load time.
-using SlabRule = SlabStep (*)(const Node& node);
+// A node's step, from its attributes and static operands, at load time. `axis`: the depth's
+// axis in the node's per-sample inputs (2, unless a Transpose or Reshape before it moved it).
+using SlabRule = SlabStep (*)(const Node& node, int64_t axis);
 
 // An operator tandem runs, and the roles of the initializers it reads directly.
 struct OperatorEntry {

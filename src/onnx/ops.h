@@ -1,11 +1,13 @@
 // The factories of the operators tandem runs (operator.h), one group per file:
 //   op_conv.cc         Conv, ConvTranspose
 //   op_gemm.cc         Gemm, MatMul
-//   op_elementwise.cc  Add, Sub, Mul, Div, Relu, LeakyRelu, Sigmoid, Tanh, Identity
+//   op_elementwise.cc  Add, Sub, Mul, Div, Pow, Relu, LeakyRelu, Sigmoid, Tanh, Erf, Sqrt,
+//                      Identity
 //   op_softmax.cc      Softmax, LogSoftmax
 //   op_pool.cc         MaxPool, AveragePool, GlobalAveragePool
 //   op_norm.cc         BatchNormalization, InstanceNormalization
-//   op_shape.cc        Concat, Flatten, Reshape, Transpose, Squeeze, Unsqueeze
+//   op_shape.cc        Concat, Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Shape, Gather
+//   op_math.cc         Clip, PRelu, ReduceMean, LayerNormalization, Cast
 //   op_resize.cc       Resize, Upsample
 //   op_pad.cc          Pad
 //   op_misc.cc         Dropout, Constant
@@ -49,6 +51,19 @@ Op make_reshape(const Node& n);
 Op make_transpose(const Node& n);
 Op make_squeeze(const Node& n);
 Op make_unsqueeze(const Node& n);
+Op make_shape(const Node& n);
+Op make_gather(const Node& n);
+// Shape node n of a per-sample input of shape `s` (its batch axis first, any size), at load
+// time: kBatchEntry for the batch (operator.h).
+torch::Tensor shape_of_batched(const Node& n, const Shape& s);
+Op make_erf(const Node& n);
+Op make_cast(const Node& n);
+Op make_sqrt(const Node& n);
+Op make_pow(const Node& n);
+Op make_clip(const Node& n);
+Op make_prelu(const Node& n);
+Op make_reduce_mean(const Node& n);
+Op make_layer_normalization(const Node& n);
 Op make_resize(const Node& n);
 Op make_upsample(const Node& n);
 Op make_pad(const Node& n);

@@ -7,7 +7,6 @@
 #include "tandem/common/check.h"
 
 namespace tandem::onnx::detail {
-namespace {
 
 torch::ScalarType scalar_type(int data_type, const std::string& what) {
   switch (data_type) {
@@ -34,6 +33,8 @@ torch::ScalarType scalar_type(int data_type, const std::string& what) {
                    what, type_name(data_type));
   }
 }
+
+namespace {
 
 // Copies a repeated field into a tensor of `type` (the field's own C++ type first).
 template <typename Field>

@@ -29,6 +29,9 @@ int default_opset(const pb::ModelProto& model, const std::string& path);
 // The domain of the standard operators.
 bool is_default_domain(const std::string& domain);
 
+// LibTorch's type for an ONNX element type; throws tandem::Error naming `what` for others.
+torch::ScalarType scalar_type(int data_type, const std::string& what);
+
 // A CPU tensor holding a copy of `proto`'s values (float, double, int8/16/32/64, uint8, bool).
 // `what` names the tensor in errors (an initializer, a Constant node's value).
 torch::Tensor to_tensor(const pb::TensorProto& proto, const std::string& what);

@@ -7,9 +7,12 @@
 // element-wise operator, a concatenation of channels), down or up by a whole factor (pooling,
 // a window whose kernel is its stride, nearest up-sampling), with halos from the neighbouring
 // slabs (a stride-1 convolution with "same" padding), or not at all (a Flatten, a
-// BatchNormalization over the batch and the volume). SlabWalk follows the graph's layer nodes
-// in order and decides whether the graph can be cut, and the slab sizes that keep every
-// pooling and up-sampling inside a slab.
+// BatchNormalization over the batch and the volume). A Transpose (as tf2onnx writes them
+// around a Keras graph's layers) or a Reshape that keeps the planes whole moves the depth to
+// another axis; the operators after it follow it there, and a node is refused only where its
+// operator mixes planes across the depth. SlabWalk follows the graph's layer nodes in order
+// and decides whether the graph can be cut, and the slab sizes that keep every pooling and
+// up-sampling inside a slab.
 #pragma once
 
 #include <map>
@@ -22,19 +25,32 @@
 namespace tandem::onnx::detail {
 
 // Rules for the registry (registry.cc); the Resize and Upsample rules are in op_resize.cc.
-SlabStep slab_local(const Node& n);      // the same planes in and out
-SlabStep slab_broadcast(const Node& n);  // Add, Sub, Mul, Div: static operands flat in depth
-SlabStep slab_conv(const Node& n);
-SlabStep slab_conv_transpose(const Node& n);
-SlabStep slab_pool(const Node& n);  // MaxPool, AveragePool
-SlabStep slab_concat(const Node& n);
-SlabStep slab_softmax(const Node& n);  // Softmax, LogSoftmax
-SlabStep slab_pad(const Node& n);
-SlabStep slab_transpose(const Node& n);
-SlabStep slab_batch_norm(const Node& n);   // refused, with the reason
-SlabStep slab_global_pool(const Node& n);  // refused, with the reason
-SlabStep slab_resize(const Node& n);
-SlabStep slab_upsample(const Node& n);
+// Operators that read a layout ([B,C,D,...]: convolutions, poolings, normalizations per
+// instance, up-sampling) run on slabs only with the depth on axis 2; the others follow it to
+// wherever a Transpose or Reshape moved it.
+SlabStep slab_local(const Node& n, int64_t axis);      // the same planes in and out
+SlabStep slab_broadcast(const Node& n, int64_t axis);  // Add, Sub, Mul, Div: static operands
+                                                       // flat in depth
+SlabStep slab_layout(const Node& n, int64_t axis);     // per position, on [B,C,D,...]: axis 2
+SlabStep slab_conv(const Node& n, int64_t axis);
+SlabStep slab_conv_transpose(const Node& n, int64_t axis);
+SlabStep slab_pool(const Node& n, int64_t axis);  // MaxPool, AveragePool
+SlabStep slab_concat(const Node& n, int64_t axis);
+SlabStep slab_softmax(const Node& n, int64_t axis);  // Softmax, LogSoftmax
+SlabStep slab_pad(const Node& n, int64_t axis);
+SlabStep slab_transpose(const Node& n, int64_t axis);
+SlabStep slab_reshape(const Node& n, int64_t axis);
+SlabStep slab_gather(const Node& n, int64_t axis);
+SlabStep slab_reduce(const Node& n, int64_t axis);       // ReduceMean
+SlabStep slab_layer_norm(const Node& n, int64_t axis);   // LayerNormalization
+SlabStep slab_batch_norm(const Node& n, int64_t axis);   // refused, with the reason
+SlabStep slab_global_pool(const Node& n, int64_t axis);  // refused, with the reason
+SlabStep slab_resize(const Node& n, int64_t axis);
+SlabStep slab_upsample(const Node& n, int64_t axis);
+
+// Refuses a layout operator's node whose input holds the depth on `axis`, not axis 2 (empty
+// when it is on axis 2).
+std::string depth_not_on_axis_2(int64_t axis);
 
 class SlabWalk {
  public:
@@ -48,9 +64,11 @@ class SlabWalk {
   void finish(const std::string& output, graph::Model& model) const;
 
  private:
-  // A tensor's planes per plane of the input's slab: num / den, in lowest terms.
+  // A tensor's planes per plane of the input's slab: num / den, in lowest terms; and the axis
+  // that holds them.
   struct Ratio {
     int64_t num = 1, den = 1;
+    int64_t axis = 2;
   };
 
   std::map<std::string, Ratio> ratio_;

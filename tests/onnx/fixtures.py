@@ -6,6 +6,8 @@ python3-torch and python3-onnx. Everything is made from fixed seeds, at test tim
                                                           and evaluation mode, training batches
   keras.onnx, keras_forward.pt                            a graph as tf2onnx writes a Keras
                                                           model (examples/onnx/keras_graph.py)
+  keras_unet3d.onnx, keras_unet3d_forward.pt              and a channels-last Keras 3D U-Net
+                                                          (examples/onnx/keras_unet3d.py)
   ops/<case>.onnx, ops/<case>.pt                          one operator (or two) per graph with
                                                           input and expected output, computed
                                                           here by PyTorch or by loops
@@ -26,6 +28,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 sys.path.insert(0, os.path.join(here, "..", "..", "examples", "onnx"))
 import keras_graph  # noqa: E402
+import keras_unet3d  # noqa: E402
 import torch_models  # noqa: E402
 
 OPSET = 13
@@ -281,6 +284,50 @@ def op_cases():
          x, x * torch.tensor([1.0, 2, 3, 4, 5]))
     case("dropout", [helper.make_node("Dropout", ["x", "ratio", "training"], ["y"])],
          x, x, [tensor("ratio", np.float32(0.3)), tensor("training", np.bool_(True))])
+
+    # The blocks of users' models beyond convolutions.
+    x = rand(2, 3, 4, 5, seed=80)
+    case("erf_sqrt_pow",
+         [helper.make_node("Pow", ["x", "two"], ["p"]), helper.make_node("Sqrt", ["p"], ["s"]),
+          helper.make_node("Erf", ["x"], ["e"]), helper.make_node("Add", ["s", "e"], ["y"])],
+         x, torch.sqrt(x ** 2) + torch.erf(x), [tensor("two", np.float32(2.0))])
+    # GELU as PyTorch exports it before opset 20: x * 0.5 * (1 + erf(x / sqrt(2))).
+    case("gelu_exported",
+         [helper.make_node("Div", ["x", "root2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+          helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["x", "a"], ["m"]),
+          helper.make_node("Mul", ["m", "half"], ["y"])],
+         x, F.gelu(x), [tensor("root2", np.float32(np.sqrt(2.0))), tensor("one", np.float32(1.0)),
+                        tensor("half", np.float32(0.5))])
+    case("clip_relu6", [helper.make_node("Mul", ["x", "four"], ["m"]),
+                        helper.make_node("Clip", ["m", "lo", "hi"], ["y"])],
+         x, F.relu6(4 * x), [tensor("four", np.float32(4.0)), tensor("lo", np.float32(0.0)),
+                             tensor("hi", np.float32(6.0))])
+    case("clip_min_only", [helper.make_node("Clip", ["x", "lo", ""], ["y"])],
+         x, torch.clamp(x, min=-0.5), [tensor("lo", np.float32(-0.5))])
+    slope = rand(3, 1, 1, seed=81)
+    case("prelu_per_channel", [helper.make_node("PRelu", ["x", "slope"], ["y"])],
+         x, torch.where(x > 0, x, x * slope), [tensor("slope", slope)])
+    case("reduce_mean_keepdims",
+         [helper.make_node("ReduceMean", ["x"], ["y"], axes=[2, 3])], x, x.mean((2, 3), True))
+    case("reduce_mean_drop", [helper.make_node("ReduceMean", ["x"], ["y"], axes=[-1],
+                                               keepdims=0)], x, x.mean(-1))
+    scale, shift = rand(4, 5, seed=82), rand(5, seed=83)
+    case("layer_norm", [helper.make_node("LayerNormalization", ["x", "scale", "bias"], ["y"],
+                                         axis=-2, epsilon=1e-5)],
+         x, F.layer_norm(x, (4, 5), scale, shift.expand(4, 5)),
+         [tensor("scale", scale), tensor("bias", shift)], opset=17)
+    # PyTorch's x.view(x.size(0), -1): the shape from the input, its batch left free.
+    case("view_flatten",
+         [helper.make_node("Shape", ["x"], ["s"]),
+          helper.make_node("Gather", ["s", "zero"], ["b"], axis=0),
+          helper.make_node("Unsqueeze", ["b", "axes"], ["bu"]),
+          helper.make_node("Concat", ["bu", "minus_one"], ["shape"], axis=0),
+          helper.make_node("Reshape", ["x", "shape"], ["y"])],
+         x, x.reshape(2, -1), [tensor("zero", np.array(0, np.int64)),
+                               tensor("axes", np.array([0], np.int64)),
+                               tensor("minus_one", np.array([-1], np.int64))])
+    case("gather_channels", [helper.make_node("Gather", ["x", "idx"], ["y"], axis=1)],
+         x, x[:, [2, 0]], [tensor("idx", np.array([2, -3], np.int64))])
     return cases
 
 
@@ -315,6 +362,17 @@ def keras_reference(path):
     return {"input": x, "train": y, "eval": y}
 
 
+def keras_unet3d_reference(path):
+    """examples/onnx/keras_unet3d.py's U-Net at 8^3, and its outputs by PyTorch's functions,
+    channels-first as tandem feeds and reads the model."""
+    model = keras_unet3d.graph((4, 8), seed=9, volume=8)
+    onnx.save(model, path)
+    x = torch.randn(4, 1, 8, 8, 8, generator=torch.Generator().manual_seed(10))
+    with torch.no_grad():
+        y = keras_unet3d.forward(model, x.permute(0, 2, 3, 4, 1)).permute(0, 4, 1, 2, 3)
+    return {"input": x, "train": y.contiguous(), "eval": y.contiguous()}
+
+
 # ---------------------------------------------------------------------------------------------
 # Graphs tandem refuses: (nodes, inputs, outputs, initializers, opset)
 
@@ -324,9 +382,9 @@ def refused_cases():
     w = tensor("w", rand(4, 4, seed=50))
     shape = tensor("shape", np.array([2, 12], np.int64))
     cases = {
-        "unsupported_operator": ([helper.make_node("Erf", ["x"], ["y"], name="erf0")], [x], [y],
-                                 [], OPSET),
-        "two_unsupported_operators": ([helper.make_node("Erf", ["x"], ["e"], name="erf0"),
+        "unsupported_operator": ([helper.make_node("Hardmax", ["x"], ["y"], name="hardmax0")],
+                                 [x], [y], [], OPSET),
+        "two_unsupported_operators": ([helper.make_node("Hardmax", ["x"], ["e"], name="hardmax0"),
                                        helper.make_node("Gelu", ["e"], ["y"], domain="com.example",
                                                         name="gelu0")], [x], [y], [], OPSET),
         "custom_domain": ([helper.make_node("Gelu", ["x"], ["y"], domain="com.example",
@@ -335,10 +393,18 @@ def refused_cases():
                          [x, value("x2", ["batch", 3, 4])], [y], [], OPSET),
         "reshape_fixed_batch": ([helper.make_node("Reshape", ["x", "shape"], ["y"],
                                                   name="flat")], [x], [y], [shape], OPSET),
-        # PyTorch's x.view(x.size(0), -1): the shape is computed from the input at run time.
-        "shape_from_input": ([
+        # A shape computed with the batch size (x.view(2 * x.size(0), -1)): tandem leaves the
+        # batch free, so it cannot compute with it.
+        "batch_size_arithmetic": ([
             helper.make_node("Shape", ["x"], ["s"], name="shape_of_x"),
-            helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape")], [x], [y], [], OPSET),
+            helper.make_node("Gather", ["s", "zero"], ["b"], axis=0, name="batch"),
+            helper.make_node("Mul", ["b", "two"], ["b2"], name="double_batch"),
+            helper.make_node("Unsqueeze", ["b2", "axes"], ["b2u"], name="unsq"),
+            helper.make_node("Concat", ["b2u", "minus_one"], ["shape"], axis=0, name="cat"),
+            helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")], [x], [y],
+            [tensor("zero", np.array(0, np.int64)), tensor("two", np.array(2, np.int64)),
+             tensor("axes", np.array([0], np.int64)),
+             tensor("minus_one", np.array([-1], np.int64))], OPSET),
         "reshape_by_batched_tensor": ([
             helper.make_node("Relu", ["x"], ["r"]),
             helper.make_node("Reshape", ["x", "r"], ["y"], name="reshape")], [x], [y], [], OPSET),
@@ -443,6 +509,33 @@ def slab_cases():
     cases["softmax_depth"] = one("Softmax", axis=2)
     cases["transpose_plane"] = one("Transpose", perm=[0, 1, 2, 4, 3])
     cases["transpose_depth"] = one("Transpose", perm=[0, 1, 3, 2, 4])
+    # The depth moved and back, as tf2onnx writes a Keras layer (a channels-last Concat and a
+    # bias added on the last axis between) before a convolution; a convolution on the moved
+    # depth; Reshapes that
+    # keep the planes whole (the depth copied, or inferred), and one that merges them.
+    to_last = dict(perm=[0, 2, 3, 4, 1])
+    cases["transpose_there_and_back"] = ([
+        helper.make_node("Transpose", ["x"], ["t"], name="to_last", **to_last),
+        helper.make_node("Concat", ["t", "t"], ["c"], axis=-1, name="cat"),
+        helper.make_node("Add", ["c", "bias"], ["a"], name="bias"),
+        helper.make_node("Transpose", ["a"], ["b"], perm=[0, 4, 1, 2, 3], name="to_first"),
+        helper.make_node("Conv", ["b", "w"], ["y"], pads=[1] * 6, name="conv")],
+        [tensor("bias", rand(4, seed=74).numpy()),
+         tensor("w", rand(2, 4, 3, 3, 3, seed=76).numpy() * 0.3)])
+    node, inits = conv("n", "t", "y", 2, 2, (1, 1, 1), 75)
+    cases["conv_on_moved_depth"] = ([helper.make_node("Transpose", ["x"], ["t"], name="swap",
+                                                      perm=[0, 1, 3, 2, 4]), node], inits)
+    cases["reshape_planes_kept"] = ([
+        helper.make_node("Reshape", ["x", "flat"], ["f"], name="flat"),
+        helper.make_node("Relu", ["f"], ["r"]),
+        helper.make_node("Reshape", ["r", "back"], ["y"], name="back")],
+        [tensor("flat", np.array([0, 0, 0, 16], np.int64)),
+         tensor("back", np.array([0, 2, -1, 4, 4], np.int64))])
+    cases["reshape_depth_merged"] = ([
+        helper.make_node("Reshape", ["x", "flat"], ["f"], name="n"),
+        helper.make_node("Reshape", ["f", "back"], ["y"], name="back")],
+        [tensor("flat", np.array([0, 0, -1], np.int64)),
+         tensor("back", np.array([0, 2, 8, 4, 4], np.int64))])
     cases["pad_depth"] = one("Pad", "pads", inits=[tensor(
         "pads", np.array([0, 0, 1, 0, 0, 0, 0, 1, 0, 0], np.int64))])
     cases["pad_plane"] = one("Pad", "pads", inits=[tensor(
@@ -510,6 +603,8 @@ def main():
         torch.save(torch_models.batches(name), os.path.join(out, name + "_batches.pt"))
     torch.save(keras_reference(os.path.join(out, "keras.onnx")),
                os.path.join(out, "keras_forward.pt"))
+    torch.save(keras_unet3d_reference(os.path.join(out, "keras_unet3d.onnx")),
+               os.path.join(out, "keras_unet3d_forward.pt"))
     write_op_cases(os.path.join(out, "ops"))
     write_refused(os.path.join(out, "refused"))
     write_slabs(os.path.join(out, "slabs"))

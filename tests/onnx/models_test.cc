@@ -34,6 +34,26 @@ TEST(OnnxModels, MlpForwardEqualsPyTorch) { expect_forward("mlp"); }
 TEST(OnnxModels, CnnWithBatchNormForwardEqualsPyTorch) { expect_forward("cnn_bn"); }
 TEST(OnnxModels, Unet3dWithInstanceNormForwardEqualsPyTorch) { expect_forward("unet3d"); }
 TEST(OnnxModels, KerasStyleGraphForwardEqualsReference) { expect_forward("keras"); }
+// GroupNorm, PReLU, ReLU6, x.view(x.size(0), -1), LayerNorm and GELU as PyTorch exports them.
+TEST(OnnxModels, BlocksBeyondConvolutionsForwardEqualsPyTorch) { expect_forward("blocks"); }
+// The Keras 3D U-Net (examples/onnx/keras_unet3d.py): fed and read channels-first.
+TEST(OnnxModels, KerasUnet3dForwardEqualsReference) { expect_forward("keras_unet3d"); }
+
+// A channels-last graph's first and last Transposes are taken over: the model reads
+// [B,C,D,H,W] and its output, after the Sigmoid the loss takes over, is channels-first.
+TEST(OnnxModels, ChannelsLastGraphIsFedAndReadChannelsFirst) {
+  const graph::Model m = load("keras_unet3d", "dice+bce");
+  EXPECT_EQ(m.input_shape, (std::vector<int64_t>{1, 8, 8, 8}));
+  EXPECT_EQ(m.input, "input_1__to_ncdhw");
+  EXPECT_EQ(m.output, "model/conv3d_4/BiasAdd:0");
+  for (const graph::Layer& l : m.layers) {
+    EXPECT_NE(l.name, "input_1__to_ncdhw");
+    EXPECT_NE(l.name, "model/output/Sigmoid__to_ndhwc");
+  }
+  EXPECT_EQ(m.slab_refusal, "");
+  EXPECT_EQ(m.slab_dim, 2);
+  EXPECT_EQ(m.slab_multiple, 2);
+}
 
 std::vector<std::string> state_names(const graph::Model& model) {
   std::vector<std::string> names;
@@ -52,6 +72,13 @@ TEST(OnnxModels, InitializersKeepTheirStateDictNames) {
                                       "bn.running_mean (buffer)", "bn.running_var (buffer)",
                                       "bn.num_batches_tracked (buffer)", "conv2.weight",
                                       "conv2.bias", "fc.weight", "fc.bias"}));
+  // A normalization's scale and shift written as Mul and Add (GroupNorm; LayerNorm before
+  // opset 17) are trained, as the PReLU's slope is.
+  EXPECT_EQ(
+      state_names(load("blocks")),
+      (std::vector<std::string>{"conv.weight", "conv.bias", "norm.weight", "norm.bias",
+                                "act.weight", "conv2.weight", "conv2.bias", "fc.weight", "fc.bias",
+                                "ln.weight", "ln.bias", "head.weight", "head.bias"}));
   EXPECT_EQ(state_names(load("unet3d")),
             (std::vector<std::string>{"enc.0.weight", "enc.0.bias", "enc.1.weight", "enc.1.bias",
                                       "bottom.0.weight", "bottom.0.bias", "bottom.1.weight",
@@ -99,13 +126,15 @@ TEST(OnnxModels, FlopsFromInferredShapes) {
   EXPECT_EQ(mlp.layers[1].forward_flops_per_sample, 2.0 * 12 * 16);
 }
 
-// The graph's declared input, without its batch axis, is the model's input shape: MNIST's
-// [B,1,28,28] fits the Keras graph's [B,28,28,1]; symbolic axes take any size.
+// The graph's declared input, without its batch axis, is the model's input shape; a Keras
+// graph's channels-last input is fed channels-first, after its Transpose, which tandem takes
+// over: MNIST's [B,1,28,28] as they come. Symbolic axes take any size.
 TEST(OnnxModels, InputShapeIsTheGraphsDeclaredOne) {
   const graph::Model keras = load("keras");
-  EXPECT_EQ(keras.input_shape, (std::vector<int64_t>{28, 28, 1}));
+  EXPECT_EQ(keras.input_shape, (std::vector<int64_t>{1, 28, 28}));
+  EXPECT_EQ(keras.input, "conv_in");
   EXPECT_EQ(graph::fit_input(keras, torch::zeros({2, 1, 28, 28})).sizes(),
-            (std::vector<int64_t>{2, 28, 28, 1}));
+            (std::vector<int64_t>{2, 1, 28, 28}));
   const graph::Model unet = load("unet3d");
   EXPECT_EQ(unet.input_shape, (std::vector<int64_t>{1, 8, 8, 8}));
   EXPECT_THROW(graph::fit_input(unet, torch::zeros({2, 1, 8, 8, 4})), Error);

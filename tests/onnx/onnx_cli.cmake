@@ -70,8 +70,9 @@ onnx_cli_test(unet_trains 0 "result: steps=2 loss=[0-9.]+ test_dice=[0-9.]+ " ${
 onnx_cli_test(unet_plan_only 0 "memory plan .*planned peaks fit --device-memory" ${unet_run}
   --devices 2 --microbatches 2 --partition memory --device-memory 64MiB --plan-only)
 # A spatial split of the ONNX U-Net trains as one device does on whole samples, alone, under
-# pipeline stages and on MPI ranks (spatial_equals_whole.cmake); a graph that reaches across the
-# depth (the Keras graph's Transposes move it) and more slabs than the depth allows are refused.
+# pipeline stages and on MPI ranks (spatial_equals_whole.cmake), and so does a channels-last
+# Keras U-Net; a graph that reaches across the depth (the Keras MNIST graph flattens it into
+# its features) and more slabs than the depth allows are refused.
 set(spatial_mpirun "")
 if(TANDEM_WITH_MPI)
   set(spatial_mpirun ${TANDEM_MPIRUN})
@@ -82,7 +83,17 @@ add_test(NAME onnx_cli_spatial_equals_whole
           -P ${onnx_dir}/spatial_equals_whole.cmake
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 onnx_cli_fixtures(onnx_cli_spatial_equals_whole)
-onnx_cli_test(spatial_refuses_a_graph_across_the_depth 2 "--spatial 2 cuts every sample into depth slabs, but ONNX node '[^']+' \\(Transpose\\) cannot run on slabs: perm \\[0,3,1,2\\] moves the depth axis"
+add_test(NAME onnx_cli_keras_unet_spatial_equals_whole
+  COMMAND ${CMAKE_COMMAND} -DTANDEM=${tandem} -DPYTHON=${TANDEM_PYTHON}
+          -DMODEL=${onnx_fixtures}/keras_unet3d.onnx -DDIR=${onnx_cli}/keras_spatial "-DRUNS=s2;staged"
+          -P ${onnx_dir}/spatial_equals_whole.cmake
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+onnx_cli_fixtures(onnx_cli_keras_unet_spatial_equals_whole)
+# tandem verify on the Keras U-Net's slabs under two stages: every parameter agrees.
+onnx_cli_test(keras_unet_verify_spatial_stages 0 "result: verified parameters=12 steps=1"
+  verify --model ${onnx_fixtures}/keras_unet3d.onnx --data spheres --volume 8 --loss dice+bce
+  --batch 4 --microbatches 2 --train-samples 8 --test-samples 0 --devices 4 --spatial 2)
+onnx_cli_test(spatial_refuses_a_graph_across_the_depth 2 "--spatial 2 cuts every sample into depth slabs, but ONNX node '[^']+' \\(Reshape\\) cannot run on slabs: its shape \\[-1,784\\] merges the depth \\(axis 1 of \\[-1,14,14,4\\]\\)"
   train --model ${onnx_fixtures}/keras.onnx --data mnist --devices 2 --spatial 2 --steps 1)
 # A plan over the budget names the --spatial under which an ONNX model's slabs would fit (2 or
 # 4 at this 8³ volume: a slab's weight gradient holds both halo edge pieces at once).
@@ -134,12 +145,12 @@ onnx_cli_fixtures(onnx_cli_keras_trains)
 
 # Refusals end the run at start with status 2, naming node, operator and the supported ones.
 onnx_cli_test(refuses_unsupported_operator 2
-  "ONNX node 'erf0' uses operator 'Erf', which tandem does not run; tandem runs Add, "
+  "ONNX node 'hardmax0' uses operator 'Hardmax', which tandem does not run; tandem runs Add, "
   train --model ${onnx_fixtures}/refused/unsupported_operator.onnx --steps 1)
 foreach(refusal "second_input;a second graph input 'x2'"
                 "reshape_fixed_batch;fixes axis 0, the batch"
                 "reshape_by_batched_tensor;a dynamic shape tandem cannot resolve"
-                "shape_from_input;uses operator 'Shape'"
+                "batch_size_arithmetic;computes with the batch size"
                 "opset_18;tandem reads opsets 11 to 17"
                 "tied_weights;tied weights are not supported"
                 "two_outputs;name the one the loss reads with --output"

@@ -54,7 +54,8 @@ tandem_torch_pch(onnx_train_driver)
 tandem_warnings(onnx_train_driver)
 set(onnx_train ${onnx_dir}/train_check.sh $<TARGET_FILE:onnx_train_driver> ${TANDEM_PYTHON}
   ${onnx_fixtures})
-foreach(model "mlp;cross-entropy;3" "cnn_bn;cross-entropy;1" "unet3d;dice+bce;2")
+foreach(model "mlp;cross-entropy;3" "cnn_bn;cross-entropy;1" "unet3d;dice+bce;2"
+              "blocks;cross-entropy;2")
   list(GET model 0 name)
   list(GET model 1 loss)
   list(GET model 2 microbatches)

@@ -30,13 +30,14 @@ void expect_refusal(const std::string& name, const std::vector<std::string>& par
 TEST(OnnxRefused, UnsupportedOperatorNamesNodeOperatorAndTheSupportedOnes) {
   expect_refusal(
       "unsupported_operator",
-      {"ONNX node 'erf0' uses operator 'Erf', which tandem does not run",
+      {"ONNX node 'hardmax0' uses operator 'Hardmax', which tandem does not run",
        "tandem runs Add, AveragePool, BatchNormalization,", "Upsample (opsets 11 to 17)"});
   expect_refusal("custom_domain", {"'gelu0' uses operator 'Gelu' of domain 'com.example'"});
   // Every node tandem does not run, in one message.
-  expect_refusal("two_unsupported_operators",
-                 {"ONNX node 'erf0' uses operator 'Erf', node 'gelu0' uses operator 'Gelu' of "
-                  "domain 'com.example' (2 nodes), which tandem does not run"});
+  expect_refusal(
+      "two_unsupported_operators",
+      {"ONNX node 'hardmax0' uses operator 'Hardmax', node 'gelu0' uses operator 'Gelu' of "
+       "domain 'com.example' (2 nodes), which tandem does not run"});
 }
 
 TEST(OnnxRefused, SecondGraphInput) {
@@ -47,7 +48,8 @@ TEST(OnnxRefused, DynamicShapes) {
   expect_refusal("reshape_fixed_batch",
                  {"ONNX node 'flat' (Reshape)", "fixes axis 0, the batch, to 2"});
   // PyTorch's x.view(x.size(0), -1): the Shape operator is named.
-  expect_refusal("shape_from_input", {"'shape_of_x' uses operator 'Shape'"});
+  expect_refusal("batch_size_arithmetic",
+                 {"ONNX node 'double_batch' (Mul): it computes with the batch size ('b' holds it"});
   expect_refusal("reshape_by_batched_tensor",
                  {"ONNX node 'reshape' (Reshape)", "a dynamic shape tandem cannot resolve"});
 }

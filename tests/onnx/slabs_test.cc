@@ -26,7 +26,7 @@ std::string slab_refusal(const std::string& name) { return load_slab_case(name).
 
 TEST(OnnxSlabs, GraphsThatKeepToTheSlabsCanBeCut) {
   for (const char* name : {"conv_same", "conv_auto_same", "resize_linear_plane", "transpose_plane",
-                           "pad_plane", "add_per_channel"}) {
+                           "pad_plane", "add_per_channel", "reshape_planes_kept"}) {
     const graph::Model m = load_slab_case(name);
     EXPECT_EQ(m.slab_refusal, "") << name;
     EXPECT_EQ(m.slab_dim, 2) << name;
@@ -40,6 +40,15 @@ TEST(OnnxSlabs, PoolingAndWideHalosSetTheSlabMultiple) {
   EXPECT_EQ(load_slab_case("segmentation", "cross-entropy").slab_multiple, 2);
   // A 5-plane kernel takes 2 planes from each neighbour: slabs of at least 2.
   EXPECT_EQ(load_slab_case("conv_5_same").slab_multiple, 2);
+}
+
+// The depth moved to the last axis (as tf2onnx writes a Keras layer: channels-last Concat and
+// bias between two Transposes) and back before a convolution: followed there and back.
+TEST(OnnxSlabs, TheDepthIsFollowedThroughTransposes) {
+  const graph::Model m = load_slab_case("transpose_there_and_back");
+  EXPECT_EQ(m.slab_refusal, "");
+  EXPECT_EQ(m.slab_dim, 2);
+  EXPECT_EQ(m.slab_multiple, 1);
 }
 
 TEST(OnnxSlabs, GraphsThatReachAcrossSlabsAreRefusedNamingNodeAndReason) {
@@ -61,7 +70,15 @@ TEST(OnnxSlabs, GraphsThatReachAcrossSlabsAreRefusedNamingNodeAndReason) {
       {"resize_sizes", "(Resize) cannot run on slabs: it gives output sizes"},
       {"concat_depth", "(Concat) cannot run on slabs: it concatenates along the depth axis"},
       {"softmax_depth", "(Softmax) cannot run on slabs: it normalizes over the depth axis"},
-      {"transpose_depth", "(Transpose) cannot run on slabs: perm [0,1,3,2,4] moves the depth"},
+      {"transpose_depth",
+       "the graph output 'y' holds the depth on axis 3, where the target's is on axis 2"},
+      {"conv_on_moved_depth",
+       "ONNX node 'n' (Conv) cannot run on slabs: its input holds the depth on axis 3 (a "
+       "Transpose or Reshape before it moved it), but on slabs this operator needs its input "
+       "as [B,C,D,...], the depth on axis 2"},
+      {"reshape_depth_merged",
+       "ONNX node 'n' (Reshape) cannot run on slabs: its shape [0,0,-1] merges the depth (axis "
+       "2 of [-1,2,8,4,4]) with other axes or splits it"},
       {"pad_depth", "(Pad) cannot run on slabs: pads [0,0,1,0,0,0,0,1,0,0] pad the depth axis"},
       {"add_per_plane",
        "(Add) cannot run on slabs: its operand 'ramp' [8,1,1] varies along "
@@ -164,7 +181,9 @@ TEST_P(OnnxSplit, LossGradientsAndMetricMatchOneDevice) {
 // added, cross-entropy over three classes with its Softmax taken into the loss), 8 planes cut
 // into 2 and 4 slabs (2 planes each: 1 after the pooling), alone and under 2 stages; and a
 // grouped convolution dilated along the depth (halos of 2 planes) with uneven padding across
-// the plane, then a 1x1x1 convolution, on 2 slabs.
+// the plane, then a 1x1x1 convolution, on 2 slabs; the channels-last Keras U-Net (its layout
+// Transposes taken over, one level's concatenation on the last axis between Transposes) on 2
+// slabs, alone and under 2 stages.
 INSTANTIATE_TEST_SUITE_P(
     Fixtures, OnnxSplit,
     ::testing::Values(SplitCase{"unet3d.onnx", "dice+bce", 2, 1, 2},
@@ -173,7 +192,9 @@ INSTANTIATE_TEST_SUITE_P(
                       SplitCase{"slabs/segmentation.onnx", "cross-entropy", 2, 1, 2},
                       SplitCase{"slabs/segmentation.onnx", "cross-entropy", 4, 2, 3},
                       SplitCase{"slabs/dilated.onnx", "cross-entropy", 2, 1, 2},
-                      SplitCase{"slabs/dilated.onnx", "cross-entropy", 2, 2, 1}));
+                      SplitCase{"slabs/dilated.onnx", "cross-entropy", 2, 2, 1},
+                      SplitCase{"keras_unet3d.onnx", "dice+bce", 2, 1, 2},
+                      SplitCase{"keras_unet3d.onnx", "dice+bce", 2, 2, 1}));
 
 }  // namespace
 }  // namespace tandem

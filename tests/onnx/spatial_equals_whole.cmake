@@ -1,17 +1,19 @@
 # cmake -DTANDEM=path -DPYTHON=python3 -DMODEL=unet3d.onnx -DDIR=folder [-DMPIRUN="mpirun;args"]
-#       -P spatial_equals_whole.cmake
+#       [-DRUNS="s2;staged"] -P spatial_equals_whole.cmake
 # A PyTorch U-Net from ONNX (instance norm, pooling, transposed convolution, a skip; Dice + BCE)
 # trained 3 steps on whole samples on one device, and with every sample cut into depth slabs:
 #   s2        --spatial 2 on 2 devices
 #   staged    --spatial 2 --stages 2 on 4 devices (slab i of one stage to slab i of the next)
 #   zb        the same under ZB-H1 (split backward) with --recompute stage
 #   mpi       --spatial 2 on 2 MPI ranks (when MPIRUN is given)
+# (RUNS: those of them to run; all by default.)
 # Each consolidated result must equal the whole run's within 1e-5 of each tensor's largest
 # magnitude (the slabs sum each weight gradient and each instance norm statistic in another
 # order, so bits are not promised), and every run must print the same last loss (4 digits).
 # Plain SGD: a convolution's bias before an instance norm has a gradient of rounding noise only
 # (the norm removes it), which Adam would blow up to full steps of noise.
 # Control: the whole run's step-2 checkpoint must not pass the comparison.
+cmake_policy(SET CMP0057 NEW)  # if(... IN_LIST ...)
 file(REMOVE_RECURSE ${DIR})
 set(common train --model ${MODEL} --data spheres --volume 8 --loss dice+bce --batch 4
            --microbatches 2 --train-samples 12 --test-samples 4 --progress none --seed 0
@@ -56,15 +58,24 @@ endfunction()
 run(whole ${TANDEM} ${common} --devices 1 --save-dir ${DIR}/whole --save-every 1 --keep 0)
 execute_process(COMMAND ${TANDEM} consolidate ${DIR}/whole/step-2 -o ${DIR}/whole2.pt
                 RESULT_VARIABLE rc)
-run(s2 ${TANDEM} ${common} --devices 2 --spatial 2 --save-dir ${DIR}/s2)
-compare(whole s2 TRUE)
+if(NOT DEFINED RUNS)
+  set(RUNS s2 staged zb mpi)
+endif()
 compare(whole whole2 FALSE)
-run(staged ${TANDEM} ${common} --devices 4 --spatial 2 --stages 2 --save-dir ${DIR}/staged)
-compare(whole staged TRUE)
-run(zb ${TANDEM} ${common} --devices 4 --spatial 2 --stages 2 --schedule zb-h1 --recompute stage
-    --save-dir ${DIR}/zb)
-compare(whole zb TRUE)
-if(MPIRUN)
+if(s2 IN_LIST RUNS)
+  run(s2 ${TANDEM} ${common} --devices 2 --spatial 2 --save-dir ${DIR}/s2)
+  compare(whole s2 TRUE)
+endif()
+if(staged IN_LIST RUNS)
+  run(staged ${TANDEM} ${common} --devices 4 --spatial 2 --stages 2 --save-dir ${DIR}/staged)
+  compare(whole staged TRUE)
+endif()
+if(zb IN_LIST RUNS)
+  run(zb ${TANDEM} ${common} --devices 4 --spatial 2 --stages 2 --schedule zb-h1
+      --recompute stage --save-dir ${DIR}/zb)
+  compare(whole zb TRUE)
+endif()
+if(MPIRUN AND mpi IN_LIST RUNS)
   run(mpi ${MPIRUN} -n 2 ${TANDEM} ${common} --spatial 2 --save-dir ${DIR}/mpi)
   compare(whole mpi TRUE)
 endif()

@@ -65,6 +65,29 @@ class Unet3d(nn.Module):
         return torch.sigmoid(self.out(self.dec(torch.cat([self.up(b), skip], 1))))
 
 
+class Blocks(nn.Module):
+    """The blocks of users' models beyond convolutions, as PyTorch exports them at opset 13:
+    GroupNorm (Reshape, InstanceNormalization, Reshape to Shape(x), Mul, Add), PReLU, ReLU6
+    (Clip), x.view(x.size(0), -1) (Shape, Gather, Unsqueeze, Concat, Reshape), LayerNorm
+    (ReduceMean, Sub, Pow, Sqrt, Div, Mul, Add) and GELU (Erf)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv3d(1, 4, 3, padding=1)
+        self.norm = nn.GroupNorm(2, 4)
+        self.act = nn.PReLU(4)
+        self.conv2 = nn.Conv3d(4, 4, 3, stride=2, padding=1)
+        self.fc = nn.Linear(4 * 3 * 3 * 3, 16)
+        self.ln = nn.LayerNorm(16)
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, x):
+        x = self.act(self.norm(self.conv(x)))
+        x = F.relu6(3 * self.conv2(x))
+        x = x.view(x.size(0), -1)
+        return self.head(F.gelu(self.ln(self.fc(x))))
+
+
 class PlanUnet(nn.Module):
     """A user's 3D U-Net for the memory plan's checks: 8, 16, 32 and 64 filters, two 3x3x3
     convolutions with ReLU per level, 3 max poolings, transposed convolutions up, the skips
@@ -127,11 +150,13 @@ MODELS = {
                lambda b, g: classes(b, 10, g)),
     "unet3d": (Unet3d, "dice+bce", dice_bce, 5, (1, 8, 8, 8),
                lambda b, g: (torch.rand((b, 1, 8, 8, 8), generator=g) > 0.6).float()),
+    "blocks": (Blocks, "cross-entropy", F.cross_entropy, 6, (1, 6, 6, 6),
+               lambda b, g: classes(b, 3, g)),
 }
 
 
 def build(name):
-    torch.manual_seed({"mlp": 1, "cnn_bn": 2, "unet3d": 3}[name])
+    torch.manual_seed({"mlp": 1, "cnn_bn": 2, "unet3d": 3, "blocks": 4}[name])
     return MODELS[name][0]()
 
 
