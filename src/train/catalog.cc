@@ -212,6 +212,11 @@ graph::Model make_model(const Config& c, const std::vector<int64_t>& input_shape
   return k.make(c, input_shape);
 }
 
+void check_sample(const Config& c, const std::vector<int64_t>& input_shape) {
+  const ModelKind& k = model_kind(c.model);
+  if (k.check_sample) k.check_sample(c, input_shape);
+}
+
 ModelNeeds model_needs(const Config& c) { return model_kind(c.model).needs(c); }
 
 std::unique_ptr<Source> make_source(const Config& c, const ModelNeeds& needs) {

@@ -48,6 +48,17 @@ int spatial_groups(const graph::Model& model, const Config& c, int devices, int6
       "whole groups: give a multiple of {} devices",
       c.spatial, c.spatial, devices, c.spatial);
   const int64_t multiple = model.slab_multiple;
+  if (depth >= multiple && depth % multiple != 0) {
+    const int64_t below = depth / multiple * multiple, above = below + multiple;
+    const int64_t least = c.spatial * multiple;
+    TANDEM_CHECK(false,
+                 "Config::volume = {} with model {} and Config::spatial = {}: every slab holds a "
+                 "multiple of {} planes (the model's poolings and windows ask for them), and {} "
+                 "is not one; use Config::volume = {}",
+                 depth, c.model, c.spatial, multiple, depth,
+                 below >= least ? fmt::format("{} or {}", below, above)
+                                : fmt::format("{} or more", std::max(above, least)));
+  }
   const int most = spatial::most_slabs(depth, multiple);
   if (most < c.spatial) {
     // A slab of several planes: the model's poolings ask for them.

@@ -33,6 +33,7 @@ Trainer::Trainer(Config config) : config_(std::move(config)) {
   check_config(config_);
   // The data first: the built-in models take their input size from its samples.
   source_ = make_source(config_, model_needs(config_));
+  check_sample(config_, source_->input_shape());
   torch::manual_seed(config_.seed);  // parameter initialization
   build(make_model(config_, source_->input_shape()), nullptr);
 }
@@ -47,6 +48,7 @@ Trainer::Trainer(Config config, graph::Model model, std::unique_ptr<Source> sour
 Trainer::Trainer(Job& job, Config config) : config_(std::move(config)) {
   check_config(config_);
   source_ = make_source(config_, model_needs(config_));
+  check_sample(config_, source_->input_shape());
   torch::manual_seed(config_.seed);  // parameter initialization
   build(make_model(config_, source_->input_shape()), &job);
 }

@@ -5,10 +5,11 @@
 // as in any tandem model). Initializers become the layers' state under their own names, which
 // for a PyTorch export are the module's state-dict names ("e.0.weight"):
 //   - trained parameters: the weights and biases of Conv, ConvTranspose, Gemm and MatMul (a
-//     MatMul's bias is the constant operand of the Add that follows it), the scale and bias
-//     of BatchNormalization and InstanceNormalization; also through parameter-free operators
-//     between the initializer and its use (Transpose, Identity, ...), which then run inside
-//     the layer that uses it;
+//     MatMul's bias is the constant operand of the Add that follows it), PRelu's slope, the
+//     scale and bias of BatchNormalization, InstanceNormalization and LayerNormalization (and
+//     of the Mul and Add after a normalization, as PyTorch writes GroupNorm and, before opset
+//     17, LayerNorm); also through parameter-free operators between the initializer and its
+//     use (Transpose, Unsqueeze, ...), which then run inside the layer that uses it;
 //   - buffers: BatchNormalization's running mean and variance (updated in training, used in
 //     evaluation; see batch_norm.h for micro-batches), plus a "<prefix>num_batches_tracked"
 //     counter where the mean is called "<prefix>running_mean", as PyTorch's module has;
@@ -23,7 +24,10 @@
 // (BatchNormalization's running statistics, MaxPool's indices).
 //
 // Shapes: the graph's input is [B, ...] with B the (micro-)batch, whatever the exported batch
-// size; Model::input_shape holds its other axes (-1 where symbolic).
+// size; Model::input_shape holds its other axes (-1 where symbolic). A channels-last graph
+// (tf2onnx's Keras models: a Transpose to channels-first after the input, one back before the
+// output) is fed and read channels-first: those two Transposes are taken over, and
+// Model::input, input_shape and output are the tensors between them.
 #pragma once
 
 #include <string>
@@ -44,6 +48,14 @@ struct LoadOptions {
 };
 
 graph::Model load(const std::string& path, const LoadOptions& options = {});
+
+// Why the graph cannot take samples of shape `sample` (the axes after the batch, as tandem
+// feeds them: channels first), from ONNX's shape inference of the graph at those sizes: the
+// first node it fails at ("(op_type:Concat, node name: /Concat): ... Source=15 Target=14
+// Dimension=2"). Empty when it can, when the graph's sizes are all fixed (graph::fit_input
+// checks those), or when inference cannot follow the graph at all.
+std::string sample_refusal(const std::string& path, const LoadOptions& options,
+                           const std::vector<int64_t>& sample);
 
 // The operators load() accepts, sorted; the losses LoadOptions::loss accepts.
 std::vector<std::string> supported_operators();

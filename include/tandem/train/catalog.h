@@ -32,6 +32,9 @@ struct ModelKind {
   // these options. The trainer calls it after torch::manual_seed(Config::seed), so that the
   // parameters are the seed's. Throws tandem::Error for options it cannot build.
   std::function<graph::Model(const Config&, const std::vector<int64_t>& input_shape)> make;
+  // Refuses samples of `input_shape` that the model built for them would fail on at its first
+  // step (an ONNX graph's size rule), before anything runs; null: make() checks all it can.
+  std::function<void(const Config&, const std::vector<int64_t>& input_shape)> check_sample;
 };
 
 struct DataKind {
@@ -72,6 +75,8 @@ std::string catalog_help();
 // The model of Config::model for samples of `input_shape`. Call torch::manual_seed first for
 // the seed's parameters (the trainer does).
 graph::Model make_model(const Config& c, const std::vector<int64_t>& input_shape);
+// The model kind's check of the samples it is trained on (ModelKind::check_sample).
+void check_sample(const Config& c, const std::vector<int64_t>& input_shape);
 
 // What the model of Config::model reads from a batch.
 ModelNeeds model_needs(const Config& c);

@@ -1,4 +1,6 @@
 // --model PATH.onnx: a model from an ONNX file (onnx/load.h), with --loss and --output.
+#include <algorithm>
+
 #include "tandem/common/check.h"
 #include "tandem/train/catalog.h"
 #if TANDEM_WITH_ONNX
@@ -26,6 +28,42 @@ bool takes_volumes(const Config& c) {
   return false;
 #endif
 }
+
+#if TANDEM_WITH_ONNX
+// Refuses samples of `sample` ([C,D,H,W] or any) that the graph cannot take, before anything
+// runs, with the nearest cube sizes that it takes where the samples are cubes.
+void refuse_sizes_it_cannot_take(const Config& c, const onnx::LoadOptions& o,
+                                 const std::vector<int64_t>& sample) {
+  const std::string why = onnx::sample_refusal(c.model, o, sample);
+  if (why.empty()) return;
+  std::string hint;
+  const bool cube = sample.size() >= 3 && std::all_of(sample.begin() + 1, sample.end(),
+                                                      [&](int64_t n) { return n == sample[1]; });
+  if (cube) {
+    const auto fits = [&](int64_t side) {
+      std::vector<int64_t> s(sample.size(), side);
+      s[0] = sample[0];
+      return onnx::sample_refusal(c.model, o, s).empty();
+    };
+    const int64_t side = sample[1];
+    int64_t below = 0, above = 0;
+    for (int64_t k = 1; k <= 64 && (!below || !above); ++k) {
+      if (!below && side - k >= 1 && fits(side - k)) below = side - k;
+      if (!above && fits(side + k)) above = side + k;
+    }
+    const std::string sizes = below && above ? fmt::format("{} or {}", below, above)
+                              : above        ? fmt::format("{}", above)
+                                             : fmt::format("{}", below);
+    if (below || above)
+      hint = c.volume == side ? fmt::format("; use Config::volume = {}", sizes)
+                              : fmt::format("; it takes cubes of side {}", sizes);
+  }
+  TANDEM_CHECK(false,
+               "model {} cannot take samples of shape [{}]: ONNX's shape inference at that size "
+               "stops at {}{}",
+               c.model, fmt::join(sample, ","), why, hint);
+}
+#endif
 
 }  // namespace
 
@@ -64,6 +102,14 @@ ModelKind model_kind_onnx() {
         c.model);
 #endif
   };
+#if TANDEM_WITH_ONNX
+  k.check_sample = [](const Config& c, const std::vector<int64_t>& sample) {
+    onnx::LoadOptions o;
+    if (!c.loss.empty()) o.loss = c.loss;
+    o.output = c.output;
+    refuse_sizes_it_cannot_take(c, o, sample);
+  };
+#endif
   return k;
 }
 

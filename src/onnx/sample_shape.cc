@@ -1,0 +1,81 @@
+// sample_refusal(): whether a graph exported for volumes of any size takes the size the data
+// gives, asked of ONNX's shape inference before anything runs. A U-Net with 3 poolings by 2
+// takes multiples of 8 only: at 60 its skip (15 planes) and its up-sampled path (14) cannot be
+// concatenated, which LibTorch would say only at the first step.
+#include <onnx/shape_inference/implementation.h>
+
+#include "analysis.h"
+#include "tandem/common/check.h"
+#include "tandem/onnx/load.h"
+
+namespace tandem::onnx {
+namespace {
+
+// Strict shape inference of `model` (every node's error thrown); the first error, or "".
+std::string inference_error(detail::pb::ModelProto model) {
+  try {
+    detail::pb::shape_inference::InferShapes(
+        model, detail::pb::OpSchemaRegistry::Instance(),
+        detail::pb::ShapeInferenceOptions(/*check_type=*/false, /*error_mode=*/1));
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    // "[ShapeInferenceError] Shape inference error(s): (op_type:Concat, node name: /Concat):
+    // [ShapeInferenceError] Can't merge shape info. ...\n(op_type:Conv, ...": the first node's.
+    const std::string lead = "Shape inference error(s): ";
+    if (const size_t at = what.find(lead); at != std::string::npos)
+      what = what.substr(at + lead.size());
+    if (const size_t end = what.find('\n'); end != std::string::npos) what = what.substr(0, end);
+    // As tandem names nodes: "ONNX node '/Concat' (Concat): Can't merge shape info. ...".
+    const std::string op = "(op_type:", name = ", node name: ", tail = "): ";
+    const size_t o = what.find(op), n = what.find(name), t = what.find(tail);
+    if (o == 0 && n != std::string::npos && t != std::string::npos && o < n && n < t) {
+      std::string rest = what.substr(t + tail.size());
+      if (rest.rfind('[', 0) == 0 && rest.find("] ") != std::string::npos)
+        rest = rest.substr(rest.find("] ") + 2);
+      what =
+          fmt::format("ONNX node '{}' ({}): {}", what.substr(n + name.size(), t - n - name.size()),
+                      what.substr(op.size(), n - op.size()), rest);
+    }
+    return what.empty() ? "shape inference failed" : what;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string sample_refusal(const std::string& path, const LoadOptions& options,
+                           const std::vector<int64_t>& sample) {
+  detail::pb::ModelProto model = detail::read_model_file(path);
+  const detail::Analysis a = detail::analyze(model, path, options.loss, options.output);
+  // The graph input's own axes: the sample's, through the layout Transpose tandem took over.
+  const std::string& input = a.input_layout >= 0 ? a.node(a.input_layout).input(0) : a.input;
+  detail::pb::ValueInfoProto* info = nullptr;
+  for (auto& v : *model.mutable_graph()->mutable_input())
+    if (v.name() == input) info = &v;
+  if (!info || !info->type().tensor_type().has_shape()) return "";
+  auto* dims = info->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim();
+  if (static_cast<size_t>(dims->size()) != sample.size() + 1) return "";
+  std::vector<int64_t> want(sample.size());  // sample's sizes in the graph input's order
+  for (size_t j = 0; j < sample.size(); ++j) want[j] = sample[j];
+  if (a.input_layout >= 0) {
+    // perm [0, r-1, 1, ..., r-2]: fed axis j (after the batch) is the graph's axis perm[j + 1].
+    std::vector<int64_t> perm;
+    for (const auto& attr : a.node(a.input_layout).attribute())
+      if (attr.name() == "perm") perm.assign(attr.ints().begin(), attr.ints().end());
+    for (size_t j = 0; j < sample.size(); ++j)
+      want[static_cast<size_t>(perm[j + 1] - 1)] = sample[j];
+  }
+  bool symbolic = false;
+  for (size_t j = 0; j < want.size(); ++j) {
+    const auto& d = (*dims)[static_cast<int>(j + 1)];
+    if (d.has_dim_value() && d.dim_value() != want[j]) return "";  // fit_input says why
+    symbolic = symbolic || !d.has_dim_value();
+  }
+  // A graph of fixed sizes was exported with a size that runs; a graph that inference cannot
+  // follow even as declared tells nothing about the sample's sizes.
+  if (!symbolic || !inference_error(model).empty()) return "";
+  for (size_t j = 0; j < want.size(); ++j) (*dims)[static_cast<int>(j + 1)].set_dim_value(want[j]);
+  return inference_error(model);
+}
+
+}  // namespace tandem::onnx
