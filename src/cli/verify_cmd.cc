@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "run_options.h"
 #include "session.h"
+#include "tandem/memory/out_of_memory.h"
 #include "tandem/train/verify.h"
 
 namespace tandem::cli {
@@ -35,8 +36,17 @@ int64_t sample_elements(const train::Source& source) {
   return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<int64_t>());
 }
 
+std::string does_not_fit(const train::Config& reference, const std::string& why) {
+  return fmt::format(
+      "the one-device reference (the whole batch of {} samples on one CPU device in this "
+      "process) does not fit: {}; verify the same split on a smaller --batch (with --steps N to "
+      "compare N steps' weights too)",
+      reference.batch, why);
+}
+
 // The one-device run of `reference` for `steps` steps: the first step's gradients and loss, the
-// weights after the last step.
+// weights after the last step. A reference over the memory ends with status 3, saying so; any
+// other error is the reference's own and stays as it is.
 train::Findings run_reference(const train::Config& reference, int64_t steps) {
   train::Findings f;
   try {
@@ -47,11 +57,12 @@ train::Findings run_reference(const train::Config& reference, int64_t steps) {
     f.loss = first.loss;
     for (int64_t k = 1; k < steps; ++k) t.train_step(k);
     f.weights = train::values_of(t.pipeline().named_parameters());
-  } catch (const std::exception& e) {
-    TANDEM_CHECK(false,
-                 "the one-device reference (the whole batch of {} samples on one CPU device in "
-                 "this process) could not run: {}; verify the same split on a smaller --batch",
-                 reference.batch, e.what());
+  } catch (const memory::OutOfMemory& e) {
+    throw memory::DoesNotFit(does_not_fit(reference, e.what()));
+  } catch (const memory::DoesNotFit& e) {
+    throw memory::DoesNotFit(does_not_fit(reference, e.what()));
+  } catch (const std::bad_alloc&) {
+    throw memory::DoesNotFit(does_not_fit(reference, "the allocator refused a request"));
   }
   return f;
 }
@@ -119,6 +130,14 @@ int run_verify(VerifyArgs& args) {
       std::cout << weights.table("weight");
       if (ok && !weights.ok()) failure = weights.first_failure();
       ok = ok && weights.ok();
+    }
+    if (!split.replicas_differ.empty()) {
+      std::cout << fmt::format(
+          "result: differs first={} replicas=disagree: two replicas of its stage hold other "
+          "values after the all-reduce ({} parameter{})\n",
+          split.replicas_differ.front(), split.replicas_differ.size(),
+          split.replicas_differ.size() == 1 ? "" : "s");
+      return kExitFailure;
     }
     if (ok) {
       std::cout << fmt::format(

@@ -258,8 +258,17 @@ Findings Findings::unpack(const std::string& text) {
 }
 
 void Findings::merge(const Findings& other) {
-  for (const auto& [k, v] : other.gradients) gradients.emplace(k, v);
-  for (const auto& [k, v] : other.weights) weights.emplace(k, v);
+  const auto add = [this](std::map<std::string, torch::Tensor>& into,
+                          const std::map<std::string, torch::Tensor>& more) {
+    for (const auto& [k, v] : more) {
+      const auto [at, fresh] = into.emplace(k, v);
+      if (!fresh && !torch::equal(at->second, v) &&
+          std::find(replicas_differ.begin(), replicas_differ.end(), k) == replicas_differ.end())
+        replicas_differ.push_back(k);
+    }
+  };
+  add(gradients, other.gradients);
+  add(weights, other.weights);
   merge_places(places, other.places);
   if (other.has_loss && !has_loss) {
     has_loss = true;

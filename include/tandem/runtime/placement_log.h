@@ -1,7 +1,9 @@
 // Where each layer's forward and backward actually ran, recorded from execution (not from the
-// plan): the forward by the worker that called the layer, the backward by a probe in the
-// autograd graph on the layer's outputs, which records the device of the thread (and of the
-// gradient) that ran it. This is how a user checks that the backward runs on every device.
+// plan): the forward from the device of the layer's output tensors on a GPU (on the CPU, whose
+// tensors do not say which of a process's CPU devices made them, the worker that called the
+// layer); the backward by a probe in the autograd graph on the layer's outputs, from the
+// gradient's device on a GPU (on the CPU, the worker thread that ran it). This is how a user
+// checks that the backward runs on every device.
 //
 // Thread-safety: record_* may be called from any thread.
 #pragma once

@@ -130,8 +130,13 @@ struct Findings {
   std::map<int, LayerPlaces> places;
   bool has_loss = false;
   double loss = 0;
+  // Parameters whose values from two ranks (replicas of one stage) were not the same bits:
+  // replicas out of step, which merge() finds and a verification reports.
+  std::vector<std::string> replicas_differ;
   std::string pack() const;
   static Findings unpack(const std::string& text);
+  // Adds `other`'s values; a value both hold is kept once, and named in replicas_differ where
+  // the two differ.
   void merge(const Findings& other);
 };
 
