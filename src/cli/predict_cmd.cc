@@ -276,6 +276,8 @@ int run_predict(PredictArgs& args) {
     options.window.batch = args.window_batch;
     options.mirror = parse_mirror(args.mirror);
     images = !train::predicts_volumes(c);
+    TANDEM_CHECK(!images || !c.plan_only,
+                 "--plan-only plans the forward of scans; for images, run the prediction");
     options.standardize = args.standardize == "head"   ? train::Standardize::kHead
                           : args.standardize == "none" ? train::Standardize::kNone
                                                        : train::Standardize::kAll;
@@ -321,6 +323,16 @@ int run_predict(PredictArgs& args) {
         if (i == 0) std::cout << job.prefix() << "placement:\n" << p.placement;
         if (!p.note.empty()) std::cout << job.prefix() << "note: " << p.note << "\n";
         std::cout << std::flush;
+      }
+      if (c.plan_only) {
+        if (main_process)
+          std::cout << fmt::format(
+              "{}plan: file={} shape={}x{}x{} padded={}x{}x{} windows={} window={}x{}x{} "
+              "planned_peak={}\n",
+              job.prefix(), j.input, p.grid.scan[0], p.grid.scan[1], p.grid.scan[2],
+              p.grid.padded[0], p.grid.padded[1], p.grid.padded[2], p.windows, p.window[0],
+              p.window[1], p.window[2], static_cast<uint64_t>(p.planned_bytes));
+        return 0;
       }
       if (!p.output.defined()) return 0;  // another process runs the last stage
       if (folder) fs::create_directories(args.output);
@@ -392,6 +404,11 @@ Runner add_predict(CLI::App& app) {
                   "voxels > 0: --data mri) | none (as they are)")
       ->capture_default_str()
       ->check(CLI::IsMember({"all", "head", "none"}));
+  cmd->add_flag("--plan-only", c.plan_only,
+                "plan each scan's forward and stop before it runs: the grid, the windows, the "
+                "placement and the planned peak of the device that holds the most; with "
+                "--device-memory, status 3 where the plan is over it, naming the --spatial or "
+                "--window that fits");
   cmd->add_option("--threshold", args->threshold, "mask: the probability from which a voxel is 1")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));

@@ -231,6 +231,12 @@ PredictPlan plan_prediction(const Config& c, const std::vector<int64_t>& shape,
   TANDEM_CHECK(!o.window.automatic || !sized,
                "--window auto chooses the windows' size itself: give a size or auto, not both");
   auto [grid, model] = grid_and_model(c, shape);
+  const std::vector<int64_t>& takes = model.input_shape;
+  TANDEM_CHECK(takes.empty() || takes[0] < 0 || takes[0] == shape[0],
+               "{}: the scan has {} channel{}, but model {} takes {}: give scans of {} channel{} "
+               "(NIfTI: a 4D file holds one channel per volume; .npy: [C,D,H,W])",
+               o.path.empty() ? std::string("the scan") : o.path, shape[0],
+               shape[0] == 1 ? "" : "s", c.model, takes[0], takes[0], takes[0] == 1 ? "" : "s");
   PredictPlan p{grid, {}, {}, {}, std::move(model)};
   p.window = window_size(c, p.model, p.grid, o, p.note);
   const bool one_piece = p.window == p.grid.padded && o.window.size == std::array<int64_t, 3>{};
@@ -286,7 +292,8 @@ VolumePrediction predict_volume(Job* job, Config c, PredictPlan plan, const torc
   const torch::Tensor first = samples(0, batch);
   // The plan measures a copy on the CPU: the pipeline's may be on other devices.
   const std::optional<graph::Model> measured =
-      c.device_memory > 0 ? std::optional<graph::Model>(graph::copy_model(model)) : std::nullopt;
+      c.device_memory > 0 || c.plan_only ? std::optional<graph::Model>(graph::copy_model(model))
+                                         : std::nullopt;
   std::unique_ptr<Trainer> trainer =
       job ? job->trainer(c, std::move(model), std::make_unique<Samples>(first))
           : std::make_unique<Trainer>(c, std::move(model), std::make_unique<Samples>(first));
@@ -298,7 +305,7 @@ VolumePrediction predict_volume(Job* job, Config c, PredictPlan plan, const torc
     const OnceForTheJob once = job ? job->once() : OnceForTheJob();
     const auto budget = static_cast<double>(c.device_memory);
     out.planned_bytes = forward_bytes(*measured, first, layout, once);
-    if (out.planned_bytes > budget) {
+    if (c.device_memory > 0 && out.planned_bytes > budget) {
       const std::vector<int64_t> shape = first.sizes().vec();
       const bool one_piece = w == g.padded && plan.note.empty();
       if (o.window.automatic && one_piece) {
@@ -345,6 +352,7 @@ VolumePrediction predict_volume(Job* job, Config c, PredictPlan plan, const torc
               : "no window fits either"));
     }
   }
+  if (c.plan_only) return out;  // planned, and nothing run
   std::vector<uint64_t> peak(pipeline.devices().size(), 0);
   // One forward of `xb` [n,C,w]: the prediction [n,K,w] float32, or undefined in a process
   // without the output.

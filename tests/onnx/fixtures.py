@@ -615,6 +615,11 @@ def main():
                                      os.path.join(out, "plan", "unet.onnx"))
     torch_models.export_volume_model(torch_models.build("unet3d"),
                                      os.path.join(out, "plan", "unet_small.onnx"))
+    # Scans for tandem predict's checks before work: one channel of 40^3, and two channels.
+    gen = torch.Generator().manual_seed(12)
+    np.save(os.path.join(out, "plan", "scan40.npy"), torch.rand(1, 40, 40, 40, generator=gen).numpy())
+    np.save(os.path.join(out, "plan", "two_channels.npy"),
+            torch.rand(2, 16, 16, 16, generator=gen).numpy())
 
 
 if __name__ == "__main__":

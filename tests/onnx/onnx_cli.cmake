@@ -222,3 +222,15 @@ add_test(NAME onnx_cli_predict
     ${predict_mpirun}
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 onnx_cli_fixtures(onnx_cli_predict)
+# predict --plan-only: the grid, the windows, the placement and the planned peak, no forward; over
+# --device-memory, status 3 naming what fits. A scan of a channel count the model does not take:
+# status 2 before any work, naming the file.
+set(plan_unet predict --model ${onnx_fixtures}/plan/unet.onnx --loss dice)
+onnx_cli_test(predict_plan_only 0 "slab.*planes 0:24 of 40.*planes 24:40 of 40.*plan: file=[^ ]+scan40.npy shape=40x40x40 padded=40x40x40 windows=1 window=40x40x40 planned_peak=[0-9]+"
+  ${plan_unet} --input ${onnx_fixtures}/plan/scan40.npy --output ${onnx_cli}/not_written.npy
+  --plan-only --devices 2 --spatial 2)
+onnx_cli_test(predict_plan_only_over_budget 3 "scan40.npy: predicting the scan in one piece \\(40x40x40\\) plans [0-9.]+ MiB .* over --device-memory 8.0 MiB\\. --spatial [0-9]+ would plan"
+  ${plan_unet} --input ${onnx_fixtures}/plan/scan40.npy --output ${onnx_cli}/not_written.npy
+  --plan-only --devices 1 --device-memory 8MiB)
+onnx_cli_test(predict_channels_the_model_does_not_take 2 "two_channels.npy: the scan has 2 channels, but model [^ ]+unet.onnx takes 1: give scans of 1 channel"
+  ${plan_unet} --input ${onnx_fixtures}/plan/two_channels.npy --output ${onnx_cli}/never.npy)

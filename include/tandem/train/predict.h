@@ -90,8 +90,8 @@ struct VolumePrediction {
   std::array<int64_t, 3> window{};  // the windows' size; the padded grid in one piece
   int64_t windows = 1;              // how many windows cover the scan
   std::string note;                 // why windows were chosen for the user, or empty
-  double planned_bytes = 0;         // with Config::device_memory: the forward's plan (the
-                                    // device that holds the most), else 0
+  double planned_bytes = 0;         // with Config::device_memory or Config::plan_only: the
+                                    // forward's plan (the device that holds the most), else 0
   double seconds = 0;               // the forwards, from the first stage to the last
   // Per local device of the pipeline: its name and the most bytes it held during the forward.
   std::vector<std::pair<std::string, uint64_t>> peak_bytes;
