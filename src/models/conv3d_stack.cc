@@ -35,28 +35,6 @@ graph::Layer conv3d_layer(std::string name, int64_t in, int64_t out, int64_t ker
   return l;
 }
 
-torch::Tensor mse_loss(const torch::Tensor& output, const torch::Tensor& target) {
-  TANDEM_CHECK(output.sizes() == target.sizes(),
-               "the MSE loss needs output and target of the same shape, not [{}] and [{}]",
-               fmt::join(output.sizes(), ","), fmt::join(target.sizes(), ","));
-  if (spatial::split()) {
-    const torch::Tensor sum = spatial::group_sum((output - target).square().sum());
-    return sum / static_cast<double>(output.size(0) * spatial::whole_elements_per_sample(output));
-  }
-  return torch::nn::functional::mse_loss(output, target);
-}
-
-double mse_per_sample_sum(const torch::Tensor& output, const torch::Tensor& target) {
-  if (spatial::split()) {
-    const torch::Tensor sums = spatial::group_sum(
-        (output.detach() - target).square().flatten(1).sum(1).to(torch::kFloat64));  // [B]
-    return (sums / static_cast<double>(spatial::whole_elements_per_sample(output)))
-        .sum()
-        .item<double>();
-  }
-  return (output - target).square().flatten(1).mean(1).sum().item<double>();
-}
-
 graph::Model conv3d_stack(const Conv3dStackOptions& o) {
   TANDEM_CHECK(o.convs >= 1, "the Conv3D stack needs at least 1 convolution, not {}", o.convs);
   TANDEM_CHECK(o.filters >= 1, "the Conv3D stack needs at least 1 filter, not {}", o.filters);

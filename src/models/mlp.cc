@@ -7,14 +7,6 @@
 
 namespace tandem::models {
 
-torch::Tensor cross_entropy_loss(const torch::Tensor& logits, const torch::Tensor& labels) {
-  return torch::nn::functional::cross_entropy(logits, labels);
-}
-
-double correct_predictions(const torch::Tensor& logits, const torch::Tensor& labels) {
-  return logits.argmax(1).eq(labels).sum().item<double>();
-}
-
 graph::Model mlp(const MlpOptions& o) {
   TANDEM_CHECK(o.width >= 1, "MlpOptions::width must be at least 1, not {}", o.width);
   TANDEM_CHECK(o.blocks >= 0, "MlpOptions::blocks must be at least 0, not {}", o.blocks);

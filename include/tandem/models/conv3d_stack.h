@@ -10,6 +10,7 @@
 #include <string>
 
 #include "tandem/graph/model.h"
+#include "tandem/models/losses.h"  // the model's loss and metric
 
 namespace tandem::models {
 
@@ -30,13 +31,5 @@ graph::Model conv3d_stack(const Conv3dStackOptions& options);
 // forward_flops_per_sample = 2 * in * out * kernel^3 * voxels (0 when unknown).
 graph::Layer conv3d_layer(std::string name, int64_t in, int64_t out, int64_t kernel, bool relu,
                           std::string input, std::string output, int64_t voxels = 0);
-
-// Mean squared error over all elements of output and target [B,...] (same shapes). Every
-// sample has the same number of elements, so a micro-batch's mean weighted by its share of
-// the batch sums to the full batch's mean.
-torch::Tensor mse_loss(const torch::Tensor& output, const torch::Tensor& target);
-// Sum over the samples of each sample's mean squared error (the "mse" metric: the runtime
-// divides by the sample count, giving the mean per-sample MSE; lower is better).
-double mse_per_sample_sum(const torch::Tensor& output, const torch::Tensor& target);
 
 }  // namespace tandem::models

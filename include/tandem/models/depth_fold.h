@@ -55,9 +55,9 @@ class DepthFold {
   int64_t depth_;          // D
   int64_t depth_padding_;  // before and after along depth
   int64_t padding_;        // on the other sides
-  int64_t out_depth_;  // Do
-  int64_t half_;       // output rows per half: ceil(Do / 2)
-  int64_t slab_;       // input rows per slab: half + k - 1
+  int64_t out_depth_;      // Do
+  int64_t half_;           // output rows per half: ceil(Do / 2)
+  int64_t slab_;           // input rows per slab: half + k - 1
 };
 
 }  // namespace tandem::models

@@ -27,7 +27,8 @@ class KeyedDropoutImpl : public torch::nn::Cloneable<KeyedDropoutImpl> {
 TORCH_MODULE(KeyedDropout);
 
 // Layer helpers. Shapes in the comments: B batch.
-graph::Layer flatten_layer(std::string name, std::string input, std::string output);  // [B,...] -> [B,N]
+graph::Layer flatten_layer(std::string name, std::string input,
+                           std::string output);  // [B,...] -> [B,N]
 graph::Layer relu_layer(std::string name, std::string input, std::string output);
 graph::Layer dropout_layer(std::string name, double p, std::string input, std::string output);
 // Linear (+ optional relu) with its FLOPs recorded; with relu, He-initialized (normal, fan-in)

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "tandem/graph/model.h"
+#include "tandem/models/losses.h"  // the model's loss and metric
 
 namespace tandem::models {
 
@@ -17,10 +18,5 @@ struct MlpOptions {
 };
 
 graph::Model mlp(const MlpOptions& options);
-
-// Loss and metric for classification: mean cross-entropy of logits [B,C] against labels [B];
-// number of correct argmax predictions.
-torch::Tensor cross_entropy_loss(const torch::Tensor& logits, const torch::Tensor& labels);
-double correct_predictions(const torch::Tensor& logits, const torch::Tensor& labels);
 
 }  // namespace tandem::models

@@ -9,6 +9,7 @@
 
 namespace tandem::models {
 
-torch::Tensor split_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+torch::Tensor split_linear(const torch::Tensor& x, const torch::Tensor& weight,
+                           const torch::Tensor& bias);
 
 }  // namespace tandem::models

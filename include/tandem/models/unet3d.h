@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "tandem/graph/model.h"
+#include "tandem/models/losses.h"  // the model's loss and metric
 
 namespace tandem::models {
 
@@ -43,20 +44,5 @@ struct Unet3dOptions {
 // or a volume not divisible by 2^(levels-1). An input whose side is not divisible is reported
 // by the pool layer at run time, with the side to use.
 graph::Model unet3d(const Unet3dOptions& options);
-
-// Soft Dice loss of probabilities `output` and 0/1 `target` (both [B,1,D,H,W] or any [B,...]):
-//   mean over b of 1 - (2 sum(p t) + 1) / (sum(p) + sum(t) + 1), sums over sample b's voxels.
-// Computed per sample, then averaged: the runtime weights each micro-batch's loss by its share
-// of the batch, and sum over micro-batches m of (B_m / B) * mean_{b in m} loss_b is exactly
-// (1 / B) sum_b loss_b, the full batch's loss, for any split. A Dice over the whole batch
-// (sums over all samples at once) would not decompose that way, and the pipelined gradient
-// would differ from the one-device gradient. The +1 keeps empty masks at loss 0.
-torch::Tensor soft_dice_loss(const torch::Tensor& output, const torch::Tensor& target);
-// Binary cross-entropy of probabilities against 0/1 targets, mean over all elements (equal
-// elements per sample, so it decomposes over micro-batches like the Dice loss).
-torch::Tensor bce_loss(const torch::Tensor& output, const torch::Tensor& target);
-// Sum over the samples of the hard Dice score 2 |P & T| / (|P| + |T|), P = output > 0.5,
-// T = target > 0.5; a sample where both are empty scores 1.
-double hard_dice_sum(const torch::Tensor& output, const torch::Tensor& target);
 
 }  // namespace tandem::models
