@@ -25,3 +25,8 @@ tandem_cli_test(verify_zeroed_halo 1
                 ${verify_unet} --devices 2 --spatial 2 --inject-fault zero:from=0,to=1,grad=0)
 tandem_cli_test(verify_bad_fault 2 "fault 'skip-backward:stage=9,mb=0': give skip-backward"
                 ${verify_mlp} --devices 4 --inject-fault skip-backward:stage=9,mb=0)
+# tandem verify exits 0 on the configurations of the equivalence tests (verify_matrix.cmake).
+add_test(NAME cli_verify_equivalence_matrix
+  COMMAND ${CMAKE_COMMAND} -DTANDEM=$<TARGET_FILE:tandem_cli> -P ${CMAKE_CURRENT_LIST_DIR}/verify_matrix.cmake
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_verify_equivalence_matrix PROPERTIES TIMEOUT 600)
