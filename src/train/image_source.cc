@@ -48,7 +48,10 @@ class ImageSource : public Source {
   }
 
   std::string describe() const override {
-    return fmt::format("{} ({} training, {} test images)", name_, train_size_, test_size_);
+    return fmt::format(
+        "{} ({} training, {} test images); pixels /255, then standardized with the training "
+        "images' mean and deviation",
+        name_, train_size_, test_size_);
   }
 
   // One grey channel of the files' height x width (both splits have the same, checked at make).

@@ -100,8 +100,10 @@ class NpySource : public Source {
   int64_t test_size() const override { return test_ ? test_->size() : 0; }
   std::vector<int64_t> input_shape() const override { return sample_shape(train_, needs_); }
   std::string describe() const override {
-    return fmt::format("npy arrays in {} ({} training, {} test samples of shape {})", dir_,
-                       train_size(), test_size(), data::npy_shape_text(input_shape()));
+    return fmt::format(
+        "npy arrays in {} ({} training, {} test samples of shape {}); inputs standardized with "
+        "the mean and deviation of all of train_x",
+        dir_, train_size(), test_size(), data::npy_shape_text(input_shape()));
   }
 
   void load() const override {

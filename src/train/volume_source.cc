@@ -127,8 +127,9 @@ std::unique_ptr<Source> make_volume_source(const std::string& name, int volume, 
     DrawFn draw = [set, train_size](int64_t first, int count, bool held_out) {
       return set->sample(held_out ? train_size + first : first, count);
     };
-    return std::make_unique<VolumeSource>(fmt::format("spheres ({})", sizes), std::move(draw), seed,
-                                          train_size, test_size, shape);
+    return std::make_unique<VolumeSource>(
+        fmt::format("spheres ({}); inputs as generated, not standardized", sizes), std::move(draw),
+        seed, train_size, test_size, shape);
   }
   if (name == "regression") {
     const int c = static_cast<int>(channels);
@@ -137,8 +138,9 @@ std::unique_ptr<Source> make_volume_source(const std::string& name, int volume, 
                                         seed);
     };
     return std::make_unique<VolumeSource>(
-        fmt::format("regression ({} channels, {})", channels, sizes), std::move(draw), seed,
-        train_size, test_size, shape);
+        fmt::format("regression ({} channels, {}); inputs as generated, not standardized", channels,
+                    sizes),
+        std::move(draw), seed, train_size, test_size, shape);
   }
   const std::string dir = mri_dir.empty() ? kDefaultMriDir : mri_dir;
   // The headers are checked now; the voxels are read on the first draw, so a process that
@@ -168,9 +170,9 @@ std::unique_ptr<Source> make_volume_source(const std::string& name, int volume, 
     return lazy->set->sample(first, count,
                              held_out ? data::Subset::kHeldOut : data::Subset::kTrain);
   };
-  return std::make_unique<VolumeSource>(fmt::format("mri crops of {} ({})", dir, sizes),
-                                        std::move(draw), seed, train_size, test_size, shape,
-                                        std::move(load));
+  return std::make_unique<VolumeSource>(
+      fmt::format("mri crops of {} ({}); the scan standardized over its voxels > 0", dir, sizes),
+      std::move(draw), seed, train_size, test_size, shape, std::move(load));
 }
 
 std::unique_ptr<Source> make_nifti_source(const std::string& dir, const ModelNeeds& needs,
@@ -195,7 +197,8 @@ std::unique_ptr<Source> make_nifti_source(const std::string& dir, const ModelNee
     return set->sample(first, count, held_out ? data::Subset::kHeldOut : data::Subset::kTrain);
   };
   const std::string description = fmt::format(
-      "{}^3 crops of {} ({} files, {} channels; {} held out; {} training, {} held-out crops)",
+      "{}^3 crops of {} ({} files, {} channels; {} held out; {} training, {} held-out crops); "
+      "each image standardized per channel over its voxels",
       volume, dir, set->pairs().size(), set->channels(), test_files, train_size, held_out);
   return std::make_unique<VolumeSource>(
       description, std::move(draw), seed, train_size, held_out,
