@@ -8,13 +8,13 @@
 // Thread-safety: record_* may be called from any thread.
 #pragma once
 
+#include <torch/types.h>
+
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <torch/types.h>
 
 namespace tandem::runtime {
 
