@@ -1,6 +1,6 @@
-// sample_refusal(): whether a graph exported for volumes of any size takes the size the data
-// gives, asked of ONNX's shape inference before anything runs. A U-Net with 3 poolings by 2
-// takes multiples of 8 only: at 60 its skip (15 planes) and its up-sampled path (14) cannot be
+// SampleSizes: whether a graph exported for volumes of any size takes the size the data gives,
+// asked of ONNX's shape inference before anything runs. A U-Net with 3 poolings by 2 takes
+// multiples of 8 only: at 60 its skip (15 planes) and its up-sampled path (14) cannot be
 // concatenated, which LibTorch would say only at the first step.
 #include <onnx/shape_inference/implementation.h>
 
@@ -41,41 +41,71 @@ std::string inference_error(detail::pb::ModelProto model) {
   return "";
 }
 
+// A copy of `model` without the values of its larger float tensors (weights): inference reads
+// their shapes only, and shapes and axes are small integer tensors, which stay.
+detail::pb::ModelProto without_weights(detail::pb::ModelProto model) {
+  for (auto& t : *model.mutable_graph()->mutable_initializer()) {
+    if (t.data_type() != detail::pb::TensorProto::FLOAT) continue;
+    if (t.raw_data().size() > 256) t.clear_raw_data();
+    if (t.float_data_size() > 64) t.clear_float_data();
+  }
+  return model;
+}
+
 }  // namespace
 
-std::string sample_refusal(const std::string& path, const LoadOptions& options,
-                           const std::vector<int64_t>& sample) {
-  detail::pb::ModelProto model = detail::read_model_file(path);
+struct SampleSizes::Impl {
+  detail::pb::ModelProto model;  // without its weights' values
+  int input = -1;                // the graph input's index in model.graph().input()
+  std::vector<int64_t> perm;     // the input's layout Transpose that tandem took over, if any
+  bool usable = false;  // the input has a shape, and inference follows the graph as declared
+};
+
+SampleSizes::SampleSizes(const std::string& path, const LoadOptions& options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  const detail::pb::ModelProto model = detail::read_model_file(path);
   const detail::Analysis a = detail::analyze(model, path, options.loss, options.output);
   // The graph input's own axes: the sample's, through the layout Transpose tandem took over.
   const std::string& input = a.input_layout >= 0 ? a.node(a.input_layout).input(0) : a.input;
-  detail::pb::ValueInfoProto* info = nullptr;
-  for (auto& v : *model.mutable_graph()->mutable_input())
-    if (v.name() == input) info = &v;
-  if (!info || !info->type().tensor_type().has_shape()) return "";
-  auto* dims = info->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim();
-  if (static_cast<size_t>(dims->size()) != sample.size() + 1) return "";
-  std::vector<int64_t> want(sample.size());  // sample's sizes in the graph input's order
-  for (size_t j = 0; j < sample.size(); ++j) want[j] = sample[j];
-  if (a.input_layout >= 0) {
-    // perm [0, r-1, 1, ..., r-2]: fed axis j (after the batch) is the graph's axis perm[j + 1].
-    std::vector<int64_t> perm;
+  if (a.input_layout >= 0)
     for (const auto& attr : a.node(a.input_layout).attribute())
-      if (attr.name() == "perm") perm.assign(attr.ints().begin(), attr.ints().end());
+      if (attr.name() == "perm") m.perm.assign(attr.ints().begin(), attr.ints().end());
+  m.model = without_weights(model);
+  for (int i = 0; i < m.model.graph().input_size(); ++i)
+    if (m.model.graph().input(i).name() == input) m.input = i;
+  m.usable = m.input >= 0 && m.model.graph().input(m.input).type().tensor_type().has_shape() &&
+             inference_error(m.model).empty();
+}
+
+SampleSizes::~SampleSizes() = default;
+
+std::string SampleSizes::refusal(const std::vector<int64_t>& sample) const {
+  const Impl& m = *impl_;
+  if (!m.usable) return "";
+  detail::pb::ModelProto model = m.model;
+  auto* dims = model.mutable_graph()
+                   ->mutable_input(m.input)
+                   ->mutable_type()
+                   ->mutable_tensor_type()
+                   ->mutable_shape()
+                   ->mutable_dim();
+  if (static_cast<size_t>(dims->size()) != sample.size() + 1) return "";
+  std::vector<int64_t> want = sample;  // the sample's sizes in the graph input's order
+  // perm [0, r-1, 1, ..., r-2]: fed axis j (after the batch) is the graph's axis perm[j + 1].
+  if (!m.perm.empty())
     for (size_t j = 0; j < sample.size(); ++j)
-      want[static_cast<size_t>(perm[j + 1] - 1)] = sample[j];
-  }
+      want[static_cast<size_t>(m.perm[j + 1] - 1)] = sample[j];
   bool symbolic = false;
   for (size_t j = 0; j < want.size(); ++j) {
     const auto& d = (*dims)[static_cast<int>(j + 1)];
     if (d.has_dim_value() && d.dim_value() != want[j]) return "";  // fit_input says why
     symbolic = symbolic || !d.has_dim_value();
   }
-  // A graph of fixed sizes was exported with a size that runs; a graph that inference cannot
-  // follow even as declared tells nothing about the sample's sizes.
-  if (!symbolic || !inference_error(model).empty()) return "";
+  // A graph of fixed sizes was exported with a size that runs.
+  if (!symbolic) return "";
   for (size_t j = 0; j < want.size(); ++j) (*dims)[static_cast<int>(j + 1)].set_dim_value(want[j]);
-  return inference_error(model);
+  return inference_error(std::move(model));
 }
 
 }  // namespace tandem::onnx

@@ -30,6 +30,7 @@
 // Model::input, input_shape and output are the tensors between them.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -49,13 +50,27 @@ struct LoadOptions {
 
 graph::Model load(const std::string& path, const LoadOptions& options = {});
 
-// Why the graph cannot take samples of shape `sample` (the axes after the batch, as tandem
-// feeds them: channels first), from ONNX's shape inference of the graph at those sizes: the
-// first node it fails at ("(op_type:Concat, node name: /Concat): ... Source=15 Target=14
-// Dimension=2"). Empty when it can, when the graph's sizes are all fixed (graph::fit_input
-// checks those), or when inference cannot follow the graph at all.
-std::string sample_refusal(const std::string& path, const LoadOptions& options,
-                           const std::vector<int64_t>& sample);
+// Whether the graph takes samples of a given shape, asked of ONNX's shape inference of the
+// graph at those sizes. The file is read once; the weights' values are not kept (inference
+// needs their shapes only).
+class SampleSizes {
+ public:
+  SampleSizes(const std::string& path, const LoadOptions& options);
+  ~SampleSizes();
+  SampleSizes(const SampleSizes&) = delete;
+  SampleSizes& operator=(const SampleSizes&) = delete;
+
+  // Why the graph cannot take samples of shape `sample` (the axes after the batch, as tandem
+  // feeds them: channels first): the first node inference stops at ("ONNX node '/Concat'
+  // (Concat): Can't merge shape info. ... Source=15 Target=14 Dimension=2"). Empty when it
+  // can, when the graph's sizes are all fixed (graph::fit_input checks those), or when
+  // inference cannot follow the graph even as declared.
+  std::string refusal(const std::vector<int64_t>& sample) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // The operators load() accepts, sorted; the losses LoadOptions::loss accepts.
 std::vector<std::string> supported_operators();

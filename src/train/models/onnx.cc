@@ -34,7 +34,8 @@ bool takes_volumes(const Config& c) {
 // runs, with the nearest cube sizes that it takes where the samples are cubes.
 void refuse_sizes_it_cannot_take(const Config& c, const onnx::LoadOptions& o,
                                  const std::vector<int64_t>& sample) {
-  const std::string why = onnx::sample_refusal(c.model, o, sample);
+  const onnx::SampleSizes sizes(c.model, o);
+  const std::string why = sizes.refusal(sample);
   if (why.empty()) return;
   std::string hint;
   const bool cube = sample.size() >= 3 && std::all_of(sample.begin() + 1, sample.end(),
@@ -43,7 +44,7 @@ void refuse_sizes_it_cannot_take(const Config& c, const onnx::LoadOptions& o,
     const auto fits = [&](int64_t side) {
       std::vector<int64_t> s(sample.size(), side);
       s[0] = sample[0];
-      return onnx::sample_refusal(c.model, o, s).empty();
+      return sizes.refusal(s).empty();
     };
     const int64_t side = sample[1];
     int64_t below = 0, above = 0;
@@ -51,12 +52,12 @@ void refuse_sizes_it_cannot_take(const Config& c, const onnx::LoadOptions& o,
       if (!below && side - k >= 1 && fits(side - k)) below = side - k;
       if (!above && fits(side + k)) above = side + k;
     }
-    const std::string sizes = below && above ? fmt::format("{} or {}", below, above)
+    const std::string sides = below && above ? fmt::format("{} or {}", below, above)
                               : above        ? fmt::format("{}", above)
                                              : fmt::format("{}", below);
     if (below || above)
-      hint = c.volume == side ? fmt::format("; use Config::volume = {}", sizes)
-                              : fmt::format("; it takes cubes of side {}", sizes);
+      hint = c.volume == side ? fmt::format("; use Config::volume = {}", sides)
+                              : fmt::format("; it takes cubes of side {}", sides);
   }
   TANDEM_CHECK(false,
                "model {} cannot take samples of shape [{}]: ONNX's shape inference at that size "
