@@ -2,6 +2,7 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -45,6 +46,48 @@ void check_whole_numbers(const json& j, const std::string& path) {
                path, j.dump());
   if (j.is_structured())
     for (const json& item : j) check_whole_numbers(item, path);
+}
+
+// The moments as decimal strings that read back to the same doubles (the manifest holds whole
+// numbers only: a fraction there marks a damaged file).
+json normalization_json(const data::Normalization& n) {
+  auto texts = [](const std::vector<double>& values) {
+    json list = json::array();
+    for (double v : values) list.push_back(fmt::format("{}", v));
+    return list;
+  };
+  return {{"mode", data::normalize_name(n.mode)},
+          {"head", n.head},
+          {"float32", n.in_float32},
+          {"mean", texts(n.mean)},
+          {"deviation", texts(n.deviation)}};
+}
+
+data::Normalization normalization_from_json(const json& j, const std::string& path) {
+  data::Normalization n;
+  const std::string mode = j.at("mode").get<std::string>();
+  n.mode = mode == "default" ? data::Normalize::kDefault : data::parse_normalize(mode);
+  n.head = j.at("head").get<bool>();
+  n.in_float32 = j.at("float32").get<bool>();
+  auto values = [&](const char* key) {
+    std::vector<double> out;
+    for (const json& t : j.at(key)) {
+      const std::string text = t.get<std::string>();
+      char* end = nullptr;  // strtod: subnormal values read back too (std::stod throws)
+      const double v = std::strtod(text.c_str(), &end);
+      TANDEM_CHECK(!text.empty() && end == text.c_str() + text.size(),
+                   "'{}' holds '{}' as a normalization {}, not a number: the file is damaged.",
+                   path, text, key);
+      out.push_back(v);
+    }
+    return out;
+  };
+  n.mean = values("mean");
+  n.deviation = values("deviation");
+  TANDEM_CHECK(n.mean.size() == n.deviation.size(),
+               "'{}' holds {} normalization means and {} deviations: the file is damaged.", path,
+               n.mean.size(), n.deviation.size());
+  return n;
 }
 
 ShardRecord shard_from_json(const json& j) {
@@ -161,7 +204,8 @@ std::string to_json_text(const Manifest& m) {
         {"epoch", m.state.epoch},
         {"position", m.state.position},
         {"seed", m.state.seed},
-        {"data", m.state.data}}},
+        {"data", m.state.data},
+        {"normalization", normalization_json(m.state.normalization)}}},
       {"model", {{"name", m.fingerprint.model}, {"layers", layers}}},
       {"partition",
        {{"balance", m.balance}, {"stage_device", m.stage_device}, {"devices", m.devices}}},
@@ -190,6 +234,8 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
     m.state.position = s.at("position").get<int64_t>();
     m.state.seed = s.at("seed").get<uint64_t>();
     m.state.data = s.value("data", std::string());  // absent in checkpoints from before it
+    if (s.contains("normalization"))
+      m.state.normalization = normalization_from_json(s.at("normalization"), path);
     m.fingerprint.model = j.at("model").at("name").get<std::string>();
     for (const json& l : j.at("model").at("layers")) {
       LayerRecord layer;

@@ -11,6 +11,7 @@
 #include "predict_images.h"
 #include "run_options.h"
 #include "session.h"
+#include "tandem/checkpoint/all.h"
 #include "tandem/common/check.h"
 #include "tandem/data/idx.h"
 #include "tandem/data/nifti.h"
@@ -30,7 +31,7 @@ struct PredictArgs {
   std::string checkpoint;
   std::string input, output;
   std::string kind = "probabilities";
-  std::string standardize = "all";
+  std::string standardize;  // empty: the checkpoint's record, else "all"
   double threshold = 0.5;
   std::string window;  // "D,H,W" or one side; empty: the whole scan in one piece
   double overlap = 0.25;
@@ -40,6 +41,37 @@ struct PredictArgs {
   std::string labels;   // a folder of labels named as the scans: each result's Dice
   int64_t batch = 256;  // images per forward
 };
+
+// How the inputs are standardized, and what chose it: --standardize when given (inputs
+// prepared beforehand), else the record of the checkpoint's training, else `all`.
+std::pair<data::Normalization, std::string> predict_normalization(const PredictArgs& args,
+                                                                  bool images) {
+  data::Normalization recorded;
+  std::error_code ec;
+  if (!args.checkpoint.empty() && fs::is_directory(args.checkpoint, ec))
+    recorded = checkpoint::read_manifest(checkpoint::resolve_checkpoint(args.checkpoint))
+                   .state.normalization;
+  if (args.standardize.empty() && recorded.mode != data::Normalize::kDefault) {
+    TANDEM_CHECK(!images || !recorded.head,
+                 "the checkpoint's training standardized scans over their voxels > 0; these "
+                 "inputs are images: give --standardize all or none");
+    return {recorded, "as the checkpoint's training"};
+  }
+  const std::string word = args.standardize.empty() ? "all" : args.standardize;
+  TANDEM_CHECK(!images || word != "head",
+               "--standardize head is for scans; images are standardized over all their values "
+               "(all) or not at all (none)");
+  data::Normalization n;
+  n.mode = word == "none" ? data::Normalize::kNone
+           : images       ? data::Normalize::kDataset  // over all the given images' values
+                          : data::Normalize::kPerImage;
+  n.head = word == "head";
+  std::string origin = args.standardize.empty() ? std::string("the default: --standardize all")
+                                                : fmt::format("--standardize {}", word);
+  if (recorded.mode != data::Normalize::kDefault && n != recorded)
+    origin += fmt::format("; the checkpoint's training: {}", data::describe(recorded));
+  return {n, origin};
+}
 
 // --window: one side for all three axes, or D,H,W.
 std::array<int64_t, 3> parse_window(const std::string& text) {
@@ -266,6 +298,7 @@ int run_predict(PredictArgs& args) {
   }
   std::vector<ScanJob> jobs;
   train::PredictOptions options;
+  std::string normalization_origin;
   bool images = false;
   try {
     options.window.automatic = args.window == "auto";
@@ -278,12 +311,7 @@ int run_predict(PredictArgs& args) {
     images = !train::predicts_volumes(c);
     TANDEM_CHECK(!images || !c.plan_only,
                  "--plan-only plans the forward of scans; for images, run the prediction");
-    options.standardize = args.standardize == "head"   ? train::Standardize::kHead
-                          : args.standardize == "none" ? train::Standardize::kNone
-                                                       : train::Standardize::kAll;
-    TANDEM_CHECK(!images || args.standardize != "head",
-                 "--standardize head is for scans; images are standardized over all their values "
-                 "(all) or not at all (none)");
+    std::tie(options.normalization, normalization_origin) = predict_normalization(args, images);
     jobs = plan_jobs(args, images);
   } catch (const Error& e) {
     std::fprintf(stderr, "tandem: %s\n", e.what());
@@ -294,11 +322,14 @@ int run_predict(PredictArgs& args) {
   Session session;
   if (const int status = join_job(args.run, session)) return status;
   train::Job& job = *session.job;
+  if (!job.mpi() || job.rank() == 0)
+    std::cout << fmt::format("{}inputs: {} ({})\n", job.prefix(),
+                             data::describe(options.normalization), normalization_origin);
   if (images)
-    return run_images(
-        c, jobs,
-        {args.batch, args.kind, options.standardize, args.output, fs::is_directory(args.input, ec)},
-        session);
+    return run_images(c, jobs,
+                      {args.batch, args.kind, options.normalization, args.output,
+                       fs::is_directory(args.input, ec)},
+                      session);
   const bool folder = fs::is_directory(args.input, ec);
   const bool main_process = !job.mpi() || job.rank() == 0;
   std::vector<double> dices;  // per file with --labels, where this process writes
@@ -399,10 +430,10 @@ Runner add_predict(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"probabilities", "mask", "labels"}));
   cmd->add_option("--standardize", args->standardize,
-                  "as the model's training data: all (a scan per channel over all voxels: "
-                  "nifti:DIR, npy; images over all their values: mnist) | head (a scan over the "
-                  "voxels > 0: --data mri) | none (as they are)")
-      ->capture_default_str()
+                  "default: as the checkpoint's training standardized (its record), else all. "
+                  "all: a scan per channel over all its voxels (as nifti:DIR), images over all "
+                  "their values | head: a scan over its voxels > 0 (as --data mri) | none: as "
+                  "they are (inputs prepared beforehand)")
       ->check(CLI::IsMember({"all", "head", "none"}));
   cmd->add_flag("--plan-only", c.plan_only,
                 "plan each scan's forward and stop before it runs: the grid, the windows, the "

@@ -106,7 +106,7 @@ int run_images(const train::Config& c, const std::vector<ScanJob>& jobs, const I
       std::optional<trace::Progress> progress;
       const auto on_forward = forward_progress(progress, main_process, c.progress, i, jobs.size());
       train::ImagesPrediction p =
-          train::predict_images(&job, c, x, o.batch, o.standardize, on_forward);
+          train::predict_images(&job, c, x, o.batch, o.normalization, on_forward);
       if (progress) progress->finish();
       if (main_process && i == 0)
         std::cout << job.prefix() << "placement:\n" << p.placement << std::flush;

@@ -29,9 +29,10 @@ struct ScanJob {
 struct ImagesOptions {
   int64_t batch = 256;                 // images per forward
   std::string kind = "probabilities";  // --output-kind: probabilities | labels
-  train::Standardize standardize = train::Standardize::kAll;
-  std::string output;   // --output
-  bool folder = false;  // --output is a folder of results
+  data::Normalization normalization{data::Normalize::kDataset};  // kDataset without moments: the
+                                                                 // given images' own
+  std::string output;                                            // --output
+  bool folder = false;                                           // --output is a folder of results
 };
 
 // Predicts every file of images of `jobs` (IDX or .npy) with `c`'s model on the session's job,

@@ -73,6 +73,13 @@ void add_data_options(CLI::App& cmd, train::Config& c) {
                              "test_x.npy, test_y.npy])",
                              fmt::join(train::data_names(), " | ")))
       ->capture_default_str();
+  cmd.add_option_function<std::string>(
+         "--normalize", [&c](const std::string& v) { c.normalize.mode = data::parse_normalize(v); },
+         "how inputs are standardized: none | dataset (the training inputs' mean and deviation) "
+         "| per-image (each image's own, per channel); default: the data set's (dataset for "
+         "mnist and npy:DIR, per-image for nifti:DIR and mri (over the head), none for spheres "
+         "and regression). Checkpoints record it; eval and predict apply the training's")
+      ->check(CLI::IsMember({"none", "dataset", "per-image"}));
   cmd.add_option("--test-files", c.test_files,
                  "nifti:DIR: the last files by name held out for --test-samples crops")
       ->capture_default_str()

@@ -5,6 +5,8 @@
 
 #include <torch/types.h>
 
+#include <vector>
+
 namespace tandem::data {
 
 struct Moments {
@@ -14,5 +16,8 @@ struct Moments {
 
 // Over every element of `values` (any real dtype), in double, element by element in order.
 Moments moments(const torch::Tensor& values);
+// Over every element of all of `parts`, in order (part after part): moments(torch::cat of their
+// flattened elements) without the copy.
+Moments moments(const std::vector<torch::Tensor>& parts);
 
 }  // namespace tandem::data

@@ -81,7 +81,8 @@ MriDataset::MriDataset(const std::string& image_path, const std::string& mask_pa
   mask_ = mask.data.gt(0).to(torch::kFloat32);
   TANDEM_CHECK(mask_.sum().item<double>() > 0,
                "MriDataset: mask '{}' has no voxel > 0; it cannot mark the brain.", mask_path);
-  image_ = head_standardized(image.data.unsqueeze(0), image_path)[0];
+  image_ = options.standardize ? head_standardized(image.data.unsqueeze(0), image_path)[0]
+                               : image.data.to(torch::kFloat32);
 
   for (int64_t d = 0; d < 3; ++d) {
     const std::array<int64_t, 2> brain = extent(mask_, d);

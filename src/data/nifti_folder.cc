@@ -8,6 +8,7 @@
 #include <set>
 
 #include "data/moments.h"
+#include "data/normalize.h"
 #include "data/rng.h"
 #include "tandem/common/check.h"
 #include "tandem/data/nifti.h"
@@ -55,8 +56,10 @@ std::string some(const torch::Tensor& values) {
 torch::Tensor standardized(const torch::Tensor& image) {
   torch::Tensor x = image.to(torch::kFloat64);
   const int64_t channels = x.size(0);
-  torch::Tensor mean = torch::empty({channels, 1, 1, 1}, torch::kFloat64);
-  torch::Tensor std = torch::empty({channels, 1, 1, 1}, torch::kFloat64);
+  std::vector<int64_t> shape(static_cast<size_t>(x.dim()), 1);  // [C,1,...]: per channel
+  shape[0] = channels;
+  torch::Tensor mean = torch::empty(shape, torch::kFloat64);
+  torch::Tensor std = torch::empty(shape, torch::kFloat64);
   for (int64_t c = 0; c < channels; ++c) {
     const Moments m = moments(x[c]);
     mean[c].fill_(m.mean);
@@ -100,13 +103,18 @@ std::vector<NiftiPair> list_nifti_pairs(const std::string& dir) {
   return pairs;
 }
 
-NiftiFolder::NiftiFolder(const std::string& dir, NiftiFolderOptions options)
-    : pairs_(list_nifti_pairs(dir)), options_(options) {
+NiftiFolder::NiftiFolder(const std::string& dir, NiftiFolderOptions options,
+                         Normalization normalization)
+    : pairs_(list_nifti_pairs(dir)), options_(options), asked_(std::move(normalization)) {
   const int64_t files = static_cast<int64_t>(pairs_.size());
   TANDEM_CHECK(options.test_files >= 0 && options.test_files < files,
                "NiftiFolderOptions::test_files = {} leaves no file of the {} in '{}' for training; "
                "use 0..{}.",
                options.test_files, files, dir, files - 1);
+  TANDEM_CHECK(!asked_.head,
+               "'{}': NIfTI images are standardized over all their voxels; over the voxels > 0 is "
+               "for --data mri",
+               dir);
   int64_t largest = std::numeric_limits<int64_t>::max();
   for (const NiftiPair& p : pairs_)
     largest = std::min({largest, p.shape[1], p.shape[2], p.shape[3]});
@@ -141,12 +149,24 @@ void NiftiFolder::load() const {
                      "label > 0 (`fslmaths in -bin out`).",
                      p.label, some(other));
       }
-      images.push_back(standardized(image.data));
+      images.push_back(image.data);
       labels.push_back(label.data);
     }
+    normalization_ = asked_;
+    if (normalization_.mode == Normalize::kDefault) normalization_.mode = Normalize::kPerImage;
+    if (normalization_.mode == Normalize::kDataset && normalization_.mean.empty())
+      normalization_ = dataset_moments(
+          {images.begin(), images.begin() + static_cast<std::ptrdiff_t>(train_files())});
+    for (size_t i = 0; i < images.size(); ++i)
+      images[i] = normalized(images[i], normalization_, pairs_[i].image);
     images_ = std::move(images);
     labels_ = std::move(labels);
   });
+}
+
+Normalization NiftiFolder::normalization() const {
+  load();
+  return normalization_;
 }
 
 VolumeBatch NiftiFolder::sample(int64_t first, int count, Subset subset) const {

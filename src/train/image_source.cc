@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "data/batching.h"
-#include "data/moments.h"
+#include "data/normalize.h"
 #include "tandem/common/check.h"
 #include "tandem/data/mnist.h"
 #include "tandem/train/source.h"
@@ -19,14 +19,15 @@ class ImageSource : public Source {
  public:
   using Loader = std::function<data::ImageDataset(data::Split)>;
   ImageSource(std::string name, Loader load, int64_t train_size, int64_t test_size, int64_t height,
-              int64_t width, uint64_t seed)
+              int64_t width, uint64_t seed, data::Normalization normalization)
       : name_(std::move(name)),
         load_(std::move(load)),
         train_size_(train_size),
         test_size_(test_size),
         height_(height),
         width_(width),
-        seed_(seed) {}
+        seed_(seed),
+        normalization_(std::move(normalization)) {}
 
   int64_t train_size() const override { return train_size_; }
   int64_t test_size() const override { return test_size_; }
@@ -48,10 +49,15 @@ class ImageSource : public Source {
   }
 
   std::string describe() const override {
-    return fmt::format(
-        "{} ({} training, {} test images); pixels /255, then standardized with the training "
-        "images' mean and deviation",
-        name_, train_size_, test_size_);
+    // Made before the images are read: the moments to be measured are not named.
+    return fmt::format("{} ({} training, {} test images); pixels /255, then {}", name_, train_size_,
+                       test_size_, data::describe(normalization_));
+  }
+
+  data::Normalization normalization() const override {
+    if (normalization_.mode == data::Normalize::kDataset && normalization_.mean.empty())
+      return loaded().normalization;
+    return normalization_;
   }
 
   // One grey channel of the files' height x width (both splits have the same, checked at make).
@@ -64,20 +70,24 @@ class ImageSource : public Source {
  private:
   struct Loaded {
     data::ImageDataset train, test;
+    data::Normalization normalization;  // as applied, with the measured moments
   };
 
-  // Pixels are standardized with the training set's mean and deviation, as is usual for
-  // these data sets: it speeds up training of the unnormalized-input models noticeably.
+  // By default pixels are standardized with the training set's mean and deviation, as is usual
+  // for these data sets: it speeds up training of the unnormalized-input models noticeably.
   const Loaded& loaded() const {
     std::call_once(load_once_, [this] {
-      Loaded d{load_(data::Split::kTrain), load_(data::Split::kTest)};
+      Loaded d{load_(data::Split::kTrain), load_(data::Split::kTest), normalization_};
       TANDEM_CHECK(d.train.size() == train_size_ && d.test.size() == test_size_,
                    "{} changed while it was read: {} training and {} test images, its headers "
                    "said {} and {}",
                    name_, d.train.size(), d.test.size(), train_size_, test_size_);
-      const data::Moments m = data::moments(d.train.images);
-      d.train.images = (d.train.images - m.mean) / m.stddev;
-      d.test.images = (d.test.images - m.mean) / m.stddev;
+      if (d.normalization.mode == data::Normalize::kDataset && d.normalization.mean.empty()) {
+        d.normalization = data::dataset_moments({d.train.images.transpose(0, 1)});
+        d.normalization.in_float32 = true;  // as MNIST's pixels always were
+      }
+      d.train.images = data::normalized_each(d.train.images, d.normalization);
+      d.test.images = data::normalized_each(d.test.images, d.normalization);
       data_ = std::move(d);
     });
     return data_;
@@ -88,6 +98,7 @@ class ImageSource : public Source {
   int64_t train_size_, test_size_;
   int64_t height_, width_;
   uint64_t seed_;
+  data::Normalization normalization_;  // resolved: never kDefault
   mutable std::once_flag load_once_;
   mutable Loaded data_;             // written once, under load_once_
   mutable std::mutex order_mutex_;  // guards the epoch order cache below
@@ -98,7 +109,7 @@ class ImageSource : public Source {
 }  // namespace
 
 std::unique_ptr<Source> make_image_source(const std::string& name, const std::string& dir,
-                                          uint64_t seed) {
+                                          uint64_t seed, data::Normalization normalization) {
   using Inspect = data::ImageFiles (*)(const std::string&, data::Split);
   using Load = data::ImageDataset (*)(const std::string&, data::Split);
   Inspect inspect = nullptr;
@@ -114,6 +125,11 @@ std::unique_ptr<Source> make_image_source(const std::string& name, const std::st
     if (d.empty()) d = data::kDefaultFashionMnistDir;
   }
   TANDEM_CHECK(inspect, "unknown image data set '{}'; use mnist or fashion-mnist", name);
+  if (normalization.mode == data::Normalize::kDefault)
+    normalization.mode = data::Normalize::kDataset;
+  if (normalization.mode == data::Normalize::kDataset) normalization.in_float32 = true;
+  TANDEM_CHECK(!normalization.head,
+               "{} has no background to leave out: standardize over all the pixels", name);
   // Shapes are checked now, from the headers: a mismatch found at the first step (or at the
   // evaluation, after all of the training) would be LibTorch's message about a product.
   const data::ImageFiles train = inspect(d, data::Split::kTrain);
@@ -124,7 +140,7 @@ std::unique_ptr<Source> make_image_source(const std::string& name, const std::st
                train.images, train.height, train.width, test.images, test.height, test.width);
   return std::make_unique<ImageSource>(
       name, [d, load](data::Split split) { return load(d, split); }, train.count, test.count,
-      train.height, train.width, seed);
+      train.height, train.width, seed, std::move(normalization));
 }
 
 }  // namespace tandem::train

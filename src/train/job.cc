@@ -6,9 +6,9 @@
 #include <functional>
 
 #include "common/launcher.h"
-#include "tandem/train/failure.h"
 #include "tandem/common/device.h"
 #include "tandem/schedule/registry.h"
+#include "tandem/train/failure.h"
 
 #ifdef TANDEM_WITH_MPI
 #include "mpi/environment.h"

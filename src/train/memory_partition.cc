@@ -78,8 +78,7 @@ std::string slab_accounting(const PlanInputs& in, const runtime::LayerBytes& sla
   return runtime::slab_bytes_table(in.model, whole, slab);
 }
 
-MemoryPartition memory_partition(const PlanInputs& in, int stages,
-                                 const graph::Partition* given) {
+MemoryPartition memory_partition(const PlanInputs& in, int stages, const graph::Partition* given) {
   const graph::Model& model = in.model;
   const Config& c = in.config;
   const std::vector<DeviceSpec>& devices = in.devices;

@@ -6,6 +6,8 @@
 #include <optional>
 
 #include "data/batching.h"
+#include "data/moments.h"
+#include "data/normalize.h"
 #include "tandem/common/check.h"
 #include "tandem/data/npy.h"
 
@@ -84,37 +86,46 @@ bool exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-// Arrays in memory, read on the first batch: input float32 standardized with train_x's mean
-// and deviation; targets int64 (classes) or float32 [N,1,D,H,W].
+// Arrays in memory, read on the first batch: input float32 standardized as `normalization`
+// says; targets int64 (classes) or float32 [N,1,D,H,W].
 class NpySource : public Source {
  public:
   NpySource(std::string dir, ModelNeeds needs, uint64_t seed, Split train,
-            std::optional<Split> test)
+            std::optional<Split> test, data::Normalization normalization)
       : dir_(std::move(dir)),
         needs_(needs),
         seed_(seed),
         train_(std::move(train)),
-        test_(std::move(test)) {}
+        test_(std::move(test)),
+        normalization_(std::move(normalization)) {}
 
   int64_t train_size() const override { return train_.size(); }
   int64_t test_size() const override { return test_ ? test_->size() : 0; }
   std::vector<int64_t> input_shape() const override { return sample_shape(train_, needs_); }
   std::string describe() const override {
-    return fmt::format(
-        "npy arrays in {} ({} training, {} test samples of shape {}); inputs standardized with "
-        "the mean and deviation of all of train_x",
-        dir_, train_size(), test_size(), data::npy_shape_text(input_shape()));
+    const bool measured =
+        normalization_.mode == data::Normalize::kDataset && normalization_.mean.empty();
+    return fmt::format("npy arrays in {} ({} training, {} test samples of shape {}); inputs {}",
+                       dir_, train_size(), test_size(), data::npy_shape_text(input_shape()),
+                       measured ? "standardized with the mean and deviation of all of train_x"
+                                : data::describe(normalization_));
+  }
+
+  data::Normalization normalization() const override {
+    load();
+    return applied_;
   }
 
   void load() const override {
     std::call_once(once_, [this] {
       Arrays train = read(train_);
-      const double mean = train.x.mean().item<double>();
-      double std = train.x.std().item<double>();
-      if (!(std > 0)) std = 1;  // a constant input only loses its mean
-      auto standardized = [&](const torch::Tensor& x) {
-        return ((x - mean) / std).to(torch::kFloat32);
-      };
+      applied_ = normalization_;
+      if (applied_.mode == data::Normalize::kDataset && applied_.mean.empty()) {
+        // One pair over all of train_x, summed in a fixed order (data::moments).
+        const data::Moments m = data::moments(train.x);
+        applied_.mean = {m.mean};
+        applied_.deviation = {m.stddev};
+      }
       Arrays test = test_ ? read(*test_) : Arrays{};
       train.x = standardized(train.x);
       if (test_) test.x = standardized(test.x);
@@ -147,6 +158,13 @@ class NpySource : public Source {
   struct Arrays {
     torch::Tensor x, y;  // x float64 until standardized, then float32
   };
+
+  // x (float64) as applied_ says, float32. A sample that is not a volume is one channel.
+  torch::Tensor standardized(const torch::Tensor& x) const {
+    if (needs_.volumes || applied_.mode != data::Normalize::kPerImage)
+      return data::normalized_each(x, applied_);
+    return data::normalized_each(x.reshape({x.size(0), 1, -1}), applied_).reshape(x.sizes());
+  }
 
   // Reads and converts one split; checks the target values the loss needs.
   Arrays read(const Split& s) const {
@@ -192,7 +210,9 @@ class NpySource : public Source {
   uint64_t seed_;
   Split train_;
   std::optional<Split> test_;
+  data::Normalization normalization_;  // as asked: never kDefault
   mutable std::once_flag once_;
+  mutable data::Normalization applied_;        // with the moments measured; written under once_
   mutable Arrays train_arrays_, test_arrays_;  // written once, under once_
   mutable std::mutex order_mutex_;             // guards the epoch order cache below
   mutable int64_t order_epoch_ = -1;
@@ -202,7 +222,12 @@ class NpySource : public Source {
 }  // namespace
 
 std::unique_ptr<Source> make_npy_source(const std::string& dir, const ModelNeeds& needs,
-                                        uint64_t seed) {
+                                        uint64_t seed, data::Normalization normalization) {
+  if (normalization.mode == data::Normalize::kDefault)
+    normalization.mode = data::Normalize::kDataset;
+  TANDEM_CHECK(!normalization.head,
+               "npy:{} is standardized over all values; over the values > 0 is for --data mri",
+               dir);
   auto split = [&](const std::string& name) {
     Split s{dir + "/" + name + "_x.npy", dir + "/" + name + "_y.npy", {}, {}};
     s.x = data::read_npy_header(s.x_path);
@@ -226,7 +251,8 @@ std::unique_ptr<Source> make_npy_source(const std::string& dir, const ModelNeeds
                  test->x_path, data::npy_shape_text(test->x.shape), train.x_path,
                  data::npy_shape_text(train.x.shape));
   }
-  return std::make_unique<NpySource>(dir, needs, seed, std::move(train), std::move(test));
+  return std::make_unique<NpySource>(dir, needs, seed, std::move(train), std::move(test),
+                                     std::move(normalization));
 }
 
 }  // namespace tandem::train

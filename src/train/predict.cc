@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "data/moments.h"
+#include "data/normalize.h"
 #include "predict_memory.h"
 #include "tandem/common/check.h"
 #include "tandem/data/mri.h"
@@ -278,9 +279,7 @@ VolumePrediction predict_volume(Job* job, Config c, PredictPlan plan, const torc
   c.microbatches = 1;
   c.eval_only = true;
   c.volume = static_cast<int>(w[0]);
-  torch::Tensor x = o.standardize == Standardize::kHead   ? data::head_standardized(image, o.path)
-                    : o.standardize == Standardize::kNone ? image.to(torch::kFloat32)
-                                                          : data::standardized(image);
+  torch::Tensor x = data::normalized(image, o.normalization, o.path);
   x = torch::constant_pad_nd(
       x, {0, g.padded[2] - g.scan[2], 0, g.padded[1] - g.scan[1], 0, g.padded[0] - g.scan[0]});
   auto samples = [&](int64_t first, int64_t n) {
@@ -426,11 +425,11 @@ bool predicts_volumes(const Config& c) {
 }
 
 ImagesPrediction predict_images(Job* job, Config c, const torch::Tensor& images, int64_t batch,
-                                Standardize standardize,
+                                const data::Normalization& normalization,
                                 const std::function<void(int64_t, int64_t)>& progress) {
-  TANDEM_CHECK(standardize != Standardize::kHead,
-               "images are standardized over all their values (all) or not at all (none); head "
-               "is for scans");
+  TANDEM_CHECK(!normalization.head,
+               "images are standardized over all their values, or not at all; over the values > "
+               "0 (head) is for scans");
   TANDEM_CHECK(images.defined() && images.dim() >= 2 && images.size(0) >= 1,
                "images are [N,...] with N at least 1, not [{}]",
                images.defined() ? fmt::format("{}", fmt::join(images.sizes(), ",")) : "");
@@ -439,10 +438,16 @@ ImagesPrediction predict_images(Job* job, Config c, const torch::Tensor& images,
   batch = std::min(batch, n);
   graph::Model model = model_for(c, images.sizes().slice(1).vec());
   torch::Tensor x = images.to(torch::kFloat32);
-  if (standardize == Standardize::kAll) {
+  data::Normalization norm = normalization;
+  if (norm.mode == data::Normalize::kDataset && norm.mean.empty()) {  // the given images' moments
     const data::Moments m = data::moments(x);
-    x = ((x.to(torch::kFloat64) - m.mean) / (m.stddev > 0 ? m.stddev : 1.0)).to(torch::kFloat32);
+    norm.mean = {m.mean};
+    norm.deviation = {m.stddev};
   }
+  // kPerImage: an image is one channel of all its values (as --data mnist and npy:DIR do it).
+  x = norm.mode == data::Normalize::kPerImage
+          ? data::normalized_each(x.reshape({x.size(0), 1, -1}), norm).reshape(x.sizes())
+          : data::normalized_each(x, norm);
   x = graph::fit_input(model, x).contiguous();
   c.batch = static_cast<int>(batch);
   c.microbatches = 1;

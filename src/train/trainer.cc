@@ -1,6 +1,7 @@
 #include "tandem/train/trainer.h"
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 #include "checkpoint/optimizer_state.h"
@@ -26,11 +27,35 @@ void refuse_under_launcher(const Config& c) {
       launched_world_size());
 }
 
+// Eval of a checkpoint and a resumed run standardize their inputs as its training did: the
+// checkpoint's record (the mode and the measured moments) takes the place of the data kind's
+// default, where the data is of the same kind; a --normalize that differs is refused. A state
+// dict, and a checkpoint from before the record, say nothing.
+void take_recorded_normalization(Config& c) {
+  const std::string& path = c.eval_only ? c.init_from : c.plan_only ? std::string() : c.resume;
+  std::error_code ec;
+  if (path.empty() || !std::filesystem::is_directory(path, ec)) return;
+  const checkpoint::TrainState st =
+      checkpoint::read_manifest(checkpoint::resolve_checkpoint(path)).state;
+  const data::Normalization& n = st.normalization;
+  if (n.mode == data::Normalize::kDefault || st.data.empty() ||
+      data_kind(st.data).name != data_kind(c.data).name)
+    return;
+  TANDEM_CHECK(c.normalize.mode == data::Normalize::kDefault || c.normalize.mode == n.mode,
+               "the checkpoint '{}' was trained on inputs {} (--normalize {}); {} applies the "
+               "same: leave out --normalize {} or give {}",
+               path, data::describe(n), data::normalize_name(n.mode),
+               c.eval_only ? "eval" : "a resumed run", data::normalize_name(c.normalize.mode),
+               data::normalize_name(n.mode));
+  c.normalize = n;
+}
+
 }  // namespace
 
 Trainer::Trainer(Config config) : config_(std::move(config)) {
   refuse_under_launcher(config_);
   check_config(config_);
+  take_recorded_normalization(config_);
   // The data first: the built-in models take their input size from its samples.
   source_ = make_source(config_, model_needs(config_));
   check_sample(config_, source_->input_shape());
@@ -47,6 +72,7 @@ Trainer::Trainer(Config config, graph::Model model, std::unique_ptr<Source> sour
 
 Trainer::Trainer(Job& job, Config config) : config_(std::move(config)) {
   check_config(config_);
+  take_recorded_normalization(config_);
   source_ = make_source(config_, model_needs(config_));
   check_sample(config_, source_->input_shape());
   torch::manual_seed(config_.seed);  // parameter initialization
@@ -139,6 +165,11 @@ Result Trainer::run(const StepCallback& on_step) {
   const int64_t start = start_step_;
   r.steps = start;        // a complete run resumed again trains nothing and evaluates
   bool replaced = false;  // --overwrite: the other run's checkpoints are gone
+  // Rank 0, which writes the manifest, holds stage 0 and has read the inputs: the record costs
+  // no read there. Other ranks' record is not written.
+  const data::Normalization recorded_normalization =
+      !config_.save_dir.empty() && pipeline_->needs_input() ? source_->normalization()
+                                                            : data::Normalization{};
   auto save = [&](int64_t done) {
     checkpoint::SaveOptions so;
     so.keep = config_.keep;
@@ -147,10 +178,10 @@ Result Trainer::run(const StepCallback& on_step) {
     if (config_.overwrite && !replaced && world_.rank == 0)
       checkpoint::remove_checkpoints(config_.save_dir);
     replaced = true;
-    checkpoint::save(
-        *pipeline_,
-        {done, done / per_epoch, (done % per_epoch) * global_batch, config_.seed, config_.data},
-        config_.save_dir, so);
+    checkpoint::save(*pipeline_,
+                     {done, done / per_epoch, (done % per_epoch) * global_batch, config_.seed,
+                      config_.data, recorded_normalization},
+                     config_.save_dir, so);
   };
   for (int64_t step = start; step < total; ++step) {
     const runtime::StepStats s = train_step(step);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "data/batching.h"
+#include "data/normalize.h"
 #include "tandem/common/check.h"
 #include "tandem/data/mri.h"
 #include "tandem/data/nifti.h"
@@ -25,8 +26,10 @@ using DrawFn = std::function<data::VolumeBatch(int64_t first, int count, bool he
 
 class VolumeSource : public Source {
  public:
+  // `normalization`: what the inputs `draw` returns went through (loads what it must).
   VolumeSource(std::string description, DrawFn draw, uint64_t seed, int64_t train_size,
                int64_t test_size, std::vector<int64_t> input_shape,
+               std::function<data::Normalization()> normalization,
                std::function<void()> load = nullptr)
       : description_(std::move(description)),
         draw_(std::move(draw)),
@@ -34,7 +37,10 @@ class VolumeSource : public Source {
         train_size_(train_size),
         test_size_(test_size),
         input_shape_(std::move(input_shape)),
+        normalization_(std::move(normalization)),
         load_(std::move(load)) {}
+
+  data::Normalization normalization() const override { return normalization_(); }
 
   std::vector<int64_t> input_shape() const override { return input_shape_; }
   // float32 inputs of C channels and a one-channel float32 target.
@@ -92,6 +98,7 @@ class VolumeSource : public Source {
   uint64_t seed_;
   int64_t train_size_, test_size_;
   std::vector<int64_t> input_shape_;
+  std::function<data::Normalization()> normalization_;
   std::function<void()> load_;  // null: nothing to read ahead
   mutable std::mutex mutex_;    // guards the epoch order cache below
   mutable int64_t order_epoch_ = -1;
@@ -102,7 +109,8 @@ class VolumeSource : public Source {
 
 std::unique_ptr<Source> make_volume_source(const std::string& name, int volume, int64_t channels,
                                            uint64_t seed, int64_t train_size, int64_t test_size,
-                                           const std::string& mri_dir) {
+                                           const std::string& mri_dir,
+                                           data::Normalization normalization) {
   TANDEM_CHECK(name == "spheres" || name == "mri" || name == "regression",
                "unknown volume data set '{}'; use spheres, mri or regression", name);
   TANDEM_CHECK(volume >= 1, "the volume side must be at least 1, not {}", volume);
@@ -121,26 +129,53 @@ std::unique_ptr<Source> make_volume_source(const std::string& name, int volume, 
   const std::string sizes =
       fmt::format("{}^3, {} training, {} held-out samples", volume, train_size, test_size);
   const std::vector<int64_t> shape{channels, volume, volume, volume};
-
-  if (name == "spheres") {
-    auto set = std::make_shared<data::SpheresDataset>(volume, seed);
-    DrawFn draw = [set, train_size](int64_t first, int count, bool held_out) {
-      return set->sample(held_out ? train_size + first : first, count);
-    };
-    return std::make_unique<VolumeSource>(
-        fmt::format("spheres ({}); inputs as generated, not standardized", sizes), std::move(draw),
-        seed, train_size, test_size, shape);
+  TANDEM_CHECK(normalization.mode != data::Normalize::kDataset,
+               "{} cannot be standardized with a data set's moments: {}; use --normalize "
+               "per-image or none",
+               name,
+               name == "mri" ? "it is one scan, standardized over its head by default"
+                             : "its samples are generated as they are drawn");
+  TANDEM_CHECK(!normalization.head || name == "mri",
+               "{} is standardized over all values; over the values > 0 is for --data mri", name);
+  if (name == "mri") {
+    if (normalization.mode == data::Normalize::kDefault)
+      normalization.mode = data::Normalize::kPerImage;
+    normalization.head = normalization.mode == data::Normalize::kPerImage;
+  } else if (normalization.mode == data::Normalize::kDefault) {
+    normalization.mode = data::Normalize::kNone;
   }
-  if (name == "regression") {
-    const int c = static_cast<int>(channels);
-    DrawFn draw = [c, volume, seed, train_size](int64_t first, int count, bool held_out) {
-      return data::synthetic_regression(held_out ? train_size + first : first, count, c, volume,
-                                        seed);
-    };
+  auto recorded = [normalization] { return normalization; };
+
+  if (name == "spheres" || name == "regression") {
+    DrawFn generate;
+    std::string what;
+    if (name == "spheres") {
+      auto set = std::make_shared<data::SpheresDataset>(volume, seed);
+      generate = [set, train_size](int64_t first, int count, bool held_out) {
+        return set->sample(held_out ? train_size + first : first, count);
+      };
+      what = fmt::format("spheres ({})", sizes);
+    } else {
+      const int c = static_cast<int>(channels);
+      generate = [c, volume, seed, train_size](int64_t first, int count, bool held_out) {
+        return data::synthetic_regression(held_out ? train_size + first : first, count, c, volume,
+                                          seed);
+      };
+      what = fmt::format("regression ({} channels, {})", channels, sizes);
+    }
+    DrawFn draw = generate;
+    if (normalization.mode == data::Normalize::kPerImage)
+      draw = [generate, normalization](int64_t first, int count, bool held_out) {
+        data::VolumeBatch b = generate(first, count, held_out);
+        b.input = data::normalized_each(b.input, normalization);
+        return b;
+      };
     return std::make_unique<VolumeSource>(
-        fmt::format("regression ({} channels, {}); inputs as generated, not standardized", channels,
-                    sizes),
-        std::move(draw), seed, train_size, test_size, shape);
+        fmt::format("{}; inputs {}", what,
+                    normalization.mode == data::Normalize::kNone
+                        ? std::string("as generated, not standardized")
+                        : data::describe(normalization)),
+        std::move(draw), seed, train_size, test_size, shape, recorded);
   }
   const std::string dir = mri_dir.empty() ? kDefaultMriDir : mri_dir;
   // The headers are checked now; the voxels are read on the first draw, so a process that
@@ -160,9 +195,11 @@ std::unique_ptr<Source> make_volume_source(const std::string& name, int volume, 
     std::unique_ptr<data::MriDataset> set;
   };
   auto lazy = std::make_shared<Lazy>();
-  auto load = [lazy, image, mask, volume, seed] {
+  data::MriOptions options;
+  options.standardize = normalization.mode == data::Normalize::kPerImage;
+  auto load = [lazy, image, mask, volume, seed, options] {
     std::call_once(lazy->once, [&] {
-      lazy->set = std::make_unique<data::MriDataset>(image, mask, volume, seed);
+      lazy->set = std::make_unique<data::MriDataset>(image, mask, volume, seed, options);
     });
   };
   DrawFn draw = [lazy, load](int64_t first, int count, bool held_out) {
@@ -171,13 +208,16 @@ std::unique_ptr<Source> make_volume_source(const std::string& name, int volume, 
                              held_out ? data::Subset::kHeldOut : data::Subset::kTrain);
   };
   return std::make_unique<VolumeSource>(
-      fmt::format("mri crops of {} ({}); the scan standardized over its voxels > 0", dir, sizes),
-      std::move(draw), seed, train_size, test_size, shape, std::move(load));
+      fmt::format("mri crops of {} ({}); {}", dir, sizes,
+                  options.standardize ? "the scan standardized over its voxels > 0"
+                                      : "the scan's values as stored, not standardized"),
+      std::move(draw), seed, train_size, test_size, shape, recorded, std::move(load));
 }
 
 std::unique_ptr<Source> make_nifti_source(const std::string& dir, const ModelNeeds& needs,
                                           int volume, int test_files, uint64_t seed,
-                                          int64_t train_size, int64_t test_size) {
+                                          int64_t train_size, int64_t test_size,
+                                          data::Normalization normalization) {
   TANDEM_CHECK(
       needs.volumes && needs.target != ModelNeeds::Target::kClasses,
       "Config::data nifti:{} gives volumes with voxel-wise labels; use Config::model unet3d (0/1 "
@@ -191,18 +231,27 @@ std::unique_ptr<Source> make_nifti_source(const std::string& dir, const ModelNee
   o.labels =
       needs.target == ModelNeeds::Target::kMask ? data::LabelKind::kMask : data::LabelKind::kReal;
   o.seed = seed;
-  auto set = std::make_shared<data::NiftiFolder>(dir, o);  // headers only
+  auto set = std::make_shared<data::NiftiFolder>(dir, o, normalization);  // headers only
   const int64_t held_out = test_files > 0 ? test_size : 0;
   DrawFn draw = [set](int64_t first, int count, bool held_out) {
     return set->sample(first, count, held_out ? data::Subset::kHeldOut : data::Subset::kTrain);
   };
   const std::string description = fmt::format(
       "{}^3 crops of {} ({} files, {} channels; {} held out; {} training, {} held-out crops); "
-      "each image standardized per channel over its voxels",
-      volume, dir, set->pairs().size(), set->channels(), test_files, train_size, held_out);
+      "{}",
+      volume, dir, set->pairs().size(), set->channels(), test_files, train_size, held_out,
+      normalization.mode == data::Normalize::kDefault ||
+              normalization.mode == data::Normalize::kPerImage
+          ? std::string("each image standardized per channel over its voxels")
+      : normalization.mode == data::Normalize::kNone
+          ? std::string("the images' values as stored, not standardized")
+      : normalization.mean.empty()
+          ? std::string("standardized per channel with the training files' mean and deviation")
+          : data::describe(normalization));
   return std::make_unique<VolumeSource>(
       description, std::move(draw), seed, train_size, held_out,
-      std::vector<int64_t>{set->channels(), volume, volume, volume}, [set] { set->load(); });
+      std::vector<int64_t>{set->channels(), volume, volume, volume},
+      [set] { return set->normalization(); }, [set] { set->load(); });
 }
 
 }  // namespace tandem::train

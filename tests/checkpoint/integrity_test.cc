@@ -309,5 +309,25 @@ TEST(Files, ManifestRoundTrip) {
                     "not a tandem checkpoint manifest");
 }
 
+// The moments a run standardized with come back as the same doubles (decimal strings: the
+// manifest holds whole numbers only), and a damaged one is named.
+TEST(Files, ManifestKeepsTheNormalizationExactly) {
+  Manifest m;
+  m.fingerprint = fingerprint(small_mlp(Recipe{}));
+  m.state.normalization = {data::Normalize::kDataset,
+                           false,
+                           {0.1, 1.0 / 3, -1e-300},
+                           {0.3081078038564622, 5e-324, 1e300}};
+  m.state.normalization.in_float32 = true;
+  const std::string text = to_json_text(m);
+  EXPECT_EQ(parse_manifest(text, "m.json").state.normalization, m.state.normalization);
+  m.state.normalization = {data::Normalize::kPerImage, true};
+  EXPECT_EQ(parse_manifest(to_json_text(m), "m.json").state.normalization, m.state.normalization);
+  std::string damaged = text;
+  damaged.replace(damaged.find("\"0.1\""), 5, "\"0.x\"");
+  EXPECT_THROW_WITH(parse_manifest(damaged, "d.json"), "d.json",
+                    "holds '0.x' as a normalization mean, not a number");
+}
+
 }  // namespace
 }  // namespace tandem::checkpoint

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "data/file_bytes.h"
+#include "data/normalize.h"
 #include "expect_error.h"
 #include "tandem/common/check.h"
 #include "tandem/data/nifti.h"
@@ -128,6 +129,26 @@ TEST(NiftiFolder, FourDimensionalInt16ImagesWithSlopeAndAHeldOutFile) {
   const torch::Tensor c0 = torch::arange(512, torch::kFloat32).view({8, 8, 8}).remainder(39) * 0.5;
   EXPECT_TRUE(torch::equal(raw.data[0], c0));
   EXPECT_TRUE(torch::equal(raw.data[1], 40 - c0));
+}
+
+// --normalize dataset: per channel, the moments over the training files' voxels only (the
+// held-out file left out), applied to every file; none: the values as stored.
+TEST(NiftiFolder, NormalizationOverTheTrainingFilesOrNone) {
+  const std::string dir = multi_folder();
+  const NiftiFolderOptions o{8, 1, LabelKind::kMask, 3};
+  const NiftiFolder set(dir, o, {Normalize::kDataset});
+  const Normalization n = set.normalization();
+  const torch::Tensor f0 = read_nifti(dir + "/images/case0.nii.gz").data;
+  const torch::Tensor f1 = read_nifti(dir + "/images/case1.nii.gz").data;
+  const torch::Tensor f2 = read_nifti(dir + "/images/case2.nii.gz").data;
+  EXPECT_EQ(n, dataset_moments({f0, f1}));
+  EXPECT_NE(n, dataset_moments({f0, f1, f2}));
+  const torch::Tensor held = set.sample(0, 1, Subset::kHeldOut).input[0];
+  EXPECT_TRUE(torch::equal(
+      held[1], ((f2[1].to(torch::kFloat64) - n.mean[1]) / n.deviation[1]).to(torch::kFloat32)));
+  EXPECT_TRUE(torch::equal(
+      NiftiFolder(dir, o, {Normalize::kNone}).sample(0, 1, Subset::kHeldOut).input[0], f2));
+  EXPECT_THROW(NiftiFolder(dir, o, {Normalize::kPerImage, true}), Error);
 }
 
 TEST(NiftiFolder, LabelsOtherThanZeroAndOneAreRefusedForMasks) {

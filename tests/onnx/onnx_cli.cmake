@@ -234,3 +234,29 @@ onnx_cli_test(predict_plan_only_over_budget 3 "scan40.npy: predicting the scan i
   --plan-only --devices 1 --device-memory 8MiB)
 onnx_cli_test(predict_channels_the_model_does_not_take 2 "two_channels.npy: the scan has 2 channels, but model [^ ]+unet.onnx takes 1: give scans of 1 channel"
   ${plan_unet} --input ${onnx_fixtures}/plan/two_channels.npy --output ${onnx_cli}/never.npy)
+
+# --normalize on npy:DIR: `none` trains the weights PyTorch trains on the arrays as stored,
+# `dataset` (the default) those of the arrays standardized with train_x's moments, and each
+# checkpoint records its own, so that tandem eval scores it the same; the dataset record keeps
+# the training's moments after train_x changes.
+set(npy_norm ${onnx_cli}/npy_normalize)
+set(npy_norm_check ${onnx_dir}/npy_normalize_check.py)
+set(npy_norm_train train --model ${onnx_fixtures}/mlp.onnx --classes 5 --optimizer sgd
+  --momentum 0 --lr 0.1 --lr-schedule constant --batch 12 --steps 3 --devices 2
+  --microbatches 2 --progress none)
+set(npy_norm_eval eval --model ${onnx_fixtures}/mlp.onnx --classes 5 --devices 2 --microbatches 2
+  --batch 12)
+foreach(mode none dataset)
+  set(d ${npy_norm}_${mode})
+  add_test(NAME onnx_cli_npy_normalize_${mode}
+    COMMAND ${CMAKE_COMMAND} -DKEY=test_accuracy
+      "-DCMD0=${TANDEM_PYTHON};${npy_norm_check};write;${d}"
+      "-DCMD1=${tandem};${npy_norm_train};--data;npy:${d};--normalize;${mode};--save-dir;${d}/ckpt"
+      "-DCMD2=${tandem};consolidate;${d}/ckpt;-o;${d}/trained.pt"
+      "-DCMD3=${TANDEM_PYTHON};${npy_norm_check};check;${d};${d}/trained.pt;${mode}"
+      "-DCMD4=${TANDEM_PYTHON};${npy_norm_check};perturb;${d}"
+      "-DCMD5=${tandem};${npy_norm_eval};--data;npy:${d};--checkpoint;${d}/ckpt"
+      -P ${same_metric}
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  onnx_cli_fixtures(onnx_cli_npy_normalize_${mode})
+endforeach()

@@ -301,7 +301,7 @@ TEST(PredictImages, EqualTheMlpsSoftmaxOnEveryPlacementAndBatch) {
   c.stages = 2;
   const ImagesPrediction split = predict_images(nullptr, c, images, 3);  // 3, 3, 3 and 1
   EXPECT_LE(relative_difference(split.output, one.output), 1e-6);
-  EXPECT_THROW(predict_images(nullptr, c, images, 3, Standardize::kHead), Error);
+  EXPECT_THROW(predict_images(nullptr, c, images, 3, {data::Normalize::kPerImage, true}), Error);
 }
 
 TEST(PredictVolume, RefusesAModelWithoutVolumes) {

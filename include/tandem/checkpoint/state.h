@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "tandem/data/normalization.h"
+
 namespace tandem::checkpoint {
 
 struct TrainState {
@@ -19,6 +21,9 @@ struct TrainState {
   // The data set it trains on (its registry name, e.g. "mnist"); "" where not known (a
   // checkpoint from before it was recorded, or a program that does not say).
   std::string data{};
+  // How its inputs were standardized, with the moments of kDataset; kDefault where not known
+  // (a checkpoint from before it was recorded, or a source that does not say).
+  data::Normalization normalization{};
 };
 
 }  // namespace tandem::checkpoint

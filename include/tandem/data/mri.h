@@ -18,7 +18,8 @@ struct MriOptions {
   // training crops never touch; held-out crops lie inside it. In 0 (no held-out set) .. 0.9.
   // 0.4 leaves 72 of ch2's 181 columns for held-out crops, so crops up to 72 fit both parts.
   double held_out_fraction = 0.4;
-  bool flips = true;  // random flips of training crops along each axis (never held-out ones)
+  bool flips = true;        // random flips of training crops along each axis (never held-out ones)
+  bool standardize = true;  // head_standardized (below); false: the scan's values as stored
 };
 
 // Random S^3 crops of the normalized image with their mask crops. Crop i of a subset is a

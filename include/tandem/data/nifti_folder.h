@@ -13,8 +13,9 @@
 // because merging classes silently would train on a task the user did not ask for. kReal, for
 // the mean squared error (the Conv3D stack), takes the values as they are.
 //
-// Images are normalized per file and per channel to zero mean and unit deviation over all
-// their voxels (a constant channel only loses its mean). Shapes: S crop side, C channels.
+// Images are standardized as the folder's Normalization says (data/normalization.h): by
+// default per file and per channel to zero mean and unit deviation over all their voxels (a
+// constant channel only loses its mean). Shapes: S crop side, C channels.
 #pragma once
 
 #include <array>
@@ -23,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "tandem/data/normalization.h"
 #include "tandem/data/volume_batch.h"
 
 namespace tandem::data {
@@ -63,7 +65,10 @@ class NiftiFolder {
  public:
   // Throws as list_nifti_pairs, and for test_files outside 0..pairs-1 and a crop larger than
   // a file (naming it, its shape and the largest crop every file allows).
-  NiftiFolder(const std::string& dir, NiftiFolderOptions options);
+  // `normalization`: kDefault or kPerImage, each file by its own moments (standardized());
+  // kDataset, per channel by the moments over the training files' voxels (the held-out files
+  // left out), or by the given ones; kNone, as stored. `head` is refused.
+  NiftiFolder(const std::string& dir, NiftiFolderOptions options, Normalization normalization = {});
 
   const std::vector<NiftiPair>& pairs() const { return pairs_; }
   int64_t channels() const { return pairs_.front().shape[0]; }
@@ -72,6 +77,8 @@ class NiftiFolder {
   // Reads every file now (once). Throws tandem::Error naming the file for what read_nifti
   // rejects and, with kMask, for a label that is not 0/1.
   void load() const;
+  // The normalization applied, with the moments kDataset measured (loads the files).
+  Normalization normalization() const;
 
   // Crops first .. first + count - 1 of `subset`: input [count,C,S,S,S] float32, target
   // [count,1,S,S,S] float32. Held-out crops need test_files > 0.
@@ -83,6 +90,8 @@ class NiftiFolder {
   mutable std::once_flag loaded_;
   mutable std::vector<torch::Tensor> images_;  // per pair [C,Z,Y,X], normalized
   mutable std::vector<torch::Tensor> labels_;  // per pair [1,Z,Y,X]
+  Normalization asked_;                        // as given to the constructor
+  mutable Normalization normalization_;        // as applied; written under loaded_
 };
 
 }  // namespace tandem::data

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "tandem/data/normalization.h"
+
 namespace tandem::train {
 
 struct Config {
@@ -31,6 +33,10 @@ struct Config {
   std::string data = "mnist";
   std::string data_dir;  // empty: the data set's default folder
   int test_files = 1;    // nifti:DIR: the last files by name, held out
+  // How the inputs are standardized (data/normalization.h): none | dataset | per-image, or the
+  // data kind's default (docs/data.md). The moments are measured on the training inputs unless
+  // given (eval and resume take a checkpoint's).
+  data::Normalization normalize;
   // Placement.
   std::string devices = "4";
   bool devices_given = false;            // --devices on the command line (MPI: a count must match)

@@ -10,8 +10,10 @@
 //   volumes (U-Net,       x (N, C, D, H, W), or (N, D, H, W) for one channel; y (N, D, H, W) or
 //   Conv3D stack)         (N, 1, D, H, W): 0/1 masks for the U-Net, reals for the Conv3D stack;
 //                         for the U-Net, D, H and W multiples of 2^(levels-1)
-// The inputs become float32, standardized with the mean and deviation of all of train_x (as
-// MNIST's pixels are); targets become int64 labels or float32 [N,1,D,H,W]. An epoch visits
+// The inputs become float32, standardized as `normalization` says: kDefault and kDataset with
+// the mean and deviation of all of train_x (one pair, as MNIST's pixels are), applied to test_x
+// too; kPerImage each sample by its own (per channel for volumes, over all its values
+// otherwise); kNone as stored. Targets become int64 labels or float32 [N,1,D,H,W]. An epoch visits
 // the training samples in the order data::shuffled_indices(N, seed, epoch).
 //
 // The headers are read and checked against the model when the source is made (a file whose
@@ -28,6 +30,6 @@
 namespace tandem::train {
 
 std::unique_ptr<Source> make_npy_source(const std::string& dir, const ModelNeeds& needs,
-                                        uint64_t seed);
+                                        uint64_t seed, data::Normalization normalization = {});
 
 }  // namespace tandem::train

@@ -1,9 +1,9 @@
 // Applying a trained model to whole volumes (tandem predict): each scan in one piece, cut into
 // the run's slabs and stages as training cuts a crop, or in sliding windows, forward only.
 //
-// A scan [C,D,H,W] is standardized as training standardized it (Standardize). In one piece it
-// is padded with zeros (the scan's mean, after standardizing) after the last plane of each of
-// D, H and W up to the model's multiple (VolumeGrid), run forward through a pipeline of the given
+// A scan [C,D,H,W] is standardized as training standardized it (data::Normalization). In one piece
+// it is padded with zeros (the scan's mean, after standardizing) after the last plane of each of D,
+// H and W up to the model's multiple (VolumeGrid), run forward through a pipeline of the given
 // placement (devices, --spatial, stages, schedule, budget) with the given weights, and the
 // model's prediction (graph::Model::prediction: probabilities) cropped back to the scan's grid.
 // By windows (WindowOptions) every window lies inside the scan (nothing is padded), each is
@@ -26,12 +26,11 @@ namespace tandem::train {
 
 class Job;
 
-// How a scan is standardized: as training standardized its samples.
-enum class Standardize {
-  kAll,   // per channel over all voxels, as --data nifti:DIR (data::standardized)
-  kHead,  // per channel over the voxels > 0, as --data mri (data::head_standardized)
-  kNone,  // as it is (a model trained on values standardized beforehand)
-};
+// How a scan is standardized: as training standardized its samples (data/normalization.h, a
+// checkpoint's record). kPerImage per channel over all voxels, as --data nifti:DIR does by
+// default; with `head` over the voxels > 0, as --data mri; kDataset with the recorded moments;
+// kNone as it is.
+inline data::Normalization scan_default_normalization() { return {data::Normalize::kPerImage}; }
 
 // How a scan is padded for the model.
 struct VolumeGrid {
@@ -64,7 +63,7 @@ struct WindowOptions {
 };
 
 struct PredictOptions {
-  Standardize standardize = Standardize::kAll;
+  data::Normalization normalization = scan_default_normalization();
   WindowOptions window;
   // Axes (0, 1, 2: D, H, W) whose flips are averaged: the prediction of the scan flipped along
   // every subset of them (2^n forwards), each flipped back (test-time mirroring).
@@ -119,7 +118,7 @@ struct PredictPlan {
 PredictPlan plan_prediction(const Config& c, const std::vector<int64_t>& shape,
                             const PredictOptions& o = {});
 
-// Predicts one scan, `image` [C,D,H,W] as read (standardized as `o.standardize` says) and as
+// Predicts one scan, `image` [C,D,H,W] as read (standardized as `o.normalization` says) and as
 // `plan` planned it, with `c`'s model, placement and weights (Config::init_from: a checkpoint or
 // state dict; empty for an ONNX file's own initializers). `job` null: in process; else on the
 // job's ranks (collective: every rank calls it with the same scan shape). Config::batch becomes
@@ -151,12 +150,14 @@ struct ImagesPrediction {
 
 // Applies `c`'s model and weights (Config::init_from) to `images` [N,...] (each as the model
 // takes it, graph::fit_input), `batch` images per forward through a pipeline of `c`'s placement.
-// `standardize`: kAll, (x - mean) / deviation over all the values of `images`, as --data mnist
-// standardizes with its training set's (which the weights do not keep); kNone, as they are;
-// kHead is refused. `job`: as predict_volume. `progress` (may be null): called after each
-// forward with the forwards done and their total.
-ImagesPrediction predict_images(Job* job, Config c, const torch::Tensor& images, int64_t batch,
-                                Standardize standardize = Standardize::kAll,
-                                const std::function<void(int64_t, int64_t)>& progress = {});
+// `normalization`: as training standardized (a checkpoint's record): kDataset with its moments,
+// or without them over all the values of `images` (as --data mnist does its training set's);
+// kPerImage each image over its own values; kNone as they are; `head` is refused. `job`: as
+// predict_volume. `progress` (may be null): called after each forward with the forwards done and
+// their total.
+ImagesPrediction predict_images(
+    Job* job, Config c, const torch::Tensor& images, int64_t batch,
+    const data::Normalization& normalization = {data::Normalize::kDataset},
+    const std::function<void(int64_t, int64_t)>& progress = {});
 
 }  // namespace tandem::train

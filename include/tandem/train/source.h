@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "tandem/data/normalization.h"
+
 namespace tandem::train {
 
 struct Batch {
@@ -36,6 +38,11 @@ class Source {
   // Bytes of one sample's input and target as batches hold them, known before any is read;
   // 0 when the source cannot say. The trainer checks with it that a batch can fit at all.
   virtual int64_t sample_bytes() const { return 0; }
+  // How the inputs are standardized (never kDefault), with the moments a kDataset source
+  // measured (it reads the samples for them, as load() does). Checkpoints record it, so that
+  // eval, resume and predict apply the same. kDefault: the source does not say (nothing is
+  // recorded).
+  virtual data::Normalization normalization() const { return {}; }
 };
 
 // What a model reads from a batch, for the sources of a user's own files (--data nifti:DIR,
@@ -59,8 +66,9 @@ struct ModelNeeds {
 // `name`: mnist | fashion-mnist. `dir` empty: the default folder of that data set. Only the
 // files' headers are read here: they must hold unsigned bytes, images [N,H,W] and labels [N]
 // of the same N, with the same H x W in both splits (the model takes its inputs from it).
-// Otherwise throws tandem::Error naming the files and their shapes.
+// Otherwise throws tandem::Error naming the files and their shapes. Pixels are read as x/255,
+// then `normalization` applies (kDefault: kDataset, the training images' moments).
 std::unique_ptr<Source> make_image_source(const std::string& name, const std::string& dir,
-                                          uint64_t seed);
+                                          uint64_t seed, data::Normalization normalization = {});
 
 }  // namespace tandem::train

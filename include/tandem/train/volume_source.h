@@ -28,21 +28,28 @@ namespace tandem::train {
 inline constexpr const char* kDefaultMriDir = "/usr/share/mricron/templates";
 
 // `name`: spheres | mri | regression. `volume`: the side S. `mri_dir` empty: kDefaultMriDir
-// (it must hold ch2.nii.gz and ch2bet.nii.gz). Throws tandem::Error for an unknown name, a
+// (it must hold ch2.nii.gz and ch2bet.nii.gz). `normalization`: spheres and regression kNone
+// (default) or kPerImage (each sample per channel); mri kPerImage over the scan's voxels > 0
+// (default, data::head_standardized) or kNone; kDataset is refused (the generated sets have no
+// fixed set to measure, the MRI is one scan). Throws tandem::Error for an unknown name, a
 // volume < 1, channels < 1 (or != 1 for spheres and mri), train_size < 1, test_size < 0, and
 // whatever the data set rejects (a crop larger than the MRI's slabs, unreadable files).
 std::unique_ptr<Source> make_volume_source(const std::string& name, int volume, int64_t channels,
                                            uint64_t seed, int64_t train_size, int64_t test_size,
-                                           const std::string& mri_dir = "");
+                                           const std::string& mri_dir = "",
+                                           data::Normalization normalization = {});
 
 // --data nifti:DIR: random volume^3 crops of a folder of image and label NIfTI files
 // (data::NiftiFolder: the pairs, the held-out split by file, what a label means), for a model
 // with `needs` (volumes; 0/1 masks or real targets). Training crops: train_size per epoch; held
 // out: the last `test_files` files by name, test_size crops of them (none when test_files is 0).
-// input [B,C,S,S,S] with the images' channels, target [B,1,S,S,S]. The headers are read and
-// checked now, the voxels by load() or the first batch. Throws tandem::Error naming the file.
+// input [B,C,S,S,S] with the images' channels, target [B,1,S,S,S], standardized as
+// `normalization` says (NiftiFolderOptions::normalization; default per image). The headers are
+// read and checked now, the voxels by load() or the first batch. Throws tandem::Error naming the
+// file.
 std::unique_ptr<Source> make_nifti_source(const std::string& dir, const ModelNeeds& needs,
                                           int volume, int test_files, uint64_t seed,
-                                          int64_t train_size, int64_t test_size);
+                                          int64_t train_size, int64_t test_size,
+                                          data::Normalization normalization = {});
 
 }  // namespace tandem::train

@@ -13,14 +13,14 @@ std::vector<DataKind> data_kinds_folders() {
   nifti.folder = true;
   nifti.make = [](const Config& c, const std::string& dir, const ModelNeeds& needs) {
     return make_nifti_source(dir, needs, c.volume, c.test_files, c.seed, c.train_samples,
-                             c.test_samples);
+                             c.test_samples, c.normalize);
   };
   DataKind npy;
   npy.name = "npy";
   npy.summary = "NumPy arrays train_x.npy, train_y.npy (and test_x.npy, test_y.npy)";
   npy.folder = true;
   npy.make = [](const Config& c, const std::string& dir, const ModelNeeds& needs) {
-    return make_npy_source(dir, needs, c.seed);
+    return make_npy_source(dir, needs, c.seed, c.normalize);
   };
   return {nifti, npy};
 }

@@ -9,7 +9,7 @@ std::vector<DataKind> data_kinds_images() {
     k.name = name;
     k.summary = summary;
     k.make = [name](const Config& c, const std::string& dir, const ModelNeeds&) {
-      return make_image_source(name, dir, c.seed);
+      return make_image_source(name, dir, c.seed, c.normalize);
     };
     return k;
   };

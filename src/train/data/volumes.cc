@@ -12,7 +12,8 @@ std::vector<DataKind> data_kinds_volumes() {
     k.volumes = true;
     k.target = target;
     k.make = [name](const Config& c, const std::string& dir, const ModelNeeds&) {
-      return make_volume_source(name, c.volume, 1, c.seed, c.train_samples, c.test_samples, dir);
+      return make_volume_source(name, c.volume, 1, c.seed, c.train_samples, c.test_samples, dir,
+                                c.normalize);
     };
     return k;
   };
