@@ -1,15 +1,15 @@
 // A minimal TensorBoard event-file writer (scalars only) and a reader for it.
 //
-// No packaged C++ library writes TensorBoard event files without TensorFlow or protobuf
-// code generation, so this one is written by hand: TFRecord framing (tfrecord.h) around
-// hand-encoded protobuf `Event` messages (tensorflow/core/util/event.proto):
+// TFRecord framing (tfrecord.h, by hand: no packaged library writes it without TensorFlow)
+// around protobuf `Event` messages, encoded by the classes protoc writes at build time from
+// src/trace/proto/tensorboard_event.proto (the fields tandem uses of TensorBoard's
+// tensorflow/core/util/event.proto and summary.proto):
 //   Event   { double wall_time = 1; int64 step = 2; string file_version = 3; Summary summary = 5; }
 //   Summary { repeated Value value = 1; }
 //   Value   { string tag = 1; float simple_value = 2; }
 // The file starts with Event{wall_time, file_version: "brain.Event:2"}; every add_scalar
 // appends Event{wall_time, step, summary{value{tag, simple_value}}}. Encoding follows proto3:
-// a zero wall_time or step is left out, simple_value (a oneof member) is always written, so
-// the bytes equal what protobuf itself would serialize.
+// a zero wall_time or step is left out, simple_value (a oneof member) is always written.
 #pragma once
 
 #include <cstdint>
