@@ -68,7 +68,10 @@ TEST(Simulate, ZeroBubbleH1CutsOneFOneBsBubbleToAThird) {
 }
 
 // zb-v on p devices runs 2p half-size stages (F = I = W = 1 each); 1F1B on p full stages has
-// F = 2, B = 4. Both compute 6m per device. For m >= 2p-1 zb-v idles p-1, 1F1B 6(p-1).
+// F = 2, B = 4. Both compute 6m per device. For m >= 2p-1 zb-v idles p-1, 1F1B 6(p-1). p-1 is
+// the least any schedule of steps that do not overlap can idle: the last device's first action
+// waits for p-1 forwards upstream, and it has 6m to compute, so the makespan is at least
+// 6m + p-1 (the zero-bubble paper's zero counts the next step's forwards in that wait).
 TEST(Simulate, ZeroBubbleVIdlesASixthOfOneFOneB) {
   for (int p = 1; p <= 6; ++p) {
     for (int m = 2 * p - 1; m <= 4 * p; ++m) {
