@@ -163,6 +163,11 @@ torch::Tensor split_conv3d_concat(const std::vector<torch::Tensor>& parts,
                                   const torch::Tensor& weight, const torch::Tensor& bias,
                                   int64_t padding) {
   if (chunked(parts.front(), weight, padding)) return in_chunks(parts, weight, bias, padding);
+  // Forward only on a slab: the parts' chunks concatenated, as whole samples run (a full
+  // output per part and their sum would hold twice the output).
+  if (!torch::GradMode::is_enabled() && graph::current_call().group && parts.size() > 1 &&
+      parts.front().dim() == 5 && weight.size(2) == 2 * padding + 1)
+    return spatial::halo_conv_forward(parts, weight, bias, padding, FoldedKernels(padding));
   // Each part convolved with its channels of the weight, the results added: the layer keeps
   // the parts it was given (for the backward too), never a copy of their concatenation.
   const spatial::Group* g = graph::current_call().group;

@@ -99,24 +99,33 @@ int64_t chunk_planes(int64_t depth, double result_per_plane, F chunk_bytes) {
   return c;
 }
 
-// y = the convolution of x with halos, chunk by chunk along depth: each chunk reads its planes
-// of x with halos as one piece.
-torch::Tensor output(const HaloConvState& s, const torch::Tensor& x, const torch::Tensor& weight,
-                     const torch::Tensor& bias) {
-  const Halo& h = *s.halo;
+// y = the convolution of `parts` (slabs of d planes, concatenated along the channels) with
+// their halos, chunk by chunk along depth: each chunk reads its planes of every part with halos
+// as one piece.
+torch::Tensor chunked_output(const std::vector<c10::intrusive_ptr<Halo>>& halos,
+                             const std::vector<torch::Tensor>& parts, const ConvKernels& kernels,
+                             const torch::Tensor& weight, const torch::Tensor& bias) {
+  const Halo& h = *halos.front();
   const int64_t w = h.width, d = h.depth;
-  // A chunk holds its piece (twice, where the kernels copy it into a blocked layout) and its
-  // output (twice too; counted with x's plane size, which strides on the other axes only
-  // shrink).
-  const double in = per_plane(x), out = per_plane(x) / static_cast<double>(x.size(1)) *
-                                        static_cast<double>(weight.size(0));
+  // A chunk holds its piece (twice, where the kernels copy it into a blocked layout, or where
+  // the parts' pieces are concatenated) and its output (twice too; counted with x's plane size,
+  // which strides on the other axes only shrink).
+  double in = 0;
+  for (const torch::Tensor& part : parts) in += per_plane(part);
+  const double out = per_plane(parts.front()) / static_cast<double>(parts.front().size(1)) *
+                     static_cast<double>(weight.size(0));
   const int64_t chunk = chunk_planes(d, out, [&](int64_t c) {
     return 2 * in * static_cast<double>(c + 2 * w) + 2 * out * static_cast<double>(c);
   });
   torch::Tensor y;
   for (int64_t a = 0; a < d; a += chunk) {
     const int64_t b = std::min(d, a + chunk);
-    torch::Tensor part = s.kernels->forward(with_halo_planes(h, x, a, b + 2 * w), weight, bias, 0);
+    std::vector<torch::Tensor> pieces;
+    for (size_t i = 0; i < parts.size(); ++i)
+      pieces.push_back(with_halo_planes(*halos[i], parts[i], a, b + 2 * w));
+    const torch::Tensor piece = pieces.size() == 1 ? pieces.front() : torch::cat(pieces, 1);
+    pieces.clear();
+    torch::Tensor part = kernels.forward(piece, weight, bias, 0);
     TANDEM_ASSERT(part.size(kDepth) == b - a, "a halo convolution of {} planes gave {}", b - a,
                   part.size(kDepth));
     if (b - a == d) return part;
@@ -128,6 +137,12 @@ torch::Tensor output(const HaloConvState& s, const torch::Tensor& x, const torch
     y.narrow(kDepth, a, b - a).copy_(part);
   }
   return y;
+}
+
+// y = the convolution of x with halos, chunk by chunk along depth.
+torch::Tensor output(const HaloConvState& s, const torch::Tensor& x, const torch::Tensor& weight,
+                     const torch::Tensor& bias) {
+  return chunked_output({s.halo}, {x}, *s.kernels, weight, bias);
 }
 
 // d(loss)/dx [B,C,d,...], chunk by chunk.
@@ -259,6 +274,23 @@ torch::Tensor halo_conv(const torch::Tensor& x, const torch::Tensor& weight,
   return HaloConv::apply(x, weight,
                          bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt, width,
                          std::move(kernels), may_defer, std::move(slice));
+}
+
+torch::Tensor halo_conv_forward(const std::vector<torch::Tensor>& parts,
+                                const torch::Tensor& weight, const torch::Tensor& bias,
+                                int64_t width, const ConvKernels& kernels) {
+  TANDEM_ASSERT(graph::current_call().group, "a halo convolution outside a spatial split");
+  TANDEM_ASSERT(!parts.empty() && width >= 0, "a halo convolution of {} parts, width {}",
+                parts.size(), width);
+  std::vector<c10::intrusive_ptr<Halo>> halos;
+  for (const torch::Tensor& part : parts) halos.push_back(exchange_halo(part, kDepth, width));
+  torch::Tensor y = chunked_output(halos, parts, kernels, weight, bias);
+  for (auto& h : halos) {
+    h->before = torch::Tensor();
+    h->after = torch::Tensor();
+    h->sent.clear();
+  }
+  return y;
 }
 
 }  // namespace tandem::spatial
