@@ -157,6 +157,12 @@ torch::Tensor slab_conv(const spatial::Group& g, const torch::Tensor& x,
                             /*may_defer=*/true, std::move(slice));
 }
 
+// Forward only on a slab (tandem predict): the convolution runs as spatial::halo_conv_forward.
+bool slab_forward(const torch::Tensor& x, const torch::Tensor& weight, int64_t padding) {
+  return !torch::GradMode::is_enabled() && graph::current_call().group && x.dim() == 5 &&
+         weight.size(2) == 2 * padding + 1;
+}
+
 }  // namespace
 
 torch::Tensor split_conv3d_concat(const std::vector<torch::Tensor>& parts,
@@ -165,8 +171,7 @@ torch::Tensor split_conv3d_concat(const std::vector<torch::Tensor>& parts,
   if (chunked(parts.front(), weight, padding)) return in_chunks(parts, weight, bias, padding);
   // Forward only on a slab: the parts' chunks concatenated, as whole samples run (a full
   // output per part and their sum would hold twice the output).
-  if (!torch::GradMode::is_enabled() && graph::current_call().group && parts.size() > 1 &&
-      parts.front().dim() == 5 && weight.size(2) == 2 * padding + 1)
+  if (slab_forward(parts.front(), weight, padding))
     return spatial::halo_conv_forward(parts, weight, bias, padding, FoldedKernels(padding));
   // Each part convolved with its channels of the weight, the results added: the layer keeps
   // the parts it was given (for the backward too), never a copy of their concatenation.
@@ -188,6 +193,8 @@ torch::Tensor split_conv3d_concat(const std::vector<torch::Tensor>& parts,
 torch::Tensor split_conv3d(const torch::Tensor& x, const torch::Tensor& weight,
                            const torch::Tensor& bias, int64_t padding) {
   if (chunked(x, weight, padding)) return in_chunks({x}, weight, bias, padding);
+  if (slab_forward(x, weight, padding))
+    return spatial::halo_conv_forward({x}, weight, bias, padding, FoldedKernels(padding));
   if (const spatial::Group* g = graph::current_call().group)
     return slab_conv(*g, x, weight, bias, padding, {});
   return SplitConv3d::apply(x, weight, optional(bias), padding, spatial::WeightSlice{});

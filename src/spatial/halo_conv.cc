@@ -2,6 +2,9 @@
 
 #include <torch/autograd.h>
 
+#include <array>
+#include <tuple>
+
 #include "tandem/common/check.h"
 #include "tandem/graph/call_context.h"
 #include "tandem/graph/deferred.h"
@@ -92,19 +95,52 @@ constexpr double kChunkShare = 0.5;
 
 // Planes per chunk of a pass that makes a result of `result_per_plane` elements per plane of
 // depth and holds `chunk_bytes(c)` elements while it computes a chunk of c planes.
+// At least `least` planes (or the slab's).
 template <typename F>
-int64_t chunk_planes(int64_t depth, double result_per_plane, F chunk_bytes) {
+int64_t chunk_planes(int64_t depth, double result_per_plane, F chunk_bytes, int64_t least = 1) {
   int64_t c = depth;
-  while (c > 1 && chunk_bytes(c) > kChunkShare * result_per_plane * static_cast<double>(depth)) --c;
+  while (c > least && chunk_bytes(c) > kChunkShare * result_per_plane * static_cast<double>(depth))
+    --c;
   return c;
 }
 
 // y = the convolution of `parts` (slabs of d planes, concatenated along the channels) with
 // their halos, chunk by chunk along depth: each chunk reads its planes of every part with halos
 // as one piece.
+// Planes [lo, hi) of every part with its halos, concatenated along the channels: one tensor
+// filled in place, not a copy per part and then their concatenation.
+torch::Tensor concatenated_halo_planes(const std::vector<c10::intrusive_ptr<Halo>>& halos,
+                                       const std::vector<torch::Tensor>& parts, int64_t lo,
+                                       int64_t hi) {
+  std::vector<int64_t> sizes = parts.front().sizes().vec();
+  sizes[1] = 0;
+  for (const torch::Tensor& part : parts) sizes[1] += part.size(1);
+  sizes[kDepth] = hi - lo;
+  torch::Tensor out = torch::empty(sizes, parts.front().options());
+  int64_t channel = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Halo& h = *halos[i];
+    const int64_t w = h.width, d = h.depth, c = parts[i].size(1);
+    torch::Tensor dst = out.narrow(1, channel, c);
+    // Numbered as with_halo_planes: before [0, w), x [w, w + d), after [w + d, d + 2w).
+    const std::array<std::tuple<const torch::Tensor*, int64_t, int64_t>, 3> sources{
+        {{&h.before, 0, w}, {&parts[i], w, w + d}, {&h.after, w + d, d + 2 * w}}};
+    for (const auto& [source, begin, end] : sources) {
+      const int64_t from = std::max(lo, begin), to = std::min(hi, end);
+      if (from < to)
+        dst.narrow(kDepth, from - lo, to - from)
+            .copy_(source->narrow(kDepth, from - begin, to - from));
+    }
+    channel += c;
+  }
+  return out;
+}
+
+// Chunks have at least `least` planes.
 torch::Tensor chunked_output(const std::vector<c10::intrusive_ptr<Halo>>& halos,
                              const std::vector<torch::Tensor>& parts, const ConvKernels& kernels,
-                             const torch::Tensor& weight, const torch::Tensor& bias) {
+                             const torch::Tensor& weight, const torch::Tensor& bias,
+                             int64_t least) {
   const Halo& h = *halos.front();
   const int64_t w = h.width, d = h.depth;
   // A chunk holds its piece (twice, where the kernels copy it into a blocked layout, or where
@@ -114,18 +150,19 @@ torch::Tensor chunked_output(const std::vector<c10::intrusive_ptr<Halo>>& halos,
   for (const torch::Tensor& part : parts) in += per_plane(part);
   const double out = per_plane(parts.front()) / static_cast<double>(parts.front().size(1)) *
                      static_cast<double>(weight.size(0));
-  const int64_t chunk = chunk_planes(d, out, [&](int64_t c) {
-    return 2 * in * static_cast<double>(c + 2 * w) + 2 * out * static_cast<double>(c);
-  });
+  const int64_t chunk = chunk_planes(
+      d, out,
+      [&](int64_t c) {
+        return 2 * in * static_cast<double>(c + 2 * w) + 2 * out * static_cast<double>(c);
+      },
+      least);
   torch::Tensor y;
   for (int64_t a = 0; a < d; a += chunk) {
     const int64_t b = std::min(d, a + chunk);
-    std::vector<torch::Tensor> pieces;
-    for (size_t i = 0; i < parts.size(); ++i)
-      pieces.push_back(with_halo_planes(*halos[i], parts[i], a, b + 2 * w));
-    const torch::Tensor piece = pieces.size() == 1 ? pieces.front() : torch::cat(pieces, 1);
-    pieces.clear();
+    torch::Tensor piece = parts.size() == 1 ? with_halo_planes(h, parts.front(), a, b + 2 * w)
+                                            : concatenated_halo_planes(halos, parts, a, b + 2 * w);
     torch::Tensor part = kernels.forward(piece, weight, bias, 0);
+    piece = torch::Tensor();
     TANDEM_ASSERT(part.size(kDepth) == b - a, "a halo convolution of {} planes gave {}", b - a,
                   part.size(kDepth));
     if (b - a == d) return part;
@@ -142,7 +179,7 @@ torch::Tensor chunked_output(const std::vector<c10::intrusive_ptr<Halo>>& halos,
 // y = the convolution of x with halos, chunk by chunk along depth.
 torch::Tensor output(const HaloConvState& s, const torch::Tensor& x, const torch::Tensor& weight,
                      const torch::Tensor& bias) {
-  return chunked_output({s.halo}, {x}, *s.kernels, weight, bias);
+  return chunked_output({s.halo}, {x}, *s.kernels, weight, bias, 1);
 }
 
 // d(loss)/dx [B,C,d,...], chunk by chunk.
@@ -284,7 +321,10 @@ torch::Tensor halo_conv_forward(const std::vector<torch::Tensor>& parts,
                 parts.size(), width);
   std::vector<c10::intrusive_ptr<Halo>> halos;
   for (const torch::Tensor& part : parts) halos.push_back(exchange_halo(part, kDepth, width));
-  torch::Tensor y = chunked_output(halos, parts, kernels, weight, bias);
+  // Two planes at least: a single sample's convolution of one output plane takes LibTorch's
+  // im2col path on the CPU, whose columns (27 x the input channels per output voxel) outweigh a
+  // thin slab's whole output (models/depth_fold.h folds two planes or more into a batch).
+  torch::Tensor y = chunked_output(halos, parts, kernels, weight, bias, 2);
   for (auto& h : halos) {
     h->before = torch::Tensor();
     h->after = torch::Tensor();

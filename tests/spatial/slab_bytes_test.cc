@@ -14,6 +14,7 @@
 #include "tandem/common/device.h"
 #include "tandem/models/conv3d_stack.h"
 #include "tandem/models/unet3d.h"
+#include "tandem/runtime/inference_plan.h"
 #include "tandem/runtime/memory_plan.h"
 #include "tandem/runtime/pipeline.h"
 #include "tandem/spatial/group.h"
@@ -128,6 +129,39 @@ TEST(SlabBytes, AStepOnASlabHoldsPerVoxelWhatOneDeviceHolds) {
           << (net == Net::kUnet ? "unet3d" : "conv3d-stack") << " on " << slabs
           << " slabs: " << slab << " bytes against " << one << " on one device";
     }
+  }
+}
+
+// Forward only (tandem predict): a slab's planned peak per voxel against one device's whole
+// sample, for the U-Net on a sample of 128 x 64 x 64: slabs of 64 and 32 planes, whose layers'
+// outputs are large enough to run in chunks as the whole sample's do (spatial::
+// kForwardChunkBytes). Measured: 0.96x on 2 slabs, 1.095x on 4 (the halo planes of the
+// decoder's two parts, 4 of 32 planes). The decoder's convolution of [up, skip] once made each
+// part's full output and their sum on a slab: 1.2-1.3x.
+TEST(SlabBytes, AForwardOnASlabHoldsPerVoxelWhatOneDeviceHolds) {
+  const graph::Model m = make(Net::kUnet);
+  torch::manual_seed(3);
+  const torch::Tensor x = torch::randn({1, 1, 128, 64, 64});
+  const graph::Partition whole =
+      graph::partition_by_balance(m, {static_cast<int>(m.layers.size())});
+  const double one = runtime::inference_peaks(m, runtime::measure_inference_bytes(m, x), whole)[0] /
+                     static_cast<double>(x.numel());
+  for (int slabs : {2, 4}) {
+    spatial::SlabLayout cut;
+    cut.dim = 2;
+    cut.extent = x.size(2);
+    cut.slabs = spatial::split_extent(cut.extent, slabs, m.slab_multiple);
+    const spatial::HeaviestSlab h = spatial::heaviest_slab(cut);
+    const spatial::Slab& s = h.layout.slabs[static_cast<size_t>(h.index)];
+    const torch::Tensor planes = x.narrow(2, s.offset, s.size).contiguous();
+    std::vector<int> members(slabs);
+    std::iota(members.begin(), members.end(), 0);
+    spatial::Group dry(nullptr, members, h.index, c10::kCPU, h.layout);
+    const double slab =
+        runtime::inference_peaks(m, runtime::measure_inference_bytes(m, planes, &dry), whole)[0] /
+        static_cast<double>(planes.numel());
+    EXPECT_LE(slab / one, kTolerance)
+        << slabs << " slabs: " << slab << " bytes per voxel against " << one << " on one device";
   }
 }
 

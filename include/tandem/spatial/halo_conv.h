@@ -68,8 +68,9 @@ torch::Tensor halo_conv(const torch::Tensor& x, const torch::Tensor& weight,
 
 // Forward only (no autograd: tandem predict): the convolution of `parts` concatenated along
 // the channels (dimension 1), each a slab of the same planes, with their halos of `width`
-// planes, computed chunk by chunk into one output as halo_conv's forward does; no part's full
-// output or the concatenation is ever held. Every slab of the group calls it at the same point.
+// planes, computed chunk by chunk (of two planes at least) into one output as halo_conv's
+// forward does; no part's full output or the concatenation is ever held. Every slab of the
+// group calls it at the same point.
 torch::Tensor halo_conv_forward(const std::vector<torch::Tensor>& parts,
                                 const torch::Tensor& weight, const torch::Tensor& bias,
                                 int64_t width, const ConvKernels& kernels);
