@@ -30,6 +30,11 @@ TEST(Config, TheDescriptionChangesWithEveryField) {
       {"data", [](Config& c) { c.data = "spheres"; }},
       {"data_dir", [](Config& c) { c.data_dir = "d"; }},
       {"test_files", [](Config& c) { c.test_files = 7; }},
+      {"normalize", [](Config& c) { c.normalize.mode = data::Normalize::kNone; }},
+      {"normalize",
+       [](Config& c) {
+         c.normalize = {data::Normalize::kDataset, false, {1}, {2}};
+       }},
       {"devices", [](Config& c) { c.devices = "7"; }},
       {"devices_given", [](Config& c) { c.devices_given = true; }},
       {"threads_per_device", [](Config& c) { c.threads_per_device = 7; }},
