@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <memory>
 #include <numeric>
 
 #include "tandem/common/device.h"
@@ -52,22 +53,32 @@ struct Measured {
   runtime::LayerBytes whole, slab;
 };
 
-// The slab of `slabs` that holds the most, with its halos (a dry group), and the same planes as
-// whole samples.
-Measured measure(const graph::Model& m, int slabs) {
-  const torch::Tensor x = volume();
+// The planes of `x` of the slab of `slabs` that holds the most, and a dry group that gives it
+// its halos.
+struct HeaviestPlanes {
+  torch::Tensor planes;
+  std::unique_ptr<spatial::Group> dry;
+};
+
+HeaviestPlanes heaviest(const graph::Model& m, const torch::Tensor& x, int slabs) {
   spatial::SlabLayout cut;
   cut.dim = 2;
   cut.extent = x.size(2);
   cut.slabs = spatial::split_extent(cut.extent, slabs, m.slab_multiple);
   const spatial::HeaviestSlab h = spatial::heaviest_slab(cut);
   const spatial::Slab& s = h.layout.slabs[static_cast<size_t>(h.index)];
-  const torch::Tensor planes = x.narrow(2, s.offset, s.size).contiguous();
   std::vector<int> members(slabs);
   std::iota(members.begin(), members.end(), 0);
-  spatial::Group dry(nullptr, members, h.index, c10::kCPU, h.layout);
-  return {runtime::measure_layer_bytes(m, planes, 2),
-          runtime::measure_layer_bytes(m, planes, 2, &dry)};
+  return {x.narrow(2, s.offset, s.size).contiguous(),
+          std::make_unique<spatial::Group>(nullptr, members, h.index, c10::kCPU, h.layout)};
+}
+
+// The slab of `slabs` that holds the most, with its halos (a dry group), and the same planes as
+// whole samples.
+Measured measure(const graph::Model& m, int slabs) {
+  const HeaviestPlanes h = heaviest(m, volume(), slabs);
+  return {runtime::measure_layer_bytes(m, h.planes, 2),
+          runtime::measure_layer_bytes(m, h.planes, 2, h.dry.get())};
 }
 
 class SlabBytes : public ::testing::TestWithParam<std::tuple<Net, int>> {};
@@ -147,19 +158,11 @@ TEST(SlabBytes, AForwardOnASlabHoldsPerVoxelWhatOneDeviceHolds) {
   const double one = runtime::inference_peaks(m, runtime::measure_inference_bytes(m, x), whole)[0] /
                      static_cast<double>(x.numel());
   for (int slabs : {2, 4}) {
-    spatial::SlabLayout cut;
-    cut.dim = 2;
-    cut.extent = x.size(2);
-    cut.slabs = spatial::split_extent(cut.extent, slabs, m.slab_multiple);
-    const spatial::HeaviestSlab h = spatial::heaviest_slab(cut);
-    const spatial::Slab& s = h.layout.slabs[static_cast<size_t>(h.index)];
-    const torch::Tensor planes = x.narrow(2, s.offset, s.size).contiguous();
-    std::vector<int> members(slabs);
-    std::iota(members.begin(), members.end(), 0);
-    spatial::Group dry(nullptr, members, h.index, c10::kCPU, h.layout);
+    const HeaviestPlanes h = heaviest(m, x, slabs);
     const double slab =
-        runtime::inference_peaks(m, runtime::measure_inference_bytes(m, planes, &dry), whole)[0] /
-        static_cast<double>(planes.numel());
+        runtime::inference_peaks(m, runtime::measure_inference_bytes(m, h.planes, h.dry.get()),
+                                 whole)[0] /
+        static_cast<double>(h.planes.numel());
     EXPECT_LE(slab / one, kTolerance)
         << slabs << " slabs: " << slab << " bytes per voxel against " << one << " on one device";
   }
