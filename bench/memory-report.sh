@@ -70,30 +70,30 @@ out=bench/MEMORY.md
   device that holds a full-resolution layer needs that workspace whatever the partition.
 - `--spatial N` divides every layer instead: a slab keeps what one device keeps of the same
   voxels, once (a convolution keeps its input, never a copy with the halos; the halo planes
-  come again from the neighbours for the weight gradient), and its convolutions run in chunks
-  of planes, so no workspace is the whole slab's. Bytes per voxel of device 0 are 0.91x one
-  device's at 2, 4 and 8 slabs (the chunked workspaces are smaller than one device's whole
-  ones), and the largest volume grows with the devices: 80³ on 2 (1.95x the voxels of one),
-  104³ on 4 (4.29x), 128³ on 8 (8.00x), with one micro-batch and with four. With the
-  optimizer's state held (two steps per try) 4 devices reach 96³ on this grid of 8 (3.38x):
-  104³ ends over the budget by about half a MiB (the Adam moments of the replicated weights;
-  100³, 3.81x, trains), and 2 and 8 devices reach 80³ and 128³ as with one step. With stages
-  and slabs together device 0 holds only its stages' layers (0.55x one device's bytes per
-  voxel with one micro-batch); the last stage's group, with the largest layers and the loss,
-  decides the volume: 88³ on 2 stages of 2 slabs (2.60x), 112³ on 2 stages of 4 (5.36x).
-- The convolutions of a slab run in chunks of about an eighth of its planes (at most half the
-  pass's result each: kChunkShare in src/spatial/halo_conv.cc). Chunks of one plane hold as
-  little for slabs alone (0.91x either way) but train at 1.54x the plain loop instead of
-  2.15x (bench/RESULTS.md); with stages they held a little less (device 0 at 0.52x instead of
-  0.55x, and 88³ instead of 80³ on 2 stages of 2 slabs with four micro-batches). Chunks of a
-  quarter slab hold 1.00x, and 4 devices then train 96³ instead of 104³.
+  come again from the neighbours for the weight gradient; the decoder convolves the up-sampled
+  tensor and the skip as two parts, never a concatenated copy), and its convolutions run in
+  chunks of planes, so no workspace is the whole slab's. Under the budget device 0 holds
+  0.98-0.99x one device's bytes per voxel at 2, 4 and 8 slabs, and the largest volume grows
+  with the devices: 88³ on 2 (2.60x the voxels of one), 104³ on 4 (4.29x), 128³ on 8 (8.00x),
+  with one micro-batch and with four, for the first step and with the optimizer's state held
+  (two steps). At 64³ without a budget, 8 slabs of 8 planes hold 1.14-1.18x per voxel: there
+  the halo planes and the chunks' pieces weigh. With stages and slabs together device 0 holds
+  only its stages' layers (0.68x one device's bytes per voxel with one micro-batch); the last
+  stage's group decides the volume: 88³ on 2 stages of 2 slabs (2.60x), 112³ on 2 stages of 4
+  (5.36x); with four micro-batches 80³ and 104³.
+- The convolutions of a slab run in chunks of at most half the pass's result each (kChunkShare
+  in src/spatial/halo_conv.cc), about an eighth of the slab's planes. A share of 1 holds the
+  same at 64³ on 2 slabs and trains 1.2x faster there, but stops 2 slabs at 80³ instead of 88³
+  under this budget (bench/RESULTS.md, "what the chunks cost").
 - `tandem predict` keeps no activations for a backward: a stage drops each tensor after its
   last reader, and forward only, a whole sample's convolutions, skip concatenations and
-  up-sampling run in chunks of about an eighth of the planes (src/models/split_conv.h; on a
-  slab the skip concatenation's convolution is the sum of its parts' and the up-sampling runs
-  in chunks too). Under the same 192 MiB the U-Net predicts a whole 112³ scan on 1 device (5.36x
-  the voxels it trains; 88³ before the chunks), 136³ on 2 slabs (4.91x the 80³ they train) and
-  168³ on 4 (4.20x the 104³; 3.38x what 1 device predicts).
+  up-sampling run in chunks of about an eighth of the planes (src/models/split_conv.h); on a
+  slab each convolution exchanges its halos and runs in chunks of two planes or more into one
+  output, the skip concatenation's parts filled into one piece per chunk (spatial::
+  halo_conv_forward), so a slab holds about what one device holds per voxel (1.07x at 176³ on
+  4 slabs). Under the same 192 MiB the U-Net predicts a whole 112³ scan on 1 device (5.36x the
+  voxels it trains), 144³ on 2 slabs (2.13x one device; 4.38x the 88³ they train) and 176³ on 4
+  (3.88x one device; 4.85x the 104³ they train).
 - Under 1F1B, stage s keeps p - s micro-batches in flight: the first device stores as many
   micro-batches of its quarter as one device stores of the whole model one micro-batch at a
   time, so with four micro-batches 4 devices fit no larger a volume than 1 with a layer split
