@@ -38,8 +38,10 @@ void take_recorded_normalization(Config& c) {
   const checkpoint::TrainState st =
       checkpoint::read_manifest(checkpoint::resolve_checkpoint(path)).state;
   const data::Normalization& n = st.normalization;
-  if (n.mode == data::Normalize::kDefault || st.data.empty() ||
-      data_kind(st.data).name != data_kind(c.data).name)
+  // The kind is the name before a folder's colon (npy:DIR); a checkpoint's may be a data set a
+  // program of its own registered, which this process need not know.
+  auto kind = [](const std::string& data) { return data.substr(0, data.find(':')); };
+  if (n.mode == data::Normalize::kDefault || st.data.empty() || kind(st.data) != kind(c.data))
     return;
   TANDEM_CHECK(c.normalize.mode == data::Normalize::kDefault || c.normalize.mode == n.mode,
                "the checkpoint '{}' was trained on inputs {} (--normalize {}); {} applies the "
