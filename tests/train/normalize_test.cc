@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "data/moments.h"
@@ -186,6 +187,28 @@ TEST(Normalize, CheckpointsRecordItAndEvalAndResumeApplyIt) {
   r.normalize = {};
   train::Trainer resumed(r);
   EXPECT_EQ(resumed.source().normalization(), recorded);
+}
+
+// A checkpoint of a data set this process does not know (a program's own, registered there)
+// records nothing that applies here: eval on npy:DIR takes npy's own default.
+TEST(Normalize, ACheckpointOfAnotherDataSetAppliesNothing) {
+  const std::string dir = npy_dir("npy_other_kind");
+  train::Config c = npy_config(dir);
+  c.save_dir = dir + "/ckpt";
+  train::Trainer(c).run();
+  const std::string manifest = checkpoint::resolve_checkpoint(c.save_dir) + "/manifest.json";
+  std::ifstream in(manifest);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string from = "\"data\": \"npy:" + dir + "\"";
+  ASSERT_NE(text.find(from), std::string::npos) << text;
+  text.replace(text.find(from), from.size(), "\"data\": \"my-own-set\"");
+  std::ofstream(manifest) << text;
+  train::Config e = npy_config(dir);
+  e.init_from = c.save_dir;
+  e.eval_only = true;
+  e.normalize.mode = Normalize::kNone;  // would be refused against a record that applies
+  train::Trainer eval(e);
+  EXPECT_EQ(eval.source().normalization().mode, Normalize::kNone);
 }
 
 }  // namespace
