@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "common/output_path.h"
 #include "tandem/common/check.h"
 
 namespace tandem::checkpoint {
@@ -39,8 +40,8 @@ class Fd {
 };
 
 void fsync_or_throw(const Fd& fd, const std::string& path) {
-  TANDEM_CHECK(::fsync(fd.get()) == 0, "could not write {}: {} (while flushing it to disk).",
-               path, std::strerror(errno));
+  TANDEM_CHECK(::fsync(fd.get()) == 0, "could not write {}: {} (while flushing it to disk).", path,
+               std::strerror(errno));
 }
 
 std::string parent_of(const std::string& path) {
@@ -72,19 +73,7 @@ std::vector<char> read_file(const std::string& path) {
 }
 
 void write_file_durable(const std::string& path, const void* data, size_t size) {
-  Fd fd(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC);
-  const char* p = static_cast<const char*>(data);
-  size_t left = size;
-  while (left > 0) {
-    ssize_t n = ::write(fd.get(), p, left);
-    if (n < 0 && errno == EINTR) continue;
-    TANDEM_CHECK(n > 0, "could not write {}: {} ({} of {} bytes written). Check the free space.",
-                 path, std::strerror(errno), size - left, size);
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  fsync_or_throw(fd, path);
-  TANDEM_CHECK(fd.close(), "could not write {}: {}.", path, std::strerror(errno));
+  write_output_file(path, std::string_view(static_cast<const char*>(data), size));
 }
 
 void fsync_directory(const std::string& dir) {

@@ -132,7 +132,26 @@ void check_output_folder(const std::string& path, const std::string& option) {
                why);
 }
 
-void write_output_file(const std::string& path, std::string_view bytes) {
+namespace {
+
+// Writes all of `bytes` to `fd`; "" or why not.
+std::string write_all(int fd, std::string_view bytes) {
+  const char* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? std::strerror(errno) : "the file system took no bytes";
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return "";
+}
+
+// write_output_file and write_output_file_by: a temporary file beside `path`, made by `fill`
+// (given its descriptor and name), flushed, closed and renamed over `path`.
+void write_through_scratch(const std::string& path, const std::string& ending,
+                           const std::function<void(int fd, const std::string& name)>& fill) {
   auto fail = [&path](const std::string& why) {
     throw Error(fmt::format("could not write {}: {}", path, why));
   };
@@ -142,21 +161,15 @@ void write_output_file(const std::string& path, std::string_view bytes) {
   const bool exists = ::stat(file.c_str(), &old) == 0;
   if (exists && !S_ISREG(old.st_mode))
     fail(fmt::format("it is a {}, not a regular file", kind_of(old.st_mode)));
-  const fs::path tmp = scratch_name(folder_of(file), file.filename().string());
+  fs::path tmp = scratch_name(folder_of(file), file.filename().string());
+  tmp += ending;
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) fail(std::strerror(errno));
   ScratchFile scratch(tmp, fd);
   if (exists && ::fchmod(fd, old.st_mode & 07777) != 0) fail(std::strerror(errno));
-  const char* p = bytes.data();
-  size_t left = bytes.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail(n < 0 ? std::strerror(errno) : "the file system took no bytes");
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  // A full disk may only say so when the data is flushed, or when the file is closed.
+  fill(fd, tmp.string());
+  // A full disk may only say so when the data is flushed, or when the file is closed. A library
+  // that wrote by name has closed its own descriptor; this one reaches the same file.
   if (::fsync(fd) != 0 && errno != EINVAL) fail(std::strerror(errno));
   if (!scratch.close()) fail(std::strerror(errno));
   if (std::rename(tmp.c_str(), file.c_str()) != 0) fail(std::strerror(errno));
@@ -167,6 +180,60 @@ void write_output_file(const std::string& path, std::string_view bytes) {
     ::fsync(dir);
     ::close(dir);
   }
+}
+
+}  // namespace
+
+void write_output_file(const std::string& path, std::string_view bytes) {
+  write_through_scratch(path, "", [&](int fd, const std::string&) {
+    const std::string why = write_all(fd, bytes);
+    if (!why.empty()) throw Error(fmt::format("could not write {}: {}", path, why));
+  });
+}
+
+void write_output_file_by(const std::string& path, const std::string& ending,
+                          const std::function<void(const std::string& temporary)>& fill) {
+  write_through_scratch(path, ending, [&](int, const std::string& name) { fill(name); });
+}
+
+AppendedFile::AppendedFile(std::string path) : path_(std::move(path)) {
+  if (path_.empty()) fail("no file name given");
+  // O_EXCL with O_CREAT also refuses a link at the name, even one to nothing.
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0666);
+  if (fd_ < 0) {
+    const int error = errno;
+    const std::string kind = non_regular_kind(path_);
+    fail(error == EEXIST ? fmt::format("it exists already{}", kind.empty() ? "" : " as a " + kind)
+                         : std::strerror(error));
+  }
+}
+
+AppendedFile::~AppendedFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void AppendedFile::append(std::string_view bytes) {
+  if (fd_ < 0) fail("it was closed before this write");
+  const std::string why = write_all(fd_, bytes);
+  if (!why.empty()) fail(why);
+}
+
+void AppendedFile::close() {
+  if (fd_ < 0) return;
+  const bool flushed = ::fsync(fd_) == 0 || errno == EINVAL;
+  const int flush_errno = errno;
+  const int fd = fd_;
+  fd_ = -1;
+  const bool closed = ::close(fd) == 0;
+  if (!flushed || !closed) fail(std::strerror(flushed ? errno : flush_errno));
+}
+
+void AppendedFile::fail(const std::string& why) {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  throw Error(fmt::format("could not write {}: {}", path_, why));
 }
 
 }  // namespace tandem

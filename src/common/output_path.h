@@ -9,6 +9,7 @@
 // node with a file.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -31,6 +32,36 @@ void check_output_folder(const std::string& path, const std::string& option);
 // a failure throws Error "could not write PATH: <reason>" and leaves no temporary file, and
 // the old file (if any) as it was.
 void write_output_file(const std::string& path, std::string_view bytes);
+
+// The same for a file that a library writes by name (nifticlib): `fill` writes the temporary
+// file it is given (its name ends in `ending`, e.g. ".nii.gz", where the library chooses the
+// format by it; the file exists, empty), which is then flushed, closed and renamed as above.
+// An exception from `fill` leaves no temporary file and the old file as it was.
+void write_output_file_by(const std::string& path, const std::string& ending,
+                          const std::function<void(const std::string& temporary)>& fill);
+
+// A file that grows while a run goes and is read meanwhile (TensorBoard's event files): not
+// written whole and renamed, so it is new instead: created under its own name, which must not
+// exist (nothing is replaced, and a link or a device at the name is refused), and appended to
+// without a buffer of its own (a reader sees each append at once); close() flushes it to disk.
+// Every error throws Error "could not write PATH: <reason>" and closes the file.
+class AppendedFile {
+ public:
+  explicit AppendedFile(std::string path);
+  ~AppendedFile();  // closes without a report: close() reports
+  AppendedFile(const AppendedFile&) = delete;
+  AppendedFile& operator=(const AppendedFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  bool open() const { return fd_ >= 0; }
+  void append(std::string_view bytes);
+  void close();
+
+ private:
+  [[noreturn]] void fail(const std::string& why);
+  std::string path_;
+  int fd_ = -1;
+};
 
 // "character device", "pipe", ... for what `path` is when it exists and is not a regular
 // file; "" for a regular file or a path that does not exist (links are followed).

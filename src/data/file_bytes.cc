@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 
+#include "common/output_path.h"
 #include "tandem/common/check.h"
 
 namespace tandem::data {
@@ -80,21 +81,24 @@ std::vector<uint8_t> read_file_bytes(const std::string& path) {
 
 void write_file_bytes(const std::string& path, const std::vector<uint8_t>& bytes, bool gzip) {
   if (!gzip) {
-    File f = open_or_throw(path, "wb");
-    TANDEM_CHECK(std::fwrite(bytes.data(), 1, bytes.size(), f.get()) == bytes.size(),
-                 "error while writing '{}': {}.", path, std::strerror(errno));
+    write_output_file(path,
+                      std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
     return;
   }
-  gzFile gz = gzopen(path.c_str(), "wb");
-  TANDEM_CHECK(gz != nullptr, "cannot open '{}' for writing: {}.", path, std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    unsigned n = static_cast<unsigned>(std::min<size_t>(bytes.size() - done, 1u << 30));
-    if (gzwrite(gz, bytes.data() + done, n) != static_cast<int>(n)) break;
-    done += n;
-  }
-  int rc = gzclose(gz);
-  TANDEM_CHECK(done == bytes.size() && rc == Z_OK, "error while writing gzip file '{}'.", path);
+  // zlib writes the temporary file of tandem's output writer by name.
+  write_output_file_by(path, ".gz", [&](const std::string& temporary) {
+    gzFile gz = gzopen(temporary.c_str(), "wb");
+    TANDEM_CHECK(gz != nullptr, "could not write {}: {}", path, std::strerror(errno));
+    size_t done = 0;
+    while (done < bytes.size()) {
+      unsigned n = static_cast<unsigned>(std::min<size_t>(bytes.size() - done, 1u << 30));
+      if (gzwrite(gz, bytes.data() + done, n) != static_cast<int>(n)) break;
+      done += n;
+    }
+    const int rc = gzclose(gz);
+    TANDEM_CHECK(done == bytes.size() && rc == Z_OK, "could not write {}: zlib could not write it",
+                 path);
+  });
 }
 
 std::vector<uint8_t> read_file_prefix(const std::string& path, size_t max_bytes) {

@@ -1,10 +1,11 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 
+#include "common/output_path.h"
 #include "nifti_lib.h"
 #include "tandem/common/check.h"
 #include "tandem/data/nifti.h"
@@ -32,16 +33,26 @@ void store_all(const std::string& path, const double* values, int64_t n, void* d
 
 void store_any(const std::string& path, NiftiType type, const double* v, int64_t n, void* dst) {
   switch (type) {
-    case NiftiType::kUInt8: return store_all<uint8_t>(path, v, n, dst);
-    case NiftiType::kInt8: return store_all<int8_t>(path, v, n, dst);
-    case NiftiType::kInt16: return store_all<int16_t>(path, v, n, dst);
-    case NiftiType::kUInt16: return store_all<uint16_t>(path, v, n, dst);
-    case NiftiType::kInt32: return store_all<int32_t>(path, v, n, dst);
-    case NiftiType::kUInt32: return store_all<uint32_t>(path, v, n, dst);
-    case NiftiType::kInt64: return store_all<int64_t>(path, v, n, dst);
-    case NiftiType::kUInt64: return store_all<uint64_t>(path, v, n, dst);
-    case NiftiType::kFloat32: return store_all<float>(path, v, n, dst);
-    case NiftiType::kFloat64: return store_all<double>(path, v, n, dst);
+    case NiftiType::kUInt8:
+      return store_all<uint8_t>(path, v, n, dst);
+    case NiftiType::kInt8:
+      return store_all<int8_t>(path, v, n, dst);
+    case NiftiType::kInt16:
+      return store_all<int16_t>(path, v, n, dst);
+    case NiftiType::kUInt16:
+      return store_all<uint16_t>(path, v, n, dst);
+    case NiftiType::kInt32:
+      return store_all<int32_t>(path, v, n, dst);
+    case NiftiType::kUInt32:
+      return store_all<uint32_t>(path, v, n, dst);
+    case NiftiType::kInt64:
+      return store_all<int64_t>(path, v, n, dst);
+    case NiftiType::kUInt64:
+      return store_all<uint64_t>(path, v, n, dst);
+    case NiftiType::kFloat32:
+      return store_all<float>(path, v, n, dst);
+    case NiftiType::kFloat64:
+      return store_all<double>(path, v, n, dst);
   }
   TANDEM_CHECK(false, "write_nifti '{}': datatype code {} is not one of NiftiType's.", path,
                static_cast<int>(type));
@@ -50,6 +61,21 @@ void store_any(const std::string& path, NiftiType type, const double* v, int64_t
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Writes `image` as `path` through tandem's output writer (common/output_path.h): nifticlib
+// writes a temporary file of the same ending (it picks the compression by it), which replaces
+// `path` once whole. Needs nifti_lib's lock held.
+void write_nifti_image(const std::string& path, nifti_image* image) {
+  const std::string ending = ends_with(path, ".nii.gz") ? ".nii.gz" : ".nii";
+  write_output_file_by(path, ending, [&](const std::string& temporary) {
+    TANDEM_CHECK(nifti_set_filenames(image, temporary.c_str(), /*check=*/0, /*byte_order=*/1) == 0,
+                 "{}: nifticlib does not accept the name", path);
+    nifti_image_write(image);
+    // nifti_image_write reports nothing: read the header back to know the file is whole.
+    nifti_lib::Image back(nifti_image_read(temporary.c_str(), /*read_data=*/0));
+    TANDEM_CHECK(back != nullptr, "could not write {}: nifticlib could not write the file", path);
+  });
 }
 
 }  // namespace
@@ -63,8 +89,8 @@ void write_nifti(const std::string& path, const Volume& volume, NiftiWriteOption
                "write_nifti '{}': the name must end in .nii or .nii.gz.", path);
   const torch::Tensor cdata = data.dim() == 3 ? data.unsqueeze(0) : data;
   const int64_t channels = cdata.size(0);
-  const int64_t dims[8] = {channels > 1 ? 4 : 3, cdata.size(3), cdata.size(2), cdata.size(1),
-                           channels,             1,             1,             1};
+  const int64_t dims[8] = {
+      channels > 1 ? 4 : 3, cdata.size(3), cdata.size(2), cdata.size(1), channels, 1, 1, 1};
   torch::Tensor values = cdata.to(torch::kFloat64).contiguous().cpu();
   if (options.scl_slope != 0.0f)
     values = (values - double{options.scl_inter}) / double{options.scl_slope};
@@ -88,19 +114,11 @@ void write_nifti(const std::string& path, const Volume& volume, NiftiWriteOption
     for (int c = 0; c < 4; ++c) image->sto_xyz.m[r][c] = r == c ? (r < 3 ? size[r] : 1.0) : 0.0;
   // NIfTI-1: this nifticlib (3.0.1) writes no header at all when nifti_type says NIfTI-2.
   image->nifti_type = NIFTI_FTYPE_NIFTI1_1;
-  TANDEM_CHECK(nifti_set_filenames(image.get(), path.c_str(), /*check=*/0, /*byte_order=*/1) == 0,
-               "write_nifti '{}': nifticlib does not accept the name.", path);
-  std::remove(path.c_str());  // so that an old file cannot pass for the new one below
-  nifti_image_write(image.get());
-  // nifti_image_write reports nothing: read the header back to know the file is there.
-  nifti_lib::Image back(nifti_image_read(path.c_str(), /*read_data=*/0));
-  TANDEM_CHECK(back != nullptr, "write_nifti '{}': nifticlib could not write the file (is the "
-               "folder there and writable?).", path);
+  write_nifti_image(path, image.get());
 }
 
 void write_nifti_like(const std::string& path, const std::string& like, const torch::Tensor& data,
                       NiftiType type) {
-  namespace fs = std::filesystem;
   TANDEM_CHECK(ends_with(path, ".nii") || ends_with(path, ".nii.gz"),
                "{}: the name of a NIfTI output must end in .nii or .nii.gz", path);
   TANDEM_CHECK(data.defined() && (data.dim() == 3 || data.dim() == 4),
@@ -109,13 +127,6 @@ void write_nifti_like(const std::string& path, const std::string& like, const to
   const torch::Tensor cdata = data.dim() == 3 ? data.unsqueeze(0) : data;
   const int64_t channels = cdata.size(0);
   const torch::Tensor values = cdata.to(torch::kFloat64).contiguous().cpu();
-  // A hidden name of the same ending beside the output (nifticlib picks the compression by it).
-  const fs::path out(path);
-  const std::string ending = ends_with(path, ".nii.gz") ? ".nii.gz" : ".nii";
-  const fs::path temporary =
-      out.parent_path() /
-      fmt::format(".{}.{}.tmp{}", out.filename().string(), static_cast<long>(getpid()), ending);
-
   auto held = nifti_lib::lock();
   nifti_lib::Image grid(nifti_image_read(like.c_str(), /*read_data=*/0));
   TANDEM_CHECK(grid != nullptr, "{}: nifticlib cannot read its header again", like);
@@ -139,23 +150,7 @@ void write_nifti_like(const std::string& path, const std::string& like, const to
   image->data = std::calloc(static_cast<size_t>(image->nvox), static_cast<size_t>(image->nbyper));
   TANDEM_CHECK(image->data != nullptr, "{}: no memory for {} voxels", path, image->nvox);
   store_any(path, type, values.data_ptr<double>(), values.numel(), image->data);
-  TANDEM_CHECK(nifti_set_filenames(image.get(), temporary.c_str(), /*check=*/0,
-                                   /*byte_order=*/1) == 0,
-               "{}: nifticlib does not accept the name", path);
-  std::error_code ec;
-  fs::remove(temporary, ec);
-  nifti_image_write(image.get());
-  nifti_lib::Image back(nifti_image_read(temporary.c_str(), /*read_data=*/0));
-  if (back == nullptr) {
-    fs::remove(temporary, ec);
-    TANDEM_CHECK(false, "{}: the file could not be written (is the folder there and writable?)",
-                 path);
-  }
-  fs::rename(temporary, out, ec);
-  if (ec) {
-    fs::remove(temporary, ec);
-    TANDEM_CHECK(false, "{}: cannot be replaced ({})", path, ec.message());
-  }
+  write_nifti_image(path, image.get());
 }
 
 }  // namespace tandem::data

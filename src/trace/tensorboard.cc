@@ -12,6 +12,7 @@
 #include <system_error>
 #include <utility>
 
+#include "common/output_path.h"
 #include "tandem/common/check.h"
 #include "trace/tfrecord.h"
 
@@ -40,20 +41,13 @@ EventWriter::EventWriter(const std::string& dir) {
                                                     static_cast<long long>(now), hostname(),
                                                     static_cast<long long>(getpid()), counter++))
               .string();
-  file_ = std::fopen(path_.c_str(), "wb");
-  TANDEM_CHECK(file_ != nullptr, "could not write {}: {}", path_, std::strerror(errno));
-  try {
-    std::lock_guard<std::mutex> lock(mutex_);
-    write(encode_file_version_event(now));
-  } catch (...) {
-    std::fclose(file_);  // the destructor does not run for a throwing constructor
-    throw;
-  }
+  file_ = std::make_unique<AppendedFile>(path_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  write(encode_file_version_event(now));
 }
 
-EventWriter::~EventWriter() {
-  if (file_ != nullptr) std::fclose(file_);  // close() reports errors; a destructor cannot
-}
+// The file closes without a report (close() reports errors; a destructor cannot).
+EventWriter::~EventWriter() = default;
 
 void EventWriter::add_scalar(const std::string& tag, float value, int64_t step, double wall_time) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -63,32 +57,30 @@ void EventWriter::add_scalar(const std::string& tag, float value, int64_t step, 
 void EventWriter::flush() {
   std::lock_guard<std::mutex> lock(mutex_);
   TANDEM_CHECK(file_ != nullptr, "{} was closed before its last flush", path_);
-  if (std::fflush(file_) != 0) fail(std::strerror(errno));
 }
 
 void EventWriter::close() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (file_ == nullptr) return;
-  const bool flushed = std::fflush(file_) == 0;
-  const int flush_errno = errno;
-  std::FILE* file = std::exchange(file_, nullptr);
-  const bool closed = std::fclose(file) == 0;
-  if (!flushed || !closed) fail(std::strerror(flushed ? errno : flush_errno));
+  const std::unique_ptr<AppendedFile> file = std::move(file_);
+  guarded([&] { file->close(); });
 }
 
 void EventWriter::write(const std::string& event) {
   TANDEM_CHECK(file_ != nullptr, "{} was closed before this event", path_);
-  const std::string record = frame_record(event);
-  if (std::fwrite(record.data(), 1, record.size(), file_) != record.size())
-    fail(std::strerror(errno));
+  guarded([&] { file_->append(frame_record(event)); });
 }
 
-void EventWriter::fail(const std::string& reason) {
-  if (file_ != nullptr) std::fclose(std::exchange(file_, nullptr));
-  // A file that nothing reached is removed: an empty event file would only mislead.
-  std::error_code ec;
-  if (std::filesystem::file_size(path_, ec) == 0 && !ec) std::filesystem::remove(path_, ec);
-  throw Error(fmt::format("could not write {}: {}", path_, reason));
+void EventWriter::guarded(const std::function<void()>& io) {
+  try {
+    io();
+  } catch (const Error&) {
+    file_.reset();
+    // A file that nothing reached is removed: an empty event file would only mislead.
+    std::error_code ec;
+    if (std::filesystem::file_size(path_, ec) == 0 && !ec) std::filesystem::remove(path_, ec);
+    throw;
+  }
 }
 
 std::vector<ScalarRecord> read_scalars(const std::string& path) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "error_of.h"
+#include "tandem/common/check.h"
 
 namespace tandem {
 namespace {
@@ -178,6 +179,58 @@ TEST_F(OutputPath, AFailedWriteSaysWhyAndLeavesNoFile) {
   EXPECT_EQ(old_file, "could not write " + at("file.txt") + ": " + std::strerror(EFBIG));
   EXPECT_EQ(content(at("file.txt")), "x");
   EXPECT_EQ(names(), (std::vector<std::string>{"file.txt"}));
+}
+
+// A library that writes by name (nifticlib, zlib) writes the temporary file, whose name keeps
+// the ending it chooses the format by; the result replaces the file whole, and a failure of the
+// library leaves the old file and nothing else.
+TEST_F(OutputPath, ALibraryWritesTheTemporaryFileByName) {
+  std::string seen;
+  write_output_file_by(at("file.txt"), ".nii.gz", [&](const std::string& temporary) {
+    seen = temporary;
+    EXPECT_TRUE(fs::is_regular_file(temporary));
+    std::ofstream(temporary) << "by name";
+  });
+  EXPECT_EQ(content(at("file.txt")), "by name");
+  EXPECT_EQ(fs::path(seen).parent_path(), dir_);
+  EXPECT_EQ(seen.substr(seen.size() - 7), ".nii.gz");
+  EXPECT_EQ(error_of([&] {
+              write_output_file_by(at("file.txt"), "", [](const std::string& temporary) {
+                std::ofstream(temporary) << "half";
+                throw Error("the library failed");
+              });
+            }),
+            "the library failed");
+  EXPECT_EQ(content(at("file.txt")), "by name");
+  EXPECT_EQ(names(), (std::vector<std::string>{"file.txt"}));
+  EXPECT_EQ(error_of([&] { write_output_file_by("/dev/null", "", [](const std::string&) {}); }),
+            "could not write /dev/null: it is a character device, not a regular file");
+}
+
+// A file that grows while it is read is new: nothing at its name is replaced or followed.
+TEST_F(OutputPath, AnAppendedFileIsNewAndReportsEveryFailure) {
+  {
+    AppendedFile f(at("events"));
+    f.append("one ");
+    EXPECT_EQ(content(at("events")), "one ");  // no buffer of its own: a reader sees it
+    f.append("two");
+    f.close();
+    f.close();  // once closed, nothing more to do
+    EXPECT_EQ(error_of([&] { f.append("three"); }),
+              "could not write " + at("events") + ": it was closed before this write");
+  }
+  EXPECT_EQ(content(at("events")), "one two");
+  EXPECT_EQ(error_of([&] { AppendedFile again(at("file.txt")); }),
+            "could not write " + at("file.txt") + ": it exists already");
+  fs::create_symlink(at("nowhere"), at("dangling"));
+  EXPECT_EQ(error_of([&] { AppendedFile through(at("dangling")); }),
+            "could not write " + at("dangling") + ": it exists already");
+  EXPECT_FALSE(fs::exists(at("nowhere")));
+  EXPECT_EQ(error_of([&] { AppendedFile device("/dev/null"); }),
+            "could not write /dev/null: it exists already as a character device");
+  EXPECT_EQ(error_of([&] { AppendedFile nowhere(at("no/events")); }),
+            "could not write " + at("no/events") + ": " + std::strerror(ENOENT));
+  EXPECT_EQ(content(at("file.txt")), "x");
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <thread>
@@ -25,6 +26,16 @@ std::string unhex(const std::string& hex) {
   for (std::size_t i = 0; i + 1 < hex.size(); i += 2)
     out += char(std::stoi(hex.substr(i, 2), nullptr, 16));
   return out;
+}
+
+// The message of the Error `body` throws ("" for none).
+std::string error_message(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 std::string fresh_dir(const std::string& name) {
@@ -161,29 +172,48 @@ TEST(TensorBoard, ConcurrentWritersKeepEveryRecordIntact) {
   EXPECT_EQ(read_scalars(writer.path()).size(), 1000u);
 }
 
-// A full disk says so when the buffered records are flushed, at the latest when the file is
-// closed; a file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored) makes that happen here. close()
-// reports it, and a file that nothing reached is not left behind.
-TEST(TensorBoard, CloseReportsAFailedWriteAndLeavesNoEmptyFile) {
-  const std::string dir = fresh_dir("full");
-  EventWriter writer(dir);
-  for (int i = 0; i < 50; ++i) writer.add_scalar("loss", 1.0f, i, 1.0);  // < 4 KiB: buffered
+// Runs `body` under a file-size limit of `bytes` (RLIMIT_FSIZE, SIGXFSZ ignored: what a full
+// disk does to a write); returns the message of the Error it threw ("" for none).
+std::string under_file_limit(rlim_t bytes, const std::function<void()>& body) {
   rlimit old{};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
-  rlimit none = old;
-  none.rlim_cur = 0;
+  EXPECT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  rlimit limit = old;
+  limit.rlim_cur = bytes;
   const auto previous = std::signal(SIGXFSZ, SIG_IGN);
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &none), 0);
+  EXPECT_EQ(::setrlimit(RLIMIT_FSIZE, &limit), 0);
   std::string error;
   try {
-    writer.close();
+    body();
   } catch (const Error& e) {
     error = e.what();
   }
   ::setrlimit(RLIMIT_FSIZE, &old);
   std::signal(SIGXFSZ, previous);
-  EXPECT_EQ(error, "could not write " + writer.path() + ": " + std::strerror(EFBIG));
-  EXPECT_TRUE(std::filesystem::is_empty(dir)) << writer.path();
+  return error;
+}
+
+// A full disk says so at the record that does not fit: the writer reports it, closes the file
+// and takes no more records; the records written before stay readable.
+TEST(TensorBoard, AFailedWriteIsReportedAndTheRecordsBeforeItStay) {
+  EventWriter writer(fresh_dir("full"));
+  for (int i = 0; i < 3; ++i) writer.add_scalar("loss", 1.0f, i, 1.0);
+  const auto size = static_cast<rlim_t>(std::filesystem::file_size(writer.path()));
+  EXPECT_EQ(under_file_limit(size, [&] { writer.add_scalar("loss", 1.0f, 3, 1.0); }),
+            "could not write " + writer.path() + ": " + std::strerror(EFBIG));
+  EXPECT_EQ(read_scalars(writer.path()).size(), 3u);
+  EXPECT_EQ(error_message([&] { writer.add_scalar("loss", 1.0f, 4, 1.0); }),
+            writer.path() + " was closed before this event");
+  EXPECT_EQ(error_message([&] { writer.close(); }), "");  // closed already
+}
+
+// A file that nothing reached is not left behind.
+TEST(TensorBoard, AWriterThatCouldNotStartLeavesNoEmptyFile) {
+  const std::string dir = fresh_dir("none");
+  std::filesystem::create_directories(dir);
+  const std::string error = under_file_limit(0, [&] { EventWriter writer(dir); });
+  EXPECT_EQ(error.rfind("could not write " + dir, 0), 0u) << error;
+  EXPECT_NE(error.find(std::strerror(EFBIG)), std::string::npos) << error;
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
 }
 
 }  // namespace

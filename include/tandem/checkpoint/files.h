@@ -13,8 +13,8 @@ namespace tandem::checkpoint {
 
 std::vector<char> read_file(const std::string& path);
 
-// Creates or truncates `path`, writes `size` bytes, fsyncs and closes it. The directory entry
-// is durable only after fsync_directory() of its folder.
+// Writes `size` bytes as `path` through tandem's output writer (a temporary file beside it,
+// flushed to disk, closed and renamed over it; a path that is not a regular file is refused).
 void write_file_durable(const std::string& path, const void* data, size_t size);
 inline void write_file_durable(const std::string& path, const std::string& text) {
   write_file_durable(path, text.data(), text.size());

@@ -13,12 +13,17 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+namespace tandem {
+class AppendedFile;
+}
 
 namespace tandem::trace {
 
@@ -66,7 +71,8 @@ class EventWriter {
 
   void add_scalar(const std::string& tag, float value, int64_t step,
                   double wall_time = unix_seconds());
-  // Pushes buffered records to the operating system; TensorBoard sees them after this.
+  // Checks that the file is still open: every record reaches the operating system as it is
+  // added (TensorBoard sees it at once), and close() flushes them to disk.
   void flush();
   // Flushes and closes the file; nothing can be added afterwards.
   void close();
@@ -74,12 +80,13 @@ class EventWriter {
 
  private:
   void write(const std::string& event);  // needs mutex_ held
-  // Closes the file, removes it if empty, throws "could not write PATH: reason". Needs mutex_.
-  [[noreturn]] void fail(const std::string& reason);
+  // Runs `io` on the file; when it throws ("could not write PATH: reason"), closes the file and
+  // removes it if empty before passing the error on. Needs mutex_.
+  void guarded(const std::function<void()>& io);
 
   std::mutex mutex_;
   std::string path_;
-  std::FILE* file_ = nullptr;
+  std::unique_ptr<AppendedFile> file_;  // common/output_path.h; null once closed
 };
 
 }  // namespace tandem::trace
