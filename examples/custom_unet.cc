@@ -108,16 +108,17 @@ int main(int argc, char** argv) {
   c.test_samples = 8;
   c.devices = "2";  // in process; under mpirun, one device per rank
   c.stages = 2;
-  c.partition = "fit";  // the most even FLOPs among the splits whose measured plan fits
+  c.partition =
+      train::PartitionBy::kFit;  // the most even FLOPs among the splits whose measured plan fits
   c.device_memory = uint64_t{2} << 30;
   c.batch = 4;
   c.microbatches = 2;
-  c.optimizer = "adam";
+  c.optimizer = train::OptimizerKind::kAdam;
   c.lr = 3e-3;
   c.steps = argc > 2 ? std::stoll(argv[2]) : 40;
   c.save_dir = argv[1];
   c.save_every = 10;
-  c.progress = "none";
+  c.progress = trace::Progress::Mode::kNone;
   // A save folder with checkpoints holds an earlier run of this program: continue it.
   if (!checkpoint::list_checkpoints(c.save_dir).empty()) c.resume = c.save_dir;
   train::Job job(c);

@@ -54,9 +54,9 @@ int main(int argc, char** argv) {
   c.batch = 64;
   c.microbatches = 8;
   c.schedule = "1f1b";
-  c.optimizer = "adam";
+  c.optimizer = train::OptimizerKind::kAdam;
   c.lr = 1e-3;
-  c.lr_schedule = "constant";
+  c.lr_schedule = train::LrSchedule::kConstant;
   c.steps = argc > 2 ? std::stoll(argv[2]) : 0;    // 0: one epoch
   c.replicas = argc > 3 ? std::stoi(argv[3]) : 1;  // batch 64 each
   c.seed = 0;

@@ -60,7 +60,6 @@ int run_eval(EvalArgs& args) {
 
 Runner add_eval(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
-  train::Config& c = args->run.config;
   CLI::App* cmd = app.add_subcommand(
       "eval",
       "Evaluate a checkpoint or state dict on the held-out set, on any devices, partition and "
@@ -69,9 +68,9 @@ Runner add_eval(CLI::App& app) {
                   "a save folder (its latest checkpoint), one step-N checkpoint in it, or a state "
                   "dict file (tandem consolidate, or torch.save of a dict '<layer>.<param>' -> "
                   "tensor); optional for an ONNX --model, scored with its own initializers");
-  add_model_options(*cmd, c);
-  add_placement_options(*cmd, args->run);
-  add_batch_options(*cmd, c);
+  using G = train::OptionGroup;
+  for (G group : {G::kModel, G::kData, G::kPlacement, G::kBatch})
+    add_option_group(*cmd, args->run, group);
   return [args]() { return run_eval(*args); };
 }
 

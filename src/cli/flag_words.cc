@@ -3,17 +3,17 @@
 #include <cctype>
 #include <map>
 
+#include "tandem/train/options.h"
+
 namespace tandem::cli {
 namespace {
 
-// The option fields whose flag is not their name. tests/cli/flag_words_check.py checks that every
-// field a library message names maps to a flag of `tandem train` or `tandem eval`: keep one
-// entry per line, as {"Struct::field", "--flag"} ("" for a field without a flag).
+// The flags of option fields of the library's other structs; Config's are in the option table
+// (train/options.h). tests/cli/flag_words_check.py checks that every field a library message
+// names maps to a flag of `tandem train` or `tandem eval`: keep one entry per line, as
+// {"Struct::field", "--flag"} ("" for a field without a flag).
 const std::map<std::string, std::string>& flags() {
   static const std::map<std::string, std::string> table = {
-      {"Config::lend_idle_cores", "--idle-cores lend"},
-      {"Config::recompute", "--recompute stage"},
-      {"Config::comm_timeout_s", "--comm-timeout"},
       {"PipelineOptions::slabs", "--spatial"},
       {"PipelineOptions::microbatches", "--microbatches"},
       {"PipelineOptions::replicas", "--replicas"},
@@ -43,13 +43,10 @@ const std::map<std::string, std::string>& flags() {
 }
 
 std::string flag_of(const std::string& owner, const std::string& field) {
+  if (owner == "Config") return train::flag_of_field(field);
   const auto it = flags().find(owner + "::" + field);
-  if (it != flags().end()) return it->second.empty() ? owner + "::" + field : it->second;
-  if (owner != "Config") return owner + "::" + field;
-  std::string flag = "--" + field;
-  for (char& ch : flag)
-    if (ch == '_') ch = '-';
-  return flag;
+  if (it != flags().end() && !it->second.empty()) return it->second;
+  return owner + "::" + field;
 }
 
 }  // namespace

@@ -8,8 +8,8 @@
 namespace tandem::cli {
 
 // "Config::volume = 32 or more" -> "--volume 32 or more"; "PipelineOptions::slabs" ->
-// "--spatial". Fields of Config without an entry in the table become their flag by name
-// (lr_schedule -> --lr-schedule); any other field without an entry is left as it is.
+// "--spatial". Config's fields take their words from the option table (train/options.h), the
+// other structs' from flag_words.cc's; a field without a flag is left as it is.
 std::string flag_words(const std::string& text);
 
 }  // namespace tandem::cli

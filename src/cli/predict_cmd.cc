@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "common/output_path.h"
+#include "flag_words.h"
 #include "predict_images.h"
 #include "run_options.h"
 #include "session.h"
@@ -18,6 +19,7 @@
 #include "tandem/data/npy.h"
 #include "tandem/memory/bytes.h"
 #include "tandem/trace/progress.h"
+#include "tandem/train/catalog.h"
 #include "tandem/train/job.h"
 #include "tandem/train/predict.h"
 
@@ -235,10 +237,9 @@ torch::Tensor unpack(const std::string& in, size_t& at) {
 }
 
 // The scan of `j` and its label (undefined without --labels), read by one process of the job
-// (`once`; null: this process) and handed to every other. Throws tandem::Error with the
+// (rank 0 under MPI) and handed to every other. Throws tandem::Error with the
 // reader's message on every process when it could not read them.
-std::pair<torch::Tensor, torch::Tensor> read_scan_and_label(const ScanJob& j,
-                                                            const train::OnceForTheJob& once) {
+std::pair<torch::Tensor, torch::Tensor> read_scan_and_label(const ScanJob& j, train::Job& job) {
   auto read = [&] {
     std::string out;
     try {
@@ -252,7 +253,7 @@ std::pair<torch::Tensor, torch::Tensor> read_scan_and_label(const ScanJob& j,
     }
     return out;
   };
-  const std::string got = once ? once(read) : read();
+  const std::string got = job.once(read);
   TANDEM_CHECK(got.front() == 'S', "{}", got.substr(1));
   size_t at = 1;
   torch::Tensor scan = unpack(got, at);
@@ -340,7 +341,7 @@ int run_predict(PredictArgs& args) {
     train::PredictOptions o = options;
     o.path = j.input;
     try {
-      std::tie(scan, label) = read_scan_and_label(j, job.once());
+      std::tie(scan, label) = read_scan_and_label(j, job);
       plan.emplace(train::plan_prediction(c, scan.sizes().vec(), o));
     } catch (...) {
       return report_failure(train::When::kBeforeWork);
@@ -435,11 +436,11 @@ Runner add_predict(CLI::App& app) {
                   "their values | head: a scan over its voxels > 0 (as --data mri) | none: as "
                   "they are (inputs prepared beforehand)")
       ->check(CLI::IsMember({"all", "head", "none"}));
-  cmd->add_flag("--plan-only", c.plan_only,
-                "plan each scan's forward and stop before it runs: the grid, the windows, the "
-                "placement and the planned peak of the device that holds the most; with "
-                "--device-memory, status 3 where the plan is over it, naming the --spatial or "
-                "--window that fits");
+  add_config_option(*cmd, args->run, "plan_only", "",
+                    "plan each scan's forward and stop before it runs: the grid, the windows, the "
+                    "placement and the planned peak of the device that holds the most; with "
+                    "--device-memory, status 3 where the plan is over it, naming the --spatial "
+                    "or --window that fits");
   cmd->add_option("--threshold", args->threshold, "mask: the probability from which a voxel is 1")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
@@ -471,13 +472,15 @@ Runner add_predict(CLI::App& app) {
   cmd->add_option("--batch", args->batch, "images (a model of no volumes): images per forward")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--progress", c.progress, "auto | bar | line | none")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "bar", "line", "none"}));
-  add_model_shape_options(*cmd, c, "--graph-output");
-  add_placement_options(*cmd, args->run);
-  cmd->add_option("--seed", c.seed, "seed (dropout is off; it only names the run)")
-      ->capture_default_str();
+  add_config_option(*cmd, args->run, "progress");
+  // The model and its shape; the graph output the loss reads is --graph-output here, since
+  // --output is the result's file.
+  for (const train::ConfigOption& o : train::config_options())
+    if (o.group == train::OptionGroup::kModel)
+      add_config_option(*cmd, args->run, o.field, o.field == "output" ? "--graph-output" : "");
+  cmd->footer("\n" + flag_words(train::catalog_help()));
+  add_option_group(*cmd, args->run, train::OptionGroup::kPlacement);
+  add_config_option(*cmd, args->run, "seed", "", "seed (dropout is off; it only names the run)");
   return [args]() { return run_predict(*args); };
 }
 

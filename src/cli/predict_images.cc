@@ -76,11 +76,11 @@ void write_images_result(const std::string& path, const torch::Tensor& p, const 
 }  // namespace
 
 std::function<void(int64_t, int64_t)> forward_progress(std::optional<trace::Progress>& progress,
-                                                       bool show, const std::string& mode,
+                                                       bool show, trace::Progress::Mode mode,
                                                        size_t file, size_t files) {
   return [&progress, show, mode, file, files](int64_t done, int64_t total) {
     if (!progress) {
-      progress.emplace(show ? trace::parse_mode(mode) : trace::Progress::Mode::kNone, total);
+      progress.emplace(show ? mode : trace::Progress::Mode::kNone, total);
       progress->set_unit("forward", "forwards");
     }
     progress->update(done,

@@ -42,7 +42,7 @@ struct ImagesOptions {
 // predict_volume and predict_images that opens it at the first forward, with the total, on
 // the main process (`show`). `progress` holds it; finish it after the prediction.
 std::function<void(int64_t, int64_t)> forward_progress(std::optional<trace::Progress>& progress,
-                                                       bool show, const std::string& mode,
+                                                       bool show, trace::Progress::Mode mode,
                                                        size_t file, size_t files);
 
 int run_images(const train::Config& c, const std::vector<ScanJob>& jobs, const ImagesOptions& o,

@@ -20,22 +20,6 @@
 namespace tandem::cli {
 namespace {
 
-std::vector<int> parse_int_list(const std::string& text, const char* option) {
-  std::vector<int> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    TANDEM_CHECK(!item.empty() && item.find_first_not_of("0123456789") == std::string::npos,
-                 "{} {}: '{}' is not a positive integer; give a list like 3,4,3", option, text,
-                 item);
-    TANDEM_CHECK(item.size() <= 6,
-                 "{} {}: '{}' is more layers than any model has; give a list like 3,4,3", option,
-                 text, item);
-    out.push_back(std::stoi(item));
-  }
-  return out;
-}
-
 // Prints `what` with the rank prefix and ends the job under MPI with `exit_status`. Before the
 // job is joined (a refusal while starting it), the prefix comes from the launcher.
 void report(const std::unique_ptr<train::Job>& job, const std::string& what, int exit_status) {
@@ -97,23 +81,15 @@ int join_job(RunArgs& args, Session& session) {
   train::Config& c = args.config;
   use_cpu_kernels(args.cpu_kernels);  // before any tensor operation and before MPI starts
   try {
-    if (!args.balance.empty()) c.balance = parse_int_list(args.balance, "--balance");
-    if (!args.device_memory.empty()) {
-      c.device_memory = memory::parse_bytes(args.device_memory);
-      // 0 is how the library says "no budget"; on the command line that is leaving it out.
-      TANDEM_CHECK(c.device_memory > 0,
-                   "--device-memory {} gives no memory at all; give a budget such as 2GiB, or "
-                   "leave the option out for no budget",
-                   args.device_memory);
-      // A number without a unit is bytes: a budget under 1 MiB is most likely a unit left out.
-      if (args.device_memory.find_first_not_of("0123456789 ") == std::string::npos &&
-          c.device_memory < (uint64_t{1} << 20))
-        std::fprintf(stderr,
-                     "tandem: warning: --device-memory %s is %s bytes; a unit is probably "
-                     "missing (--device-memory %sMiB or %sGiB?)\n",
-                     args.device_memory.c_str(), args.device_memory.c_str(),
-                     args.device_memory.c_str(), args.device_memory.c_str());
-    }
+    // A number without a unit is bytes: a budget under 1 MiB is most likely a unit left out.
+    if (!args.device_memory.empty() &&
+        args.device_memory.find_first_not_of("0123456789 ") == std::string::npos &&
+        c.device_memory < (uint64_t{1} << 20))
+      std::fprintf(stderr,
+                   "tandem: warning: --device-memory %s is %s bytes; a unit is probably "
+                   "missing (--device-memory %sMiB or %sGiB?)\n",
+                   args.device_memory.c_str(), args.device_memory.c_str(),
+                   args.device_memory.c_str(), args.device_memory.c_str());
     session.job = std::make_unique<train::Job>(c);
     session.job->agree(c);
   } catch (...) {

@@ -30,9 +30,8 @@ int run_train(TrainArgs& args) {
     const bool main_process = session.main_process();
     print_start(session);
     if (c.plan_only) return trainer.plan_fits() ? 0 : kExitOutOfMemory;
-    trace::Progress progress(
-        main_process ? trace::parse_mode(c.progress) : trace::Progress::Mode::kNone,
-        trainer.total_steps());
+    trace::Progress progress(main_process ? c.progress : trace::Progress::Mode::kNone,
+                             trainer.total_steps());
     train::Observers observers(args.observe, trainer, *session.job);
     auto on_step = [&](int64_t step, int64_t, const runtime::StepStats& s, double sps) {
       progress.update(step, {{"loss", s.loss}, {"samples/s", sps}});
@@ -62,19 +61,10 @@ int run_train(TrainArgs& args) {
 
 Runner add_train(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
-  train::Config& c = args->run.config;
   CLI::App* cmd = app.add_subcommand("train", "Train a model split across devices.");
-  add_model_options(*cmd, c);
-  add_placement_options(*cmd, args->run);
-  add_recompute_option(*cmd, c);
-  add_batch_options(*cmd, c);
-  cmd->add_option("--epochs", c.epochs, "passes over the training set")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 100000));
-  cmd->add_option("--steps", c.steps, "stop after this many steps (0: run the epochs)")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
-  add_optimizer_options(*cmd, c);
+  using G = train::OptionGroup;
+  for (G group : {G::kModel, G::kData, G::kPlacement, G::kRecompute, G::kBatch, G::kOptimizer})
+    add_option_group(*cmd, args->run, group);
   cmd->add_option("--trace", args->observe.trace,
                   "write a Chrome trace (Perfetto, chrome://tracing) of the traced steps");
   cmd->add_option("--timeline", args->observe.timeline,
@@ -89,33 +79,7 @@ Runner add_train(CLI::App& app) {
                   "how many steps to trace, after the first (warm-up) step")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
-  cmd->add_option("--save-dir", c.save_dir,
-                  "write checkpoints (sharded per stage, atomic) into this folder");
-  cmd->add_option("--save-every", c.save_every, "steps between checkpoints (0: only at the end)")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
-  cmd->add_option("--keep", c.keep, "complete checkpoints to keep (0: all)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 1 << 20));
-  cmd->add_flag("--overwrite", c.overwrite,
-                "let this run replace the checkpoints another run left in --save-dir (they are "
-                "removed when this run saves its first one)");
-  cmd->add_option("--resume", c.resume,
-                  "continue the run saved in this folder from its latest complete checkpoint (or "
-                  "from a step-N checkpoint folder); a state dict file goes to --init-from");
-  cmd->add_option("--init-from", c.init_from,
-                  "start from a state dict (tandem consolidate, or torch.save of a dict "
-                  "'<layer>.<param>' -> tensor) or a checkpoint");
-  cmd->add_flag("--plan-only", c.plan_only,
-                "do not train: measure the layers, print the placement and the memory plan of "
-                "the split that would run (with --device-memory: whether it fits) and stop; "
-                "status 3 when it does not fit");
-  cmd->add_flag("--eval-only", c.eval_only,
-                "do not train: evaluate on the held-out set (with --init-from) and stop "
-                "(tandem eval --checkpoint does the same)");
-  cmd->add_option("--progress", c.progress, "auto | bar | line | none")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "bar", "line", "none"}));
+  add_option_group(*cmd, args->run, G::kRun);
   return [args]() { return run_train(*args); };
 }
 

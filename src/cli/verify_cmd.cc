@@ -71,8 +71,8 @@ int run_verify(VerifyArgs& args) {
   train::Config& c = args.run.config;
   c.steps = args.steps;
   c.log_placement = true;  // where each layer ran, recorded while it ran
-  c.progress = "none";
-  // The reference is made from the options as given, before the job adjusts them (under MPI:
+  c.progress = trace::Progress::Mode::kNone;
+  // The reference is made from the options as given, not as the job places them (under MPI:
   // one device per rank).
   const train::Config reference = train::reference_config(c);
   Session session;
@@ -159,7 +159,6 @@ int run_verify(VerifyArgs& args) {
 
 Runner add_verify(CLI::App& app) {
   auto args = std::make_shared<VerifyArgs>();
-  train::Config& c = args->run.config;
   CLI::App* cmd = app.add_subcommand(
       "verify",
       "Check a split against one device: one training step of the given placement, schedule, "
@@ -167,24 +166,17 @@ Runner add_verify(CLI::App& app) {
       "weights; one row per parameter with the devices its layer's forward and backward ran "
       "on, the gradients' norms and difference, and a verdict. Status 0: every parameter "
       "agrees; 1: one does not.");
-  add_model_options(*cmd, c);
-  add_placement_options(*cmd, args->run);
-  add_recompute_option(*cmd, c);
-  add_batch_options(*cmd, c);
-  add_optimizer_options(*cmd, c);
+  using G = train::OptionGroup;
+  for (G group : {G::kModel, G::kData, G::kPlacement, G::kRecompute, G::kBatch, G::kOptimizer})
+    add_option_group(*cmd, args->run, group);
   cmd->add_option("--steps", args->steps,
                   "steps to run; with more than 1 the weights after the last are compared too")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1000}));
-  cmd->add_option("--inject-fault", c.faults,
-                  "to see a fault caught: corrupt the split run (repeatable); KIND:FIELD=VALUE,... "
-                  "as the fault-injecting transport reads it, e.g. zero:grad=1,mb=0 (a gradient "
-                  "message of micro-batch 0 arrives as zeros), zero:from=0,to=1,grad=0 (the first "
-                  "message from device 0 to 1, a halo under --spatial), or "
-                  "skip-backward:stage=0,mb=1 (that backward does not run)");
-  cmd->add_option("--init-from", c.init_from,
-                  "start both runs from a state dict or checkpoint (default: the seed's "
-                  "initialization, or an ONNX model's own weights)");
+  add_option_group(*cmd, args->run, G::kVerify);
+  add_config_option(*cmd, args->run, "init_from", "",
+                    "start both runs from a state dict or checkpoint (default: the seed's "
+                    "initialization, or an ONNX model's own weights)");
   return [args]() { return run_verify(*args); };
 }
 

@@ -25,15 +25,6 @@ constexpr double kMaxAnswerWindow_s = 3.0;
 
 }  // namespace
 
-MpiTransportOptions::CudaPath parse_cuda_path(const std::string& text) {
-  using CudaPath = MpiTransportOptions::CudaPath;
-  if (text == "auto") return CudaPath::kAuto;
-  if (text == "staged") return CudaPath::kStaged;
-  if (text == "direct") return CudaPath::kDirect;
-  TANDEM_CHECK(false, "the CUDA path '{}' is unknown; use auto, staged or direct", text);
-  return CudaPath::kAuto;  // not reached
-}
-
 MpiTransport::MpiTransport(const Environment& env, Layout layout, MpiTransportOptions options)
     : rank_(env.rank()),
       size_(env.size()),

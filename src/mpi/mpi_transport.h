@@ -43,9 +43,6 @@ struct MpiTransportOptions {
   c10::Device device{c10::kCPU};
 };
 
-// "auto" | "staged" | "direct"; throws naming the choices otherwise.
-MpiTransportOptions::CudaPath parse_cuda_path(const std::string& text);
-
 class MpiTransport : public transport::Transport {
  public:
   // Collective over MPI_COMM_WORLD: every rank constructs its transport at the same point.

@@ -39,15 +39,6 @@ int terminal_width(std::FILE* out) {
 
 }  // namespace
 
-Progress::Mode parse_mode(std::string_view text) {
-  if (text == "auto") return Progress::Mode::kAuto;
-  if (text == "bar") return Progress::Mode::kBar;
-  if (text == "line") return Progress::Mode::kLine;
-  if (text == "none") return Progress::Mode::kNone;
-  TANDEM_CHECK(false, "unknown progress mode \"{}\"; use one of auto, bar, line, none.", text);
-  return Progress::Mode::kNone;
-}
-
 Progress::Progress(Mode mode, int64_t total_steps, std::FILE* out, Clock clock,
                    double min_interval_s)
     : mode_(out == nullptr ? Mode::kNone : mode),

@@ -24,19 +24,61 @@ struct Job::Mpi {
 #endif
 };
 
-Job::Job(Config& c) : mpi_(std::make_unique<Mpi>()) {
+namespace {
+
+// The stage devices of one replica when `world` ranks hold `c`'s layout, one device each.
+int stage_devices_of(const Config& c, int world) {
+  TANDEM_CHECK(c.replicas >= 1, "Config::replicas must be at least 1, not {}", c.replicas);
+  TANDEM_CHECK(world % c.replicas == 0,
+               "{} ranks cannot hold {} replicas: the world size must be stages x replicas", world,
+               c.replicas);
+  const int stage_devices = world / c.replicas;
+  TANDEM_CHECK(
+      c.spatial >= 1 && stage_devices % c.spatial == 0,
+      "{} ranks with Config::replicas = {} give {} devices per replica, which make no whole groups "
+      "of Config::spatial = {}: the world size must be stages x spatial x replicas",
+      world, c.replicas, stage_devices, c.spatial);
+  TANDEM_CHECK(c.stages == 0 || c.stages * c.spatial == stage_devices ||
+                   schedule::places_own_stages(c.schedule),
+               "{} ranks with Config::replicas = {}{} give {} stage devices, but Config::stages is "
+               "{}; run with "
+               "mpirun -n {}",
+               world, c.replicas,
+               c.spatial > 1 ? fmt::format(" and Config::spatial = {}", c.spatial) : "",
+               stage_devices / c.spatial, c.stages, c.stages * c.spatial * c.replicas);
+  if (c.devices.find(':') == std::string::npos) {
+    if (c.devices_given) {
+      const int asked = static_cast<int>(parse_devices(c.devices, 1).size());
+      TANDEM_CHECK(asked == stage_devices,
+                   "Config::devices = {} asks for {} devices, but {} ranks with Config::replicas = "
+                   "{} give {} (one "
+                   "device per rank): run with mpirun -n {}, or leave Config::devices out",
+                   c.devices, asked, world, c.replicas, stage_devices, asked * c.replicas);
+    }
+  } else {
+    const auto specs = parse_devices(c.devices, 1);
+    TANDEM_CHECK(
+        static_cast<int>(specs.size()) == stage_devices,
+        "Config::devices = {} names {} devices but the job has {} stage devices per replica",
+        c.devices, specs.size(), stage_devices);
+  }
+  return stage_devices;
+}
+
+}  // namespace
+
+Job::Job(const Config& c) : mpi_(std::make_unique<Mpi>()) {
   char name[256] = {0};
   gethostname(name, sizeof(name) - 1);
   host_ = name;
-  TANDEM_CHECK(c.transport == "auto" || c.transport == "inprocess" || c.transport == "mpi",
-               "Config::transport = {} is unknown; use auto, inprocess or mpi", c.transport);
   const bool launched = launched_by_mpi_launcher() && launched_world_size() > 1;
-  const bool use_mpi = c.transport == "mpi" || (c.transport == "auto" && launched);
+  const bool use_mpi =
+      c.transport == TransportKind::kMpi || (c.transport == TransportKind::kAuto && launched);
   TANDEM_CHECK(
-      use_mpi || c.mpi_cuda == "auto",
+      use_mpi || c.mpi_cuda == MpiCuda::kAuto,
       "Config::mpi_cuda = {} chooses how CUDA tensors go between MPI ranks, but this run has no "
       "ranks: run it under mpirun, or leave Config::mpi_cuda out",
-      c.mpi_cuda);
+      name_of(c.mpi_cuda));
 #ifdef TANDEM_WITH_MPI
   if (!use_mpi) {
     TANDEM_CHECK(c.replicas == 1,
@@ -48,57 +90,23 @@ Job::Job(Config& c) : mpi_(std::make_unique<Mpi>()) {
   mpi_->env = std::make_unique<mpi::Environment>();
   rank_ = mpi_->env->rank();
   world_ = mpi_->env->size();
-  TANDEM_CHECK(c.replicas >= 1, "Config::replicas must be at least 1, not {}", c.replicas);
-  TANDEM_CHECK(world_ % c.replicas == 0,
-               "{} ranks cannot hold {} replicas: the world size must be stages x replicas", world_,
-               c.replicas);
-  const int stage_devices = world_ / c.replicas;
-  TANDEM_CHECK(
-      c.spatial >= 1 && stage_devices % c.spatial == 0,
-      "{} ranks with Config::replicas = {} give {} devices per replica, which make no whole groups "
-      "of Config::spatial = {}: the world size must be stages x spatial x replicas",
-      world_, c.replicas, stage_devices, c.spatial);
-  TANDEM_CHECK(c.stages == 0 || c.stages * c.spatial == stage_devices ||
-                   schedule::places_own_stages(c.schedule),
-               "{} ranks with Config::replicas = {}{} give {} stage devices, but Config::stages is "
-               "{}; run with "
-               "mpirun -n {}",
-               world_, c.replicas,
-               c.spatial > 1 ? fmt::format(" and Config::spatial = {}", c.spatial) : "",
-               stage_devices / c.spatial, c.stages, c.stages * c.spatial * c.replicas);
+  const int stage_devices = stage_devices_of(c, world_);
   mpi::MpiTransportOptions options;
   options.comm_timeout_s = c.comm_timeout_s;
-  options.cuda_path = mpi::parse_cuda_path(c.mpi_cuda);
-  // One device per rank. A count (the default) means cpu devices; a list names each rank's.
-  if (c.devices.find(':') == std::string::npos) {
-    if (c.devices_given) {
-      const int asked = static_cast<int>(parse_devices(c.devices, 1).size());
-      TANDEM_CHECK(asked == stage_devices,
-                   "Config::devices = {} asks for {} devices, but {} ranks with Config::replicas = "
-                   "{} give {} (one "
-                   "device per rank): run with mpirun -n {}, or leave Config::devices out",
-                   c.devices, asked, world_, c.replicas, stage_devices, asked * c.replicas);
-    }
-    c.devices = std::to_string(stage_devices);
-  } else {
-    const auto specs = parse_devices(c.devices, 1);
-    TANDEM_CHECK(
-        static_cast<int>(specs.size()) == stage_devices,
-        "Config::devices = {} names {} devices but the job has {} stage devices per replica",
-        c.devices, specs.size(), stage_devices);
-    options.device = specs[rank_ % stage_devices].device;
-  }
-  // --threads-per-device auto: the ranks of a node share its cores, so each rank's device gets
-  // cores / ranks threads (a count or a list of devices alike), what one process gives each of
-  // that many devices. The thread count decides how products round, so the same devices in
-  // process and under MPI then compute the same bits, on this machine.
-  if (c.threads_per_device == 0) c.threads_per_device = std::max(1, available_cores() / world_);
+  using CudaPath = mpi::MpiTransportOptions::CudaPath;
+  options.cuda_path = c.mpi_cuda == MpiCuda::kStaged   ? CudaPath::kStaged
+                      : c.mpi_cuda == MpiCuda::kDirect ? CudaPath::kDirect
+                                                       : CudaPath::kAuto;
+  // One device per rank: a list names each rank's; a count means cpu devices.
+  if (c.devices.find(':') != std::string::npos)
+    options.device = parse_devices(c.devices, 1)[rank_ % stage_devices].device;
   mpi::Layout layout{stage_devices, c.replicas, c.spatial};
   auto t = std::make_shared<mpi::MpiTransport>(*mpi_->env, layout, options);
   mpi_->transport = t.get();
   transport_ = t;
 #else
-  TANDEM_CHECK(c.transport != "mpi", "Config::transport = mpi: this tandem was built without MPI");
+  TANDEM_CHECK(c.transport != TransportKind::kMpi,
+               "Config::transport = mpi: this tandem was built without MPI");
   // Under a launcher each rank would otherwise train the whole model on its own.
   TANDEM_CHECK(
       !use_mpi,
@@ -108,6 +116,19 @@ Job::Job(Config& c) : mpi_(std::make_unique<Mpi>()) {
       "run each rank on its own on purpose",
       launched_world_size());
 #endif
+}
+
+Config Job::placed(const Config& config) const {
+  if (!mpi()) return config;
+  Config c = config;
+  const int stage_devices = stage_devices_of(c, world_);
+  if (c.devices.find(':') == std::string::npos) c.devices = std::to_string(stage_devices);
+  // --threads-per-device auto: the ranks of a node share its cores, so each rank's device gets
+  // cores / ranks threads (a count or a list of devices alike), what one process gives each of
+  // that many devices. The thread count decides how products round, so the same devices in
+  // process and under MPI then compute the same bits, on this machine.
+  if (c.threads_per_device == 0) c.threads_per_device = std::max(1, available_cores() / world_);
+  return c;
 }
 
 Job::~Job() {
@@ -168,11 +189,32 @@ double Job::clock_offset_us() {
   return 0;
 }
 
-OnceForTheJob Job::once() {
-  if (!mpi()) return nullptr;
-  return [this](const std::function<std::string()>& make) {
-    return all_gather(rank_ == 0 ? make() : std::string()).front();
-  };
+std::string once_for_the_job(Job* job, const std::function<std::string()>& make) {
+  return job ? job->once(make) : make();
+}
+
+std::string Job::once(const std::function<std::string()>& make) {
+  if (!mpi()) return make();
+  return all_gather(rank_ == 0 ? make() : std::string()).front();
+}
+
+std::vector<double> Job::sum_over_replicas(const runtime::Pipeline& pipeline,
+                                           const std::vector<double>& mine) {
+  if (!transport_) return mine;
+  // The devices of the loss stage in all replicas form one data-parallel group (with a spatial
+  // split, every slab's device in every replica; the first slab's holds the numbers, the
+  // others add nothing).
+  std::vector<double> values(mine.size(), 0.0);
+  if (pipeline.owns_loss()) values = mine;
+  std::vector<torch::Tensor> sums{torch::tensor(values, torch::kFloat64)};
+  transport_->all_reduce_sum(transport_->local_devices().front(), sums);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = sums[0][i].item<double>();
+  return values;
+}
+
+checkpoint::World Job::checkpoint_world(const runtime::Pipeline& pipeline, int replicas) {
+  if (!mpi()) return {};
+  return {rank_, world_, pipeline.replica(), replicas, [this] { barrier(); }};
 }
 
 std::unique_ptr<Trainer> Job::trainer(const Config& config) {

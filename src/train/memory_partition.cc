@@ -51,7 +51,7 @@ MeasuredSample measured_sample(const graph::Model& model, const Config& c, const
   const int64_t micro = c.batch / c.microbatches + (c.batch % c.microbatches ? 1 : 0);
   m.input = graph::fit_input(
       model, source.train_batch(0, 0, std::min<int64_t>(micro, source.train_size())).input);
-  m.slots = c.optimizer == "adam" ? 2 : (c.momentum != 0 ? 1 : 0);
+  m.slots = c.optimizer == OptimizerKind::kAdam ? 2 : (c.momentum != 0 ? 1 : 0);
   if (c.spatial == 1) return m;
   spatial::SlabLayout cut;
   cut.dim = model.slab_dim;
@@ -74,7 +74,7 @@ std::string slab_accounting(const PlanInputs& in, const runtime::LayerBytes& sla
     return runtime::to_json(runtime::measure_layer_bytes(in.model, m.input, m.slots));
   };
   const runtime::LayerBytes whole =
-      runtime::layer_bytes_from_json(in.once ? in.once(measure) : measure());
+      runtime::layer_bytes_from_json(once_for_the_job(in.job, measure));
   return runtime::slab_bytes_table(in.model, whole, slab);
 }
 
@@ -106,7 +106,7 @@ MemoryPartition memory_partition(const PlanInputs& in, int stages, const graph::
     return runtime::to_json(runtime::measure_layer_bytes(model, m.input, m.slots, &dry));
   };
   const runtime::LayerBytes bytes =
-      runtime::layer_bytes_from_json(in.once ? in.once(measure) : measure());
+      runtime::layer_bytes_from_json(once_for_the_job(in.job, measure));
   MemoryPartition out;
   out.bytes = bytes;
   // Messages ordered as the pipeline will order them: its lowering of this schedule. While
@@ -114,7 +114,7 @@ MemoryPartition memory_partition(const PlanInputs& in, int stages, const graph::
   const schedule::Schedule chain = schedule::lower(sched, schedule::StageGraph::chain(stages));
   if (given) {
     out.partition = *given;
-  } else if (c.partition == "fit") {
+  } else if (c.partition == PartitionBy::kFit) {
     // Stages that share a memory share its budget.
     const double stage_budget =
         static_cast<double>(c.device_memory) / most_stages_per_memory(devices, stages, in.per_rank);
@@ -152,7 +152,7 @@ SpatialFit spatial_that_fits(const PlanInputs& in, int stages, int groups,
   for (int n = in.config.spatial + 1; n <= most; ++n) {
     Config wider = in.config;
     wider.spatial = n;
-    const PlanInputs thinner{in.model, wider, in.source, in.devices, in.per_rank, in.once};
+    const PlanInputs thinner{in.model, wider, in.source, in.devices, in.per_rank, in.job};
     const MemoryPartition m = memory_partition(thinner, stages, &partition);
     const double bytes = largest_group_bytes(m.planned, groups);
     if (bytes <= static_cast<double>(in.config.device_memory)) return {n, bytes};

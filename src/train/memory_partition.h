@@ -10,8 +10,8 @@
 #include "tandem/runtime/memory_plan.h"
 #include "tandem/runtime/pipeline.h"
 #include "tandem/train/config.h"
-#include "tandem/train/source.h"
 #include "tandem/train/run_plan.h"
+#include "tandem/train/source.h"
 
 namespace tandem::train {
 
@@ -30,7 +30,7 @@ struct PlanInputs {
   const Source& source;
   std::vector<DeviceSpec> devices;
   bool per_rank = false;  // under MPI: each rank's memory its own
-  OnceForTheJob once;     // runs the measurement once for the job (may be null)
+  Job* job = nullptr;     // measures once for the job (null: this process alone)
 };
 
 // The stages under the schedule that will run (runtime/memory_plan.h) and their plan: `given`

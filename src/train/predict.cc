@@ -301,15 +301,14 @@ VolumePrediction predict_volume(Job* job, Config c, PredictPlan plan, const torc
   if (measured) {
     // The forward's plan against the budget, before it runs.
     const ForwardLayout layout{pipeline.partition(), pipeline.stage_device(), pipeline.slabs()};
-    const OnceForTheJob once = job ? job->once() : OnceForTheJob();
     const auto budget = static_cast<double>(c.device_memory);
-    out.planned_bytes = forward_bytes(*measured, first, layout, once);
+    out.planned_bytes = forward_bytes(*measured, first, layout, job);
     if (c.device_memory > 0 && out.planned_bytes > budget) {
       const std::vector<int64_t> shape = first.sizes().vec();
       const bool one_piece = w == g.padded && plan.note.empty();
       if (o.window.automatic && one_piece) {
         const ForwardFit fit =
-            largest_window(*measured, shape, layout, g.scan, g.multiple, budget, once);
+            largest_window(*measured, shape, layout, g.scan, g.multiple, budget, job);
         if (fit.window != std::array<int64_t, 3>{}) {
           trainer.reset();
           PredictOptions by_windows = o;
@@ -325,8 +324,7 @@ VolumePrediction predict_volume(Job* job, Config c, PredictPlan plan, const torc
           return predict_volume(job, given, std::move(windows), image, by_windows);
         }
       }
-      const ForwardFit fit =
-          forward_fit(*measured, shape, layout, g.scan, g.multiple, budget, once);
+      const ForwardFit fit = forward_fit(*measured, shape, layout, g.scan, g.multiple, budget, job);
       const int groups =
           1 + *std::max_element(layout.stage_group.begin(), layout.stage_group.end());
       throw memory::DoesNotFit(fmt::format(

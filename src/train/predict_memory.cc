@@ -11,7 +11,7 @@
 namespace tandem::train {
 
 double forward_bytes(const graph::Model& model, const torch::Tensor& samples,
-                     const ForwardLayout& layout, const OnceForTheJob& once) {
+                     const ForwardLayout& layout, Job* job) {
   auto measure = [&] {
     if (layout.spatial == 1)
       return runtime::to_json(runtime::measure_inference_bytes(model, samples));
@@ -30,7 +30,7 @@ double forward_bytes(const graph::Model& model, const torch::Tensor& samples,
     return runtime::to_json(runtime::measure_inference_bytes(model, input, &dry));
   };
   const runtime::InferenceBytes bytes =
-      runtime::inference_bytes_from_json(once ? once(measure) : measure());
+      runtime::inference_bytes_from_json(once_for_the_job(job, measure));
   const std::vector<double> peaks = runtime::inference_peaks(model, bytes, layout.partition);
   std::vector<double> per_group;
   for (size_t s = 0; s < peaks.size(); ++s) {
@@ -58,7 +58,7 @@ bool cuts(const graph::Model& model, int64_t extent, int spatial) {
 
 ForwardFit largest_window(const graph::Model& model, const std::vector<int64_t>& shape,
                           const ForwardLayout& layout, const std::array<int64_t, 3>& scan,
-                          int64_t multiple, double budget, const OnceForTheJob& once) {
+                          int64_t multiple, double budget, Job* job) {
   ForwardFit fit;
   // Side k x multiple, each axis at most the scan's side (rounded down to the multiple).
   auto window = [&](int64_t k) {
@@ -79,7 +79,7 @@ ForwardFit largest_window(const graph::Model& model, const std::vector<int64_t>&
   while (low <= most && !usable(low)) ++low;
   auto bytes = [&](int64_t k) {
     const std::array<int64_t, 3> w = window(k);
-    return forward_bytes(model, torch::zeros({shape[0], shape[1], w[0], w[1], w[2]}), layout, once);
+    return forward_bytes(model, torch::zeros({shape[0], shape[1], w[0], w[1], w[2]}), layout, job);
   };
   // The bytes grow with the side: the largest k in [low, most] that fits, by bisection.
   int64_t high = most;
@@ -99,14 +99,14 @@ ForwardFit largest_window(const graph::Model& model, const std::vector<int64_t>&
 
 ForwardFit forward_fit(const graph::Model& model, const std::vector<int64_t>& shape,
                        const ForwardLayout& layout, const std::array<int64_t, 3>& scan,
-                       int64_t multiple, double budget, const OnceForTheJob& once) {
-  ForwardFit fit = largest_window(model, shape, layout, scan, multiple, budget, once);
+                       int64_t multiple, double budget, Job* job) {
+  ForwardFit fit = largest_window(model, shape, layout, scan, multiple, budget, job);
   const int64_t extent = shape.at(static_cast<size_t>(model.slab_dim));
   for (int n = layout.spatial + 1; n <= 16 && model.slab_dim >= 2; ++n) {
     if (!cuts(model, extent, n)) continue;
     ForwardLayout more = layout;
     more.spatial = n;
-    const double b = forward_bytes(model, torch::zeros(shape), more, once);
+    const double b = forward_bytes(model, torch::zeros(shape), more, job);
     if (b <= budget) {
       fit.spatial = n;
       fit.spatial_bytes = b;

@@ -23,9 +23,9 @@ struct ForwardLayout {
 
 // The planned bytes of the forward of `samples` [N,C,D,H,W] on the device that holds the most:
 // per group the sum of its stages' planned peaks (runtime::inference_peaks), on the slab that
-// holds the most under `layout.spatial`. `once` (may be null): measures once for the job.
+// holds the most under `layout.spatial`. `job` (may be null): measures once for the job.
 double forward_bytes(const graph::Model& model, const torch::Tensor& samples,
-                     const ForwardLayout& layout, const OnceForTheJob& once);
+                     const ForwardLayout& layout, Job* job);
 
 // What fits `budget` bytes per device when `shape` [N,C,D,H,W] does not (each 0 when nothing
 // does): the fewest slabs above layout.spatial (up to 16, as the depth allows) with the same
@@ -39,11 +39,11 @@ struct ForwardFit {
 };
 ForwardFit forward_fit(const graph::Model& model, const std::vector<int64_t>& shape,
                        const ForwardLayout& layout, const std::array<int64_t, 3>& scan,
-                       int64_t multiple, double budget, const OnceForTheJob& once);
+                       int64_t multiple, double budget, Job* job);
 
 // The largest windows that fit, alone (forward_fit's second half).
 ForwardFit largest_window(const graph::Model& model, const std::vector<int64_t>& shape,
                           const ForwardLayout& layout, const std::array<int64_t, 3>& scan,
-                          int64_t multiple, double budget, const OnceForTheJob& once);
+                          int64_t multiple, double budget, Job* job);
 
 }  // namespace tandem::train

@@ -77,21 +77,24 @@ int spatial_groups(const graph::Model& model, const Config& c, int devices, int6
 
 runtime::OptimizerFactory make_optimizer(const Config& c) {
   TANDEM_CHECK(c.lr > 0, "Config::lr must be positive, not {}", c.lr);
-  if (c.optimizer == "adam") {
-    return
-        [lr = c.lr](std::vector<torch::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
-          return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr));
-        };
+  switch (c.optimizer) {
+    case OptimizerKind::kAdam:
+      return [lr = c.lr](
+                 std::vector<torch::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
+        return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr));
+      };
+    case OptimizerKind::kSgd:
+      TANDEM_CHECK(c.momentum >= 0 && c.momentum < 1, "Config::momentum must be in [0, 1), not {}",
+                   c.momentum);
+      return [lr = c.lr, m = c.momentum](
+                 std::vector<torch::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
+        return std::make_unique<torch::optim::SGD>(params,
+                                                   torch::optim::SGDOptions(lr).momentum(m));
+      };
   }
-  if (c.optimizer == "sgd") {
-    TANDEM_CHECK(c.momentum >= 0 && c.momentum < 1, "Config::momentum must be in [0, 1), not {}",
-                 c.momentum);
-    return [lr = c.lr, m = c.momentum](
-               std::vector<torch::Tensor> params) -> std::unique_ptr<torch::optim::Optimizer> {
-      return std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(lr).momentum(m));
-    };
-  }
-  TANDEM_CHECK(false, "unknown optimizer '{}'; use adam or sgd", c.optimizer);
+  TANDEM_CHECK(false, "Config::optimizer = {} is unknown; use adam or sgd",
+               static_cast<int>(c.optimizer));
+  return {};
 }
 
 // --resume takes folders: a file there is most likely a state dict meant for --init-from.
@@ -163,7 +166,7 @@ void check_schedule_trains(const Config& c, const RunPlan& p, bool chunked) {
 // largest slab's.
 PlanInputs plan_inputs(const Config& c, const graph::Model& model, const Source& source,
                        const PlanPlace& place, const RunPlan& p) {
-  PlanInputs in{model, c, source, {}, place.per_rank, place.once};
+  PlanInputs in{model, c, source, {}, place.per_rank, place.job};
   for (int g = 0; g < p.groups; ++g) in.devices.push_back(p.pipeline.devices[g * c.spatial]);
   return in;
 }
@@ -172,20 +175,18 @@ PlanInputs plan_inputs(const Config& c, const graph::Model& model, const Source&
 // devices set).
 void plan_partition(const Config& c, const graph::Model& model, const Source& source,
                     const PlanPlace& place, RunPlan& p) {
-  TANDEM_CHECK(c.partition == "parameters" || c.partition == "memory" || c.partition == "fit",
-               "Config::partition = {} is unknown; use parameters, memory or fit", c.partition);
   TANDEM_CHECK(
-      c.partition != "fit" || c.device_memory > 0,
+      c.partition != PartitionBy::kFit || c.device_memory > 0,
       "Config::partition = fit chooses the most even compute among the splits whose plan fits "
       "Config::device_memory: give Config::device_memory");
-  TANDEM_CHECK(c.balance.empty() || c.partition == "parameters",
+  TANDEM_CHECK(c.balance.empty() || c.partition == PartitionBy::kParameters,
                "Config::balance gives the layers per stage and Config::partition = {} computes "
                "them: give one "
                "of the two",
-               c.partition);
-  const bool given = !c.balance.empty() || c.partition == "parameters";
+               name_of(c.partition));
+  const bool given = !c.balance.empty() || c.partition == PartitionBy::kParameters;
   if (!c.balance.empty()) p.partition = graph::partition_by_balance(model, c.balance);
-  if (c.balance.empty() && c.partition == "parameters")
+  if (c.balance.empty() && c.partition == PartitionBy::kParameters)
     p.partition = graph::partition_by_parameters(model, p.stages);
   if (given && !c.plan_only) return;
   const PlanInputs in = plan_inputs(c, model, source, place, p);
@@ -270,8 +271,6 @@ void check_config(const Config& c) {
                "{} micro-batches cannot be cut from a batch of {} samples: use at most {} "
                "micro-batches or a larger Config::batch",
                c.microbatches, c.batch, c.batch);
-  TANDEM_CHECK(c.lr_schedule == "cosine" || c.lr_schedule == "constant",
-               "Config::lr_schedule = {} is unknown; use cosine or constant", c.lr_schedule);
   TANDEM_CHECK(c.epochs >= 1 || c.steps > 0, "give Config::epochs >= 1 or Config::steps > 0");
   TANDEM_CHECK(c.init_from.empty() || c.resume.empty(),
                "Config::init_from and Config::resume exclude each other: Config::resume continues "

@@ -18,13 +18,13 @@ namespace {
 // A trainer made in process under a launcher of several ranks would train the whole model once
 // per rank, each believing itself rank 0 of 1 (and racing the others on the same checkpoints).
 void refuse_under_launcher(const Config& c) {
-  TANDEM_CHECK(
-      c.transport == "inprocess" || !(launched_by_mpi_launcher() && launched_world_size() > 1),
-      "this process is one of {} ranks started by an MPI launcher: make the trainer on "
-      "the job (train::Job job(config); job.trainer(config)), which gives it the ranks, "
-      "the transport and the checkpoints' barriers; or give Config::transport = "
-      "inprocess to run each rank on its own on purpose",
-      launched_world_size());
+  TANDEM_CHECK(c.transport == TransportKind::kInProcess ||
+                   !(launched_by_mpi_launcher() && launched_world_size() > 1),
+               "this process is one of {} ranks started by an MPI launcher: make the trainer on "
+               "the job (train::Job job(config); job.trainer(config)), which gives it the ranks, "
+               "the transport and the checkpoints' barriers; or give Config::transport = "
+               "inprocess to run each rank on its own on purpose",
+               launched_world_size());
 }
 
 // Eval of a checkpoint and a resumed run standardize their inputs as its training did: the
@@ -52,55 +52,61 @@ void take_recorded_normalization(Config& c) {
   c.normalize = n;
 }
 
+// The job of a trainer made without one: in this process alone.
+std::unique_ptr<Job> job_in_process(const Config& c) {
+  refuse_under_launcher(c);
+  Config alone = c;
+  alone.transport = TransportKind::kInProcess;
+  return std::make_unique<Job>(alone);
+}
+
 }  // namespace
 
-Trainer::Trainer(Config config) : config_(std::move(config)) {
-  refuse_under_launcher(config_);
+Trainer::Trainer(Config config)
+    : own_job_(job_in_process(config)), job_(own_job_.get()), config_(std::move(config)) {
+  build_from_catalog();
+}
+
+Trainer::Trainer(Config config, graph::Model model, std::unique_ptr<Source> source)
+    : own_job_(job_in_process(config)),
+      job_(own_job_.get()),
+      config_(std::move(config)),
+      source_(std::move(source)) {
+  TANDEM_CHECK(source_ != nullptr, "Trainer: the model of one's own needs a Source, not null");
+  build(std::move(model));
+}
+
+Trainer::Trainer(Job& job, Config config) : job_(&job), config_(job.placed(config)) {
+  build_from_catalog();
+}
+
+Trainer::Trainer(Job& job, Config config, graph::Model model, std::unique_ptr<Source> source)
+    : job_(&job), config_(job.placed(config)), source_(std::move(source)) {
+  TANDEM_CHECK(source_ != nullptr, "Trainer: the model of one's own needs a Source, not null");
+  build(std::move(model));
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::build_from_catalog() {
   check_config(config_);
   take_recorded_normalization(config_);
   // The data first: the built-in models take their input size from its samples.
   source_ = make_source(config_, model_needs(config_));
   check_sample(config_, source_->input_shape());
   torch::manual_seed(config_.seed);  // parameter initialization
-  build(make_model(config_, source_->input_shape()), nullptr);
+  build(make_model(config_, source_->input_shape()));
 }
 
-Trainer::Trainer(Config config, graph::Model model, std::unique_ptr<Source> source)
-    : config_(std::move(config)), source_(std::move(source)) {
-  refuse_under_launcher(config_);
-  TANDEM_CHECK(source_ != nullptr, "Trainer: the model of one's own needs a Source, not null");
-  build(std::move(model), nullptr);
-}
-
-Trainer::Trainer(Job& job, Config config) : config_(std::move(config)) {
-  check_config(config_);
-  take_recorded_normalization(config_);
-  source_ = make_source(config_, model_needs(config_));
-  check_sample(config_, source_->input_shape());
-  torch::manual_seed(config_.seed);  // parameter initialization
-  build(make_model(config_, source_->input_shape()), &job);
-}
-
-Trainer::Trainer(Job& job, Config config, graph::Model model, std::unique_ptr<Source> source)
-    : config_(std::move(config)), source_(std::move(source)) {
-  TANDEM_CHECK(source_ != nullptr, "Trainer: the model of one's own needs a Source, not null");
-  build(std::move(model), &job);
-}
-
-void Trainer::build(graph::Model model, Job* job) {
-  std::shared_ptr<transport::Transport> transport = job ? job->transport() : nullptr;
+void Trainer::build(graph::Model model) {
   PlanPlace place;
-  place.per_rank = transport != nullptr;
-  place.once = job ? job->once() : nullptr;
+  place.per_rank = job_->mpi();
+  place.job = job_;
   plan_ = plan_run(config_, model, *source_, place);
   const Config& c = config_;
   runtime::PipelineOptions po = plan_.pipeline;
-  po.transport = transport;
+  po.transport = job_->transport();
   pipeline_ = std::make_unique<runtime::Pipeline>(std::move(model), plan_.partition, std::move(po));
-  // Under MPI the ranks of replica 0 write the checkpoints, between barriers of the job.
-  if (job && job->mpi())
-    world_ = {job->rank(), job->world(), pipeline_->replica(), config_.replicas,
-              [job] { job->barrier(); }};
   // A bad data file (or a damaged sample) ends the run here, before the first step, on the
   // processes whose stages read the data; only they read it.
   if (pipeline_->needs_input() || pipeline_->needs_target()) source_->load();
@@ -112,7 +118,6 @@ void Trainer::build(graph::Model model, Job* job) {
   }
   pipeline_->set_optimizer(plan_.optimizer);
   if (!c.init_from.empty()) checkpoint::init_from(*pipeline_, c.init_from);
-  transport_ = std::move(transport);
   if (!c.resume.empty() && !c.eval_only && !c.plan_only) resume();
 }
 
@@ -145,7 +150,7 @@ void Trainer::resume() {
 }
 
 double Trainer::learning_rate(int64_t step) const {
-  if (config_.lr_schedule == "constant") return config_.lr;
+  if (config_.lr_schedule == LrSchedule::kConstant) return config_.lr;
   const double progress =
       static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, total_steps()));
   return config_.lr * 0.5 * (1.0 + std::cos(std::acos(-1.0) * progress));
@@ -175,9 +180,9 @@ Result Trainer::run(const StepCallback& on_step) {
   auto save = [&](int64_t done) {
     checkpoint::SaveOptions so;
     so.keep = config_.keep;
-    so.world = world_;
+    so.world = job_->checkpoint_world(*pipeline_, config_.replicas);
     // Removed only now, so that a run that fails before its first save leaves them as they were.
-    if (config_.overwrite && !replaced && world_.rank == 0)
+    if (config_.overwrite && !replaced && so.world.rank == 0)
       checkpoint::remove_checkpoints(config_.save_dir);
     replaced = true;
     checkpoint::save(*pipeline_,
@@ -214,7 +219,8 @@ runtime::StepStats Trainer::train_step(int64_t step) {
   runtime::StepStats s = pipeline_->forward_backward(b.input, b.target, config_.batch);
   // Each replica's loss is its share of the step's mean (StepStats::loss): the step's is their
   // sum.
-  if (config_.replicas > 1 && pipeline_->needs_target()) s.loss = sum_over_replicas({s.loss})[0];
+  if (config_.replicas > 1 && pipeline_->needs_target())
+    s.loss = job_->sum_over_replicas(*pipeline_, {s.loss})[0];
   const double lr = learning_rate(step);
   for (int stage : pipeline_->local_stages()) {
     for (auto& group : pipeline_->optimizer(stage)->param_groups()) group.options().set_lr(lr);
@@ -230,18 +236,6 @@ Batch Trainer::local_batch(const std::function<Batch()>& read) const {
   b.input = input ? graph::fit_input(pipeline_->model(), b.input) : torch::Tensor();
   if (!target) b.target = torch::Tensor();
   return b;
-}
-
-std::vector<double> Trainer::sum_over_replicas(const std::vector<double>& mine) {
-  // The devices of the loss stage in all replicas form one data-parallel group (with a spatial
-  // split, every slab's device in every replica; the first slab's holds the numbers, the
-  // others add nothing).
-  std::vector<double> values(mine.size(), 0.0);
-  if (pipeline_->owns_loss()) values = mine;
-  std::vector<torch::Tensor> sums{torch::tensor(values, torch::kFloat64)};
-  transport_->all_reduce_sum(transport_->local_devices().front(), sums);
-  for (size_t i = 0; i < values.size(); ++i) values[i] = sums[0][i].item<double>();
-  return values;
 }
 
 double Trainer::evaluate() {
@@ -267,7 +261,8 @@ double Trainer::evaluate() {
     count += s.samples;
   }
   if (replicas > 1 && pipeline_->needs_target()) {
-    const std::vector<double> sums = sum_over_replicas({metric, static_cast<double>(count)});
+    const std::vector<double> sums =
+        job_->sum_over_replicas(*pipeline_, {metric, static_cast<double>(count)});
     metric = sums[0];
     count = static_cast<int64_t>(sums[1]);
   }

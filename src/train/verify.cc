@@ -118,11 +118,11 @@ Config reference_config(const Config& c) {
   r.threads_per_device = std::max(1, c.threads_per_device);
   r.lend_idle_cores = false;
   r.balance.clear();
-  r.partition = "parameters";
+  r.partition = PartitionBy::kParameters;
   r.stages = 0;
   r.spatial = 1;
   r.replicas = 1;
-  r.transport = "inprocess";
+  r.transport = TransportKind::kInProcess;
   r.schedule = "sequential";
   r.microbatches = 1;
   r.virtual_stages = 1;
@@ -131,7 +131,7 @@ Config reference_config(const Config& c) {
   r.log_placement = false;
   r.faults.clear();
   r.batch = c.batch * c.replicas;
-  r.progress = "none";
+  r.progress = trace::Progress::Mode::kNone;
   r.save_dir.clear();
   r.save_every = 0;
   r.overwrite = false;

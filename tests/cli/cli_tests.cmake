@@ -333,7 +333,7 @@ tandem_cli_test(devices_beyond_an_int 2 "^tandem: --devices 99999999999 must be 
 tandem_cli_test(seed_negative 2 "--seed: -1 is not a whole number from 0 to 18446744073709551615" train --seed -1 --steps 1)
 tandem_cli_test(seed_beyond_64_bits 2 "--seed: 99999999999999999999 is not a whole number from 0 to 18446744073709551615" train --seed 99999999999999999999 --steps 1)
 tandem_cli_test(seed_largest 0 "result: steps=1 " train --seed 18446744073709551615 --devices 2 --steps 1 --batch 32 --microbatches 4 --eval-batch 5000 --progress none)
-tandem_cli_test(device_memory_zero 2 "--device-memory 0 gives no memory at all; give a budget such as 2GiB, or leave the option out for no budget" train --device-memory 0 --steps 1)
+tandem_cli_test(device_memory_zero 2 "--device-memory: 0 gives no memory at all; give a budget such as 2GiB, or leave the option out for no budget" train --device-memory 0 --steps 1)
 # A volume whose samples cannot fit the machine is refused from its size, before it is
 # allocated (LibTorch's allocator would fail with a raw message, or the system kill the run).
 tandem_cli_test(plan_only_volume_beyond_memory 3 "^tandem: --volume 4096 does not fit: one micro-batch of 8 samples takes 4.0 TiB \\(inputs and targets, before any layer runs\\), more than the [0-9.]+ [MGT]iB of memory of this machine; use a smaller --volume or --batch\n$" train --model conv3d-stack --volume 4096 --data regression --plan-only --progress none)
@@ -384,5 +384,5 @@ add_test(NAME cli_save_dir_of_another_run
 set_tests_properties(cli_save_dir_of_another_run PROPERTIES TIMEOUT 600)
 tandem_cli_test(overwrite_needs_a_save_dir 2 "--overwrite replaces the checkpoints of --save-dir, but no --save-dir is given" train --overwrite --steps 1)
 tandem_cli_test(regression_volume_below_its_box 2 "^tandem: --data regression needs --volume 3 or more \\(its targets are means over 3\\^3 boxes of the input\\), not 1\n$" train --model conv3d-stack --data regression --volume 1 --steps 1 --progress none)
-tandem_cli_test(balance_beyond_an_int 2 "^tandem: --balance 3,99999999999: '99999999999' is more layers than any model has; give a list like 3,4,3\n$" train --balance 3,99999999999 --steps 1)
+tandem_cli_test(balance_beyond_an_int 2 "^tandem: --balance: '99999999999' is more layers than any model has; give a list like 3,4,3 \\(see --help\\)\n$" train --balance 3,99999999999 --steps 1)
 include(${CMAKE_CURRENT_LIST_DIR}/verify.cmake)

@@ -1,6 +1,7 @@
 """Every option field a library message names (Config::batch, PipelineOptions::slabs) becomes a
-flag that `tandem train` or `tandem eval` has, by src/cli/flag_words.cc's table or, for Config,
-by its name. Usage: flag_words_check.py SOURCE_DIR TANDEM_BINARY"""
+flag that `tandem train` or `tandem eval` has: Config's by the option table
+(src/train/options.cc), the other structs' by src/cli/flag_words.cc's table. Usage:
+flag_words_check.py SOURCE_DIR TANDEM_BINARY"""
 import glob
 import re
 import subprocess
@@ -13,6 +14,11 @@ for command in ("train", "eval"):
     flags |= set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", text))
 table = dict(re.findall(r'\{"(\w+::\w+)", "(--[^"]+|)"\}',
                         open(f"{source}/src/cli/flag_words.cc").read()))
+# The option table's entries start ("field", "--flag", ...; "" for a field without a flag.
+options = re.findall(r'\(\s*"(\w+)",\s*"(--[a-z-]+|)"', open(f"{source}/src/train/options.cc").read())
+if len(options) < 40:
+    sys.exit(f"only {len(options)} entries found in src/train/options.cc: is the pattern right?")
+table.update({f"Config::{field}": flag for field, flag in options})
 literal = re.compile(r'"(?:[^"\\]|\\.)*"')
 field = re.compile(r"\b(Config|[A-Za-z]*Options)::([a-z_]+)")
 named, missing = set(), []
@@ -26,7 +32,7 @@ for path in glob.glob(f"{source}/src/**/*.cc", recursive=True) + glob.glob(
             named.add(key)
             if table.get(key) == "":
                 continue  # a field the command line sets itself: no flag
-            flag = table.get(key) or ("--" + name.replace("_", "-") if owner == "Config" else None)
+            flag = table.get(key)
             if flag is None or flag.split()[0] not in flags:
                 missing.append(f"{key} ({path[len(source) + 1:]}): {flag or 'no entry'}")
 if missing:

@@ -27,19 +27,6 @@ MpiTransportOptions options_for(CudaPath path, c10::Device device = c10::kCPU) {
   return o;
 }
 
-TEST(CudaPath, ParsesTheThreeNamesAndRefusesOthers) {
-  EXPECT_EQ(parse_cuda_path("auto"), CudaPath::kAuto);
-  EXPECT_EQ(parse_cuda_path("staged"), CudaPath::kStaged);
-  EXPECT_EQ(parse_cuda_path("direct"), CudaPath::kDirect);
-  try {
-    parse_cuda_path("gpu");
-    FAIL() << "'gpu' was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("use auto, staged or direct"), std::string::npos)
-        << e.what();
-  }
-}
-
 TEST(CudaPath, FollowsWhatThisMpiCanDo) {
   Environment& env = test_environment();
   const Layout layout{env.size(), 1};

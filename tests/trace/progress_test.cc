@@ -31,21 +31,6 @@ int count(const std::string& text, char c) {
   return static_cast<int>(std::count(text.begin(), text.end(), c));
 }
 
-TEST(Progress, ParseMode) {
-  EXPECT_EQ(parse_mode("auto"), Progress::Mode::kAuto);
-  EXPECT_EQ(parse_mode("bar"), Progress::Mode::kBar);
-  EXPECT_EQ(parse_mode("line"), Progress::Mode::kLine);
-  EXPECT_EQ(parse_mode("none"), Progress::Mode::kNone);
-  try {
-    parse_mode("tqdm");
-    FAIL() << "expected tandem::Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("\"tqdm\"; use one of auto, bar, line, none"),
-              std::string::npos)
-        << e.what();
-  }
-}
-
 TEST(Progress, AutoIsLineWhenNotATerminal) {
   Sink sink;
   EXPECT_EQ(Progress(Progress::Mode::kAuto, 10, sink.file, sink.clock()).mode(),

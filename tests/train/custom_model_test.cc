@@ -132,7 +132,7 @@ train::Config config() {
   c.eval_batch = 8;
   c.steps = 4;
   c.seed = 3;
-  c.progress = "none";
+  c.progress = trace::Progress::Mode::kNone;
   return c;
 }
 
@@ -213,7 +213,7 @@ TEST(CustomModel, ResumesBitwiseFromItsCheckpoint) {
 
 TEST(CustomModel, MemoryFitPlansAndSplitsItsLayers) {
   train::Config c = config();
-  c.partition = "fit";
+  c.partition = train::PartitionBy::kFit;
   c.device_memory = uint64_t{1} << 30;
   c.steps = 2;
   auto a = own(c);
@@ -234,7 +234,7 @@ TEST(CustomModel, MemoryFitPlansAndSplitsItsLayers) {
 TEST(CustomModel, TraceAndReportOfItsSteps) {
   train::Config c = config();
   c.steps = 4;
-  c.transport = "inprocess";
+  c.transport = train::TransportKind::kInProcess;
   train::Job job(c);
   torch::manual_seed(c.seed);
   std::unique_ptr<train::Trainer> t = job.trainer(c, own_model(), std::make_unique<BlobSource>());

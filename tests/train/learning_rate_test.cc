@@ -13,7 +13,7 @@ namespace tandem::train {
 namespace {
 
 // A small run on synthetic volumes: 64 training samples in batches of 8 (8 steps an epoch).
-Config tiny(const std::string& lr_schedule, int64_t steps, int epochs = 1) {
+Config tiny(LrSchedule lr_schedule, int64_t steps, int epochs = 1) {
   Config c;
   c.model = "conv3d-stack";
   c.data = "regression";
@@ -30,7 +30,7 @@ Config tiny(const std::string& lr_schedule, int64_t steps, int epochs = 1) {
   c.epochs = epochs;
   c.lr = 0.1;
   c.lr_schedule = lr_schedule;
-  c.optimizer = "sgd";
+  c.optimizer = OptimizerKind::kSgd;
   c.momentum = 0;
   return c;
 }
@@ -38,14 +38,14 @@ Config tiny(const std::string& lr_schedule, int64_t steps, int epochs = 1) {
 constexpr double kPi = 3.14159265358979323846;
 
 TEST(LearningRate, ConstantIsTheLrOnEveryStep) {
-  Trainer t(tiny("constant", 8));
+  Trainer t(tiny(LrSchedule::kConstant, 8));
   for (int64_t k = 0; k < 8; ++k) EXPECT_EQ(t.learning_rate(k), 0.1) << k;
 }
 
 // lr (1 + cos(pi k / n)) / 2 over n = 8 steps: the lr at step 0, half of it halfway, 0 at n;
 // symmetric about the middle and falling all the way.
 TEST(LearningRate, CosineFallsFromTheLrToZeroOverTheSteps) {
-  Trainer t(tiny("cosine", 8));
+  Trainer t(tiny(LrSchedule::kCosine, 8));
   ASSERT_EQ(t.total_steps(), 8);
   EXPECT_EQ(t.learning_rate(0), 0.1);
   EXPECT_DOUBLE_EQ(t.learning_rate(2), 0.1 * (2 + std::sqrt(2.0)) / 4);  // cos(pi/4) = sqrt(2)/2
@@ -61,7 +61,7 @@ TEST(LearningRate, CosineFallsFromTheLrToZeroOverTheSteps) {
 // Without --steps the run is --epochs times the steps of an epoch (3 x 64/8 = 24), and the
 // cosine spans all of it.
 TEST(LearningRate, CosineSpansEveryEpoch) {
-  Trainer t(tiny("cosine", 0, 3));
+  Trainer t(tiny(LrSchedule::kCosine, 0, 3));
   ASSERT_EQ(t.total_steps(), 24);
   EXPECT_DOUBLE_EQ(t.learning_rate(12), 0.05);
   EXPECT_DOUBLE_EQ(t.learning_rate(6), 0.1 * (2 + std::sqrt(2.0)) / 4);
@@ -70,7 +70,7 @@ TEST(LearningRate, CosineSpansEveryEpoch) {
 // Each step's rate reaches every stage's optimizer, and SGD (no momentum) moves each parameter
 // by exactly -rate x its gradient: step k (from 1) uses learning_rate(k - 1).
 TEST(LearningRate, RunStepsEveryStageWithTheStepsRate) {
-  Trainer t(tiny("cosine", 5));
+  Trainer t(tiny(LrSchedule::kCosine, 5));
   auto& p = t.pipeline();
   std::map<std::string, torch::Tensor> before;
   auto snapshot = [&] {

@@ -147,7 +147,7 @@ train::Config npy_config(const std::string& dir) {
   c.batch = 4;
   c.microbatches = 1;
   c.steps = 1;
-  c.progress = "none";
+  c.progress = trace::Progress::Mode::kNone;
   return c;
 }
 

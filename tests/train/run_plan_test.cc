@@ -119,10 +119,10 @@ TEST(RunPlan, RefusesWhatCannotRun) {
   c.plan_only = true;  // a run that only plans takes no step
   EXPECT_EQ(error_of([&] { plan(c); }), "");
   c = unet(16);
-  c.partition = "fit";
+  c.partition = PartitionBy::kFit;
   EXPECT_NE(error_of([&] { plan(c); }).find("give Config::device_memory"), std::string::npos);
   c = unet(16);
-  c.optimizer = "rmsprop";
+  c.optimizer = static_cast<OptimizerKind>(7);  // a value outside the enum, cast by a program
   EXPECT_NE(error_of([&] { plan(c); }).find("use adam or sgd"), std::string::npos);
   c = unet(16);
   c.schedule = "forward-only";  // registered, for evaluation: it has no backward
@@ -138,7 +138,7 @@ TEST(RunPlan, RefusesWhatCannotRun) {
 TEST(RunPlan, MemoryPlanAndBudgetWithoutAPipeline) {
   Config c = unet(16);
   c.devices = "2";
-  c.partition = "memory";
+  c.partition = PartitionBy::kMemory;
   const RunPlan roomy = plan(c);
   ASSERT_EQ(roomy.planned.size(), 2u);
   EXPECT_NE(roomy.memory_plan.find("planned: peak_bytes="), std::string::npos);

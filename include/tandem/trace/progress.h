@@ -70,7 +70,4 @@ class Progress {
   std::string unit_ = "step", units_ = "steps";
 };
 
-// "auto", "bar", "line" or "none"; throws tandem::Error naming the valid values otherwise.
-Progress::Mode parse_mode(std::string_view text);
-
 }  // namespace tandem::trace

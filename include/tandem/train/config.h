@@ -7,8 +7,32 @@
 #include <vector>
 
 #include "tandem/data/normalization.h"
+#include "tandem/trace/progress.h"
 
 namespace tandem::train {
+
+// The closed choices of a Config. Their words (name_of, and the command line's) are in
+// train/options.h with every option's.
+enum class PartitionBy {
+  kParameters,  // even parameter counts
+  kMemory,      // the smallest largest planned peak, measured per layer
+  kFit,         // the most even FLOPs among the splits whose planned peaks fit the budget
+};
+enum class TransportKind {
+  kAuto,       // MPI when started by a launcher with more than one rank, else in process
+  kInProcess,  // every device in this process
+  kMpi,        // one device per MPI rank
+};
+enum class MpiCuda {
+  kAuto,    // GPU to GPU when MPI is CUDA-aware, else through pinned host memory
+  kStaged,  // through pinned host memory
+  kDirect,  // GPU to GPU
+};
+enum class OptimizerKind { kAdam, kSgd };
+enum class LrSchedule {
+  kCosine,    // from lr down to 0 over the run
+  kConstant,  // lr throughout
+};
 
 struct Config {
   // Model: a built-in one by name, or an ONNX file (a path ending in .onnx).
@@ -39,16 +63,16 @@ struct Config {
   data::Normalization normalize;
   // Placement.
   std::string devices = "4";
-  bool devices_given = false;            // --devices on the command line (MPI: a count must match)
-  int threads_per_device = 1;            // 0: cores / cpu devices (bits depend on the machine)
-  bool lend_idle_cores = false;          // waiting CPU devices lend cores: not bitwise repeatable
-  std::vector<int> balance;              // layers per stage; empty: split by `partition`
-  std::string partition = "parameters";  // parameters | memory | fit (measured per layer)
-  int stages = 0;                        // 0: one stage per device (per group of `spatial`)
-  int spatial = 1;                       // slabs per sample: devices in each stage's group
+  bool devices_given = false;    // --devices on the command line (MPI: a count must match)
+  int threads_per_device = 1;    // 0: cores / cpu devices (bits depend on the machine)
+  bool lend_idle_cores = false;  // waiting CPU devices lend cores: not bitwise repeatable
+  std::vector<int> balance;      // layers per stage; empty: split by `partition`
+  PartitionBy partition = PartitionBy::kParameters;  // when `balance` is empty
+  int stages = 0;   // 0: one stage per device (per group of `spatial`)
+  int spatial = 1;  // slabs per sample: devices in each stage's group
   int replicas = 1;
-  std::string transport = "auto";  // auto | inprocess | mpi
-  std::string mpi_cuda = "auto";   // auto | staged | direct: how CUDA tensors go between ranks
+  TransportKind transport = TransportKind::kAuto;
+  MpiCuda mpi_cuda = MpiCuda::kAuto;  // how CUDA tensors go between MPI ranks
   // Schedule.
   std::string schedule = "1f1b";
   int microbatches = 8;
@@ -64,15 +88,15 @@ struct Config {
   // Optimization.
   int batch = 64;  // per replica
   int epochs = 1;
-  int64_t steps = 0;               // > 0: stop after this many steps
-  std::string optimizer = "adam";  // adam | sgd
+  int64_t steps = 0;  // > 0: stop after this many steps
+  OptimizerKind optimizer = OptimizerKind::kAdam;
   double lr = 1e-3;
-  std::string lr_schedule = "cosine";  // cosine (from lr to 0 over the run) | constant
+  LrSchedule lr_schedule = LrSchedule::kCosine;
   double momentum = 0.9;
   uint64_t seed = 0;
   int eval_batch = 1000;
   double comm_timeout_s = 300;
-  std::string progress = "auto";  // auto | bar | line | none
+  trace::Progress::Mode progress = trace::Progress::Mode::kAuto;
   // Checkpoints.
   std::string save_dir;    // empty: no checkpoints
   int64_t save_every = 0;  // steps between checkpoints (and one at the end); 0: only at the end
@@ -87,7 +111,16 @@ struct Config {
   bool plan_only = false;  // no training: measure, print the placement and memory plan, stop
 };
 
-// One line "key=value ..." of every field, for logs and the configuration hash.
+// The words of a choice, as the command line takes them ("parameters", "inprocess", ...).
+std::string name_of(PartitionBy v);
+std::string name_of(TransportKind v);
+std::string name_of(MpiCuda v);
+std::string name_of(OptimizerKind v);
+std::string name_of(LrSchedule v);
+std::string name_of(trace::Progress::Mode v);
+
+// One line "key=value ..." of every field (train/options.h: the option table), for logs and
+// the configuration MPI ranks agree on.
 std::string describe(const Config& c);
 
 }  // namespace tandem::train

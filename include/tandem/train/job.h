@@ -3,7 +3,7 @@
 // transport for its life. `tandem train` runs on it, and so does a program of one's own:
 //
 //   train::Config c;                   // c.replicas = 2, ...
-//   train::Job job(c);                 // under `mpirun -n 8`: rank r of 8, c.devices = "4"
+//   train::Job job(c);                 // under `mpirun -n 8`: rank r of 8, one device each
 //   job.agree(c);                      // every rank the same configuration, or a clear error
 //   return job.guard([&] {
 //     auto trainer = job.trainer(c, my_model(), std::make_unique<MySource>());
@@ -20,7 +20,9 @@
 #include <string>
 #include <vector>
 
+#include "tandem/checkpoint/save.h"
 #include "tandem/graph/model.h"
+#include "tandem/runtime/pipeline.h"
 #include "tandem/train/config.h"
 #include "tandem/train/source.h"
 #include "tandem/train/trainer.h"
@@ -31,10 +33,11 @@ namespace tandem::train {
 class Job {
  public:
   // Decides the transport (`config.transport`: auto | inprocess | mpi; auto picks MPI when
-  // started by a launcher with more than one rank) and, under MPI, sets up the environment
-  // and adjusts `config` (one device per rank). Throws tandem::Error for impossible layouts,
-  // naming the Config fields as the command line's flags (--replicas for Config::replicas).
-  explicit Job(Config& config);
+  // started by a launcher with more than one rank) and, under MPI, sets up the environment and
+  // checks that the ranks hold `config`'s layout (see placed()). Throws tandem::Error for
+  // impossible layouts, naming the Config fields as the command line's flags (--replicas for
+  // Config::replicas).
+  explicit Job(const Config& config);
   ~Job();
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
@@ -45,9 +48,23 @@ class Job {
   std::unique_ptr<Trainer> trainer(const Config& config);
   std::unique_ptr<Trainer> trainer(const Config& config, graph::Model model,
                                    std::unique_ptr<Source> source);
-  // What Trainer takes to run `make` once for the job: null in process; under MPI, rank 0
-  // runs it and every rank gets its text (collective).
-  OnceForTheJob once();
+  // `config` as this job runs it. Under MPI each rank holds one device: a count of devices
+  // (Config::devices, given or not) becomes the job's stage devices per replica, a list is
+  // checked against them, and --threads-per-device auto (0) gives each rank the node's cores
+  // divided by the ranks. Throws tandem::Error where the ranks cannot hold `config`'s stages,
+  // slabs and replicas. In process: `config` unchanged. The trainers of the job run on it.
+  Config placed(const Config& config) const;
+  // Runs `make` once for the job and returns its text on every process: under MPI on rank 0
+  // only, and collective; in process, make().
+  std::string once(const std::function<std::string()>& make);
+  // The sums over every replica of numbers that `pipeline`'s loss stage holds (the loss, the
+  // held-out metric and count); the other stages' numbers count as 0. Collective over the loss
+  // stage's data-parallel group under MPI; in process (one replica), `mine`.
+  std::vector<double> sum_over_replicas(const runtime::Pipeline& pipeline,
+                                        const std::vector<double>& mine);
+  // The ranks that write `pipeline`'s checkpoints: under MPI those of replica 0, between
+  // barriers of the job; in process, this one.
+  checkpoint::World checkpoint_world(const runtime::Pipeline& pipeline, int replicas);
   // Runs `body` and returns 0; an exception it throws is printed to stderr with the rank prefix
   // ("[r2/4] tandem: ...") and, under MPI, ends the job on every rank with its status
   // (train/failure.h: 3 out of memory, else 1; a hang otherwise: the other ranks would wait

@@ -18,16 +18,19 @@
 
 namespace tandem::train {
 
-// Runs `make` once for the whole job and returns its text on every process. Under MPI: on rank
-// 0 only, and collective (tandem's command line builds one on its launch's all-gather).
-using OnceForTheJob = std::function<std::string(const std::function<std::string()>& make)>;
+class Job;
+
+// Runs `make` once for `job` (Job::once) and returns its text on every process; `job` null:
+// make(), in this process alone.
+std::string once_for_the_job(Job* job, const std::function<std::string()>& make);
 
 // Where the run happens, as far as its plan depends on it.
 struct PlanPlace {
   // Under MPI: each rank's memory is its own (a GPU shared by ranks is capped per rank).
   bool per_rank = false;
-  // Runs the memory plan's layer measurement once for the job; null: this process alone.
-  OnceForTheJob once;
+  // The job whose rank 0 measures the memory plan's layers for every rank; null: this process
+  // alone.
+  Job* job = nullptr;
 };
 
 struct RunPlan {

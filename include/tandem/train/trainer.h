@@ -47,20 +47,24 @@ class Trainer {
   // step. In process: every device in this process. Throws tandem::Error for bad
   // configurations and input files that do not fit them (data, checkpoints, a save folder of
   // another run), with the values; memory::DoesNotFit when a batch of the data cannot fit the
-  // machine's memory. Refused in a process that an MPI launcher started as one of several
-  // ranks (unless Config::transport = inprocess): there the trainer is made on the job.
+  // machine's memory. The trainer runs on a job of its own, in process (Job, with
+  // Config::transport = inprocess): refused in a process that an MPI launcher started as one of
+  // several ranks (unless Config::transport = inprocess), where the trainer is made on the job.
   explicit Trainer(Config config);
   // A model and a data source of one's own, with every other option of `config`: the same run
   // as if they were in the catalog. Config::model and Config::data then only name them (in
   // messages; the data's name is kept in checkpoints and checked on resume). Build the model
   // after torch::manual_seed(config.seed) for the seed's parameters, as the catalog's are.
   Trainer(Config config, graph::Model model, std::unique_ptr<Source> source);
-  // The same on `job` (Job::trainer makes them): under MPI its transport, the memory plan's
-  // layer measurement once for the job (rank 0 measures), and its ranks for checkpoints (the
-  // ranks of replica 0 write their stages between barriers of the job). `job` outlives the
-  // trainer.
+  // The same on `job` (Job::trainer makes them), with `config` as the job places it
+  // (Job::placed): under MPI its transport, the memory plan's layer measurement once for the job
+  // (rank 0 measures), its ranks for checkpoints (the ranks of replica 0 write their stages
+  // between barriers of the job) and its sums over replicas. `job` outlives the trainer.
   Trainer(Job& job, Config config);
   Trainer(Job& job, Config config, graph::Model model, std::unique_ptr<Source> source);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 
   runtime::Pipeline& pipeline() { return *pipeline_; }
   const runtime::Pipeline& pipeline() const { return *pipeline_; }
@@ -90,26 +94,23 @@ class Trainer {
   double evaluate();
 
  private:
-  // Plans the run of `model` (source_ is set) and builds its pipeline from the plan, on `job`
-  // (null: in process).
-  void build(graph::Model model, Job* job);
+  // Plans the run of `model` (source_ and job_ are set) and builds its pipeline from the plan.
+  void build(graph::Model model);
+  // The catalog's model and data of config_, on job_: checked, read and built.
+  void build_from_catalog();
   // Loads the --resume checkpoint and checks that it belongs to this run (seed, data, batch,
   // steps); sets start_step_.
   void resume();
   // The part of a batch this process's stages read: `read` runs only when they read the input
   // or the target, so a rank in the middle of the pipeline never touches the data.
   Batch local_batch(const std::function<Batch()>& read) const;
-  // With replicas: the sums over every replica of numbers the loss stage holds (the loss, the
-  // held-out metric and count); collective over the loss stage's data-parallel group.
-  std::vector<double> sum_over_replicas(const std::vector<double>& mine);
-
+  std::unique_ptr<Job> own_job_;  // Trainer(Config): the in-process job of this trainer alone
+  Job* job_ = nullptr;
   Config config_;
   std::unique_ptr<Source> source_;
   RunPlan plan_;
   std::unique_ptr<runtime::Pipeline> pipeline_;
   int64_t start_step_ = 0;  // steps done before this run: the resumed checkpoint's
-  std::shared_ptr<transport::Transport> transport_;  // null in process
-  checkpoint::World world_;
 };
 
 }  // namespace tandem::train
