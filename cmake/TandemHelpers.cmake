@@ -28,6 +28,15 @@ function(tandem_warnings target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
 endfunction()
 
+# Sources compiled in batches (TANDEM_UNITY_BUILD, CMakeLists.txt): a part's files then share
+# one translation unit, so names in their anonymous namespaces must differ between files.
+function(tandem_unity target)
+  if(TANDEM_UNITY_BUILD)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON
+      UNITY_BUILD_BATCH_SIZE ${TANDEM_UNITY_BATCH})
+  endif()
+endfunction()
+
 function(tandem_part name)
   cmake_parse_arguments(P "TORCH" "" "DEPS" ${ARGN})
   file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${name}/*.cc)
@@ -43,6 +52,7 @@ function(tandem_part name)
     # A part's internal headers stay in src/ (never installed): "common/loaded_symbol.h".
     target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src)
     tandem_warnings(${target})
+    tandem_unity(${target})
     if(P_TORCH)
       tandem_torch_pch(${target})
     endif()

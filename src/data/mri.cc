@@ -13,8 +13,8 @@
 
 namespace tandem::data {
 namespace {
-constexpr uint64_t kTrainStream = 0x4d524954ULL;    // "MRIT"
-constexpr uint64_t kHeldOutStream = 0x4d524948ULL;  // "MRIH"
+constexpr uint64_t kMriTrainStream = 0x4d524954ULL;    // "MRIT"
+constexpr uint64_t kMriHeldOutStream = 0x4d524948ULL;  // "MRIH"
 // Draws per crop to find a center voxel inside the brain; after that the last draw is kept.
 constexpr int kPlacementAttempts = 32;
 
@@ -99,7 +99,7 @@ MriDataset::Placement MriDataset::placement(int64_t index, Subset subset) const 
                "MriDataset: there is no held-out set (held_out_fraction is 0); set "
                "MriOptions::held_out_fraction to sample one.");
   const auto& range = train ? train_range_ : held_out_range_;
-  SampleRng rng(stream_seed(seed_, train ? kTrainStream : kHeldOutStream, uint64_t(index)));
+  SampleRng rng(stream_seed(seed_, train ? kMriTrainStream : kMriHeldOutStream, uint64_t(index)));
   Placement p{};
   const int64_t half = crop_ / 2;
   const auto mask = mask_.accessor<float, 3>();

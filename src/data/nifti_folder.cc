@@ -17,8 +17,8 @@ namespace tandem::data {
 namespace {
 namespace fs = std::filesystem;
 
-constexpr uint64_t kTrainStream = 0x4e494954ULL;    // "NIIT"
-constexpr uint64_t kHeldOutStream = 0x4e494948ULL;  // "NIIH"
+constexpr uint64_t kNiftiTrainStream = 0x4e494954ULL;    // "NIIT"
+constexpr uint64_t kNiftiHeldOutStream = 0x4e494948ULL;  // "NIIH"
 
 bool is_nifti_name(const std::string& name) {
   auto ends = [&](const std::string& suffix) {
@@ -186,7 +186,7 @@ VolumeBatch NiftiFolder::sample(int64_t first, int count, Subset subset) const {
   out.target = torch::empty({count, 1, s, s, s}, torch::kFloat32);
   for (int b = 0; b < count; ++b) {
     const int64_t index = first + b;
-    SampleRng rng(stream_seed(options_.seed, train ? kTrainStream : kHeldOutStream,
+    SampleRng rng(stream_seed(options_.seed, train ? kNiftiTrainStream : kNiftiHeldOutStream,
                               static_cast<uint64_t>(index)));
     const int64_t file =
         train ? rng.between(0, train_files() - 1) : train_files() + index % options_.test_files;

@@ -6,21 +6,13 @@
 #include <set>
 
 #include "memory/cpu_allocator.h"
+#include "runtime/probe.h"
 #include "tandem/common/check.h"
 #include "tandem/graph/call_context.h"
 #include "tandem/memory/context.h"
 #include "tandem/memory/tracker.h"
 
 namespace tandem::runtime {
-namespace {
-// The tracker bucket the measurement charges; no pipeline device uses the last index.
-constexpr int kProbeDevice = memory::Tracker::kMaxDevices - 1;
-
-uint64_t tensor_bytes(const torch::Tensor& t) {
-  return static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(t.element_size());
-}
-}  // namespace
-
 InferenceBytes measure_inference_bytes(const graph::Model& model, const torch::Tensor& input,
                                        spatial::Group* group) {
   TANDEM_CHECK(input.defined() && input.device().is_cpu(),

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "memory/cpu_allocator.h"
+#include "runtime/probe.h"
 #include "tandem/common/check.h"
 #include "tandem/graph/call_context.h"
 #include "tandem/memory/context.h"
@@ -17,9 +18,6 @@
 
 namespace tandem::runtime {
 namespace {
-// The tracker bucket the measurement charges; no pipeline device uses the last index.
-constexpr int kProbeDevice = memory::Tracker::kMaxDevices - 1;
-
 // Stands for the gradient that reaches one of a layer's outputs in a pipeline's backward: the
 // node before it makes it (here: this function's backward), and the engine frees it once the
 // layer's first node has used it. A seed the measurement made itself would stay alive for the
@@ -35,9 +33,6 @@ class FreshGrad : public torch::autograd::Function<FreshGrad> {
   }
 };
 
-uint64_t tensor_bytes(const torch::Tensor& t) {
-  return static_cast<uint64_t>(t.numel()) * static_cast<uint64_t>(t.element_size());
-}
 // How a layer's backward meets its outputs.
 enum class Outputs {
   // Held only by what the layer's autograd graph saves (a ReLU's output goes once the ReLU's

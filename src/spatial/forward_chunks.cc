@@ -9,12 +9,11 @@
 
 namespace tandem::spatial {
 namespace {
-constexpr int64_t kDepth = 2;
 
 // The output of `count` planes of depth `depth` in total, shaped as `piece` but for its depth.
 torch::Tensor output_like(const torch::Tensor& piece, int64_t depth) {
   std::vector<int64_t> shape = piece.sizes().vec();
-  shape[kDepth] = depth;
+  shape[kDepthDim] = depth;
   return torch::empty(shape, piece.options());
 }
 }  // namespace
@@ -36,13 +35,13 @@ torch::Tensor conv_in_chunks(const std::vector<torch::Tensor>& parts, int64_t pa
                              const std::function<torch::Tensor(const torch::Tensor&)>& conv) {
   TANDEM_ASSERT(!parts.empty() && padding >= 0, "a chunked convolution of {} parts, padding {}",
                 parts.size(), padding);
-  const int64_t depth = parts.front().size(kDepth);
+  const int64_t depth = parts.front().size(kDepthDim);
   torch::Tensor out;
   for (const auto& [first, count] : forward_chunks(depth)) {
     const int64_t low = std::max<int64_t>(0, first - padding);
     const int64_t high = std::min(depth, first + count + padding);
     std::vector<torch::Tensor> planes;
-    for (const torch::Tensor& p : parts) planes.push_back(p.narrow(kDepth, low, high - low));
+    for (const torch::Tensor& p : parts) planes.push_back(p.narrow(kDepthDim, low, high - low));
     torch::Tensor x = planes.size() == 1 ? planes.front() : torch::cat(planes, 1);
     const int64_t before = padding - (first - low);
     const int64_t after = padding - (high - first - count);
@@ -53,9 +52,10 @@ torch::Tensor conv_in_chunks(const std::vector<torch::Tensor>& parts, int64_t pa
       x = torch::constant_pad_nd(x, pad);
     }
     const torch::Tensor y = conv(x);
-    TANDEM_ASSERT(y.size(kDepth) == count, "a chunk of {} planes gave {}", count, y.size(kDepth));
+    TANDEM_ASSERT(y.size(kDepthDim) == count, "a chunk of {} planes gave {}", count,
+                  y.size(kDepthDim));
     if (!out.defined()) out = output_like(y, depth);
-    out.narrow(kDepth, first, count).copy_(y);
+    out.narrow(kDepthDim, first, count).copy_(y);
   }
   return out;
 }
@@ -63,12 +63,12 @@ torch::Tensor conv_in_chunks(const std::vector<torch::Tensor>& parts, int64_t pa
 torch::Tensor local_in_chunks(const torch::Tensor& x, int64_t factor,
                               const std::function<torch::Tensor(const torch::Tensor&)>& layer) {
   torch::Tensor out;
-  for (const auto& [first, count] : forward_chunks(x.size(kDepth))) {
-    const torch::Tensor y = layer(x.narrow(kDepth, first, count));
-    TANDEM_ASSERT(y.size(kDepth) == factor * count, "a chunk of {} planes gave {}, not {}", count,
-                  y.size(kDepth), factor * count);
-    if (!out.defined()) out = output_like(y, factor * x.size(kDepth));
-    out.narrow(kDepth, factor * first, factor * count).copy_(y);
+  for (const auto& [first, count] : forward_chunks(x.size(kDepthDim))) {
+    const torch::Tensor y = layer(x.narrow(kDepthDim, first, count));
+    TANDEM_ASSERT(y.size(kDepthDim) == factor * count, "a chunk of {} planes gave {}, not {}",
+                  count, y.size(kDepthDim), factor * count);
+    if (!out.defined()) out = output_like(y, factor * x.size(kDepthDim));
+    out.narrow(kDepthDim, factor * first, factor * count).copy_(y);
   }
   return out;
 }

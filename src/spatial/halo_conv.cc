@@ -8,14 +8,12 @@
 #include "tandem/common/check.h"
 #include "tandem/graph/call_context.h"
 #include "tandem/graph/deferred.h"
+#include "tandem/spatial/forward_chunks.h"
 #include "tandem/spatial/halo.h"
 
 namespace tandem::spatial {
 
 namespace {
-
-// Depth is dimension 2 of [B,C,D,...]: where a spatial split cuts the volume.
-constexpr int64_t kDepth = 2;
 
 // What the backward needs besides the saved tensors. Autograd may run the backward on another
 // thread, outside the layer's call, so nothing is read from the call context there.
@@ -36,20 +34,20 @@ int64_t edge_end(const Halo& h, bool low) { return low ? 3 * h.width : h.depth +
 
 // d(loss)/dy's planes that read the halo below (`low`) or above.
 torch::Tensor edge_grad(const Halo& h, const torch::Tensor& grad, bool low) {
-  return grad.narrow(kDepth, low ? 0 : h.depth - h.width, h.width).contiguous();
+  return grad.narrow(kDepthDim, low ? 0 : h.depth - h.width, h.width).contiguous();
 }
 
 // d(loss)/dy's planes [lo, hi), zeros where they fall outside [0, d) (outputs of the
 // neighbours, whose gradients reach x through their own halos).
 torch::Tensor grad_planes(const torch::Tensor& grad, int64_t lo, int64_t hi) {
-  const int64_t d = grad.size(kDepth);
+  const int64_t d = grad.size(kDepthDim);
   const int64_t from = std::max<int64_t>(lo, 0), to = std::min(hi, d);
-  if (from == lo && to == hi) return grad.narrow(kDepth, lo, hi - lo).contiguous();
+  if (from == lo && to == hi) return grad.narrow(kDepthDim, lo, hi - lo).contiguous();
   std::vector<int64_t> sizes = grad.sizes().vec();
-  sizes[kDepth] = hi - lo;
+  sizes[kDepthDim] = hi - lo;
   torch::Tensor out = torch::zeros(sizes, grad.options());
   if (from < to)
-    out.narrow(kDepth, from - lo, to - from).copy_(grad.narrow(kDepth, from, to - from));
+    out.narrow(kDepthDim, from - lo, to - from).copy_(grad.narrow(kDepthDim, from, to - from));
   return out;
 }
 
@@ -58,11 +56,12 @@ torch::Tensor grad_planes(const torch::Tensor& grad, int64_t lo, int64_t hi) {
 // gradient does not read (a convolution's input gradient depends on its input's shape only).
 torch::Tensor shape_of(const torch::Tensor& x, int64_t planes) {
   std::vector<int64_t> sizes = x.sizes().vec();
-  sizes[kDepth] = planes;
+  sizes[kDepthDim] = planes;
   std::vector<int64_t> strides(sizes.size(), 1);
   for (int64_t i = static_cast<int64_t>(sizes.size()) - 2; i >= 0; --i)
     strides[i] = strides[i + 1] * sizes[i + 1];
-  TANDEM_ASSERT(planes <= x.size(kDepth), "{} planes of a slab of {}", planes, x.size(kDepth));
+  TANDEM_ASSERT(planes <= x.size(kDepthDim), "{} planes of a slab of {}", planes,
+                x.size(kDepthDim));
   return x.detach().as_strided(sizes, strides, x.storage_offset());
 }
 
@@ -80,7 +79,7 @@ torch::Tensor input_grad_planes(const HaloConvState& s, const torch::Tensor& gra
 double per_plane(const torch::Tensor& t) {
   double n = 1;
   for (int64_t i = 1; i < t.dim(); ++i)
-    if (i != kDepth) n *= static_cast<double>(t.size(i));
+    if (i != kDepthDim) n *= static_cast<double>(t.size(i));
   return n;
 }
 
@@ -115,7 +114,7 @@ torch::Tensor concatenated_halo_planes(const std::vector<c10::intrusive_ptr<Halo
   std::vector<int64_t> sizes = parts.front().sizes().vec();
   sizes[1] = 0;
   for (const torch::Tensor& part : parts) sizes[1] += part.size(1);
-  sizes[kDepth] = hi - lo;
+  sizes[kDepthDim] = hi - lo;
   torch::Tensor out = torch::empty(sizes, parts.front().options());
   int64_t channel = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -128,8 +127,8 @@ torch::Tensor concatenated_halo_planes(const std::vector<c10::intrusive_ptr<Halo
     for (const auto& [source, begin, end] : sources) {
       const int64_t from = std::max(lo, begin), to = std::min(hi, end);
       if (from < to)
-        dst.narrow(kDepth, from - lo, to - from)
-            .copy_(source->narrow(kDepth, from - begin, to - from));
+        dst.narrow(kDepthDim, from - lo, to - from)
+            .copy_(source->narrow(kDepthDim, from - begin, to - from));
     }
     channel += c;
   }
@@ -163,15 +162,15 @@ torch::Tensor chunked_output(const std::vector<c10::intrusive_ptr<Halo>>& halos,
                                             : concatenated_halo_planes(halos, parts, a, b + 2 * w);
     torch::Tensor part = kernels.forward(piece, weight, bias, 0);
     piece = torch::Tensor();
-    TANDEM_ASSERT(part.size(kDepth) == b - a, "a halo convolution of {} planes gave {}", b - a,
-                  part.size(kDepth));
+    TANDEM_ASSERT(part.size(kDepthDim) == b - a, "a halo convolution of {} planes gave {}", b - a,
+                  part.size(kDepthDim));
     if (b - a == d) return part;
     if (!y.defined()) {
       std::vector<int64_t> sizes = part.sizes().vec();
-      sizes[kDepth] = d;
+      sizes[kDepthDim] = d;
       y = torch::empty(sizes, part.options());
     }
-    y.narrow(kDepth, a, b - a).copy_(part);
+    y.narrow(kDepthDim, a, b - a).copy_(part);
   }
   return y;
 }
@@ -196,7 +195,7 @@ torch::Tensor input_grad(const HaloConvState& s, const torch::Tensor& grad, cons
   torch::Tensor gx = torch::empty_like(x, at::MemoryFormat::Contiguous);
   for (int64_t a = 0; a < d; a += chunk) {
     const int64_t b = std::min(d, a + chunk);
-    gx.narrow(kDepth, a, b - a).copy_(input_grad_planes(s, grad, x, weight, w + a, w + b));
+    gx.narrow(kDepthDim, a, b - a).copy_(input_grad_planes(s, grad, x, weight, w + a, w + b));
   }
   return gx;
 }
@@ -257,7 +256,7 @@ class HaloConv : public torch::autograd::Function<HaloConv> {
     const torch::Tensor bias = bias_or_none.value_or(torch::Tensor());
     ctx->save_for_backward({x, weight, bias});
     auto state = c10::make_intrusive<HaloConvState>();
-    state->halo = exchange_halo(x, kDepth, width);
+    state->halo = exchange_halo(x, kDepthDim, width);
     state->kernels = std::move(kernels);
     state->deferred = may_defer ? graph::current_call().deferred : nullptr;
     state->slice = std::move(slice);
@@ -320,7 +319,7 @@ torch::Tensor halo_conv_forward(const std::vector<torch::Tensor>& parts,
   TANDEM_ASSERT(!parts.empty() && width >= 0, "a halo convolution of {} parts, width {}",
                 parts.size(), width);
   std::vector<c10::intrusive_ptr<Halo>> halos;
-  for (const torch::Tensor& part : parts) halos.push_back(exchange_halo(part, kDepth, width));
+  for (const torch::Tensor& part : parts) halos.push_back(exchange_halo(part, kDepthDim, width));
   // Two planes at least: a single sample's convolution of one output plane takes LibTorch's
   // im2col path on the CPU, whose columns (27 x the input channels per output voxel) outweigh a
   // thin slab's whole output (models/depth_fold.h folds two planes or more into a batch).

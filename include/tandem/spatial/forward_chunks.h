@@ -14,6 +14,10 @@
 
 namespace tandem::spatial {
 
+// Depth is dimension 2 of [B,C,D,...]: where a spatial split cuts the volume, and where forward
+// chunks cut a layer's output.
+constexpr int64_t kDepthDim = 2;
+
 // The smallest output, in bytes, whose forward-only layer runs in chunks.
 constexpr int64_t kForwardChunkBytes = int64_t{4} << 20;
 
