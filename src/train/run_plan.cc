@@ -338,8 +338,8 @@ RunPlan plan_run(const Config& c, const graph::Model& model, const Source& sourc
   plan_budget(c, model, source, place, chunked, p);
   p.global_batch = static_cast<int64_t>(c.batch) * c.replicas;
   p.steps_per_epoch = source.train_size() / p.global_batch;
-  // A run that only plans takes no step.
-  TANDEM_CHECK(c.plan_only || p.steps_per_epoch >= 1,
+  // A run that only plans or only evaluates takes no step.
+  TANDEM_CHECK(c.plan_only || c.eval_only || p.steps_per_epoch >= 1,
                "a global batch of {} is larger than the {} training samples", p.global_batch,
                source.train_size());
   p.total_steps = c.steps > 0 ? c.steps : p.steps_per_epoch * c.epochs;

@@ -118,6 +118,9 @@ TEST(RunPlan, RefusesWhatCannotRun) {
             std::string::npos);
   c.plan_only = true;  // a run that only plans takes no step
   EXPECT_EQ(error_of([&] { plan(c); }), "");
+  c.plan_only = false;
+  c.eval_only = true;  // nor does one that only evaluates
+  EXPECT_EQ(error_of([&] { plan(c); }), "");
   c = unet(16);
   c.partition = PartitionBy::kFit;
   EXPECT_NE(error_of([&] { plan(c); }).find("give Config::device_memory"), std::string::npos);
