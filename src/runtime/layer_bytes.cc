@@ -88,10 +88,12 @@ uint64_t backward_workspace(const graph::Layer& layer, const graph::Tensors& inp
 }  // namespace
 
 LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& micro_input,
-                               int optimizer_slots, spatial::Group* group) {
+                               int optimizer_slots, spatial::Group* group, int step_temporaries) {
   TANDEM_CHECK(micro_input.defined() && micro_input.device().is_cpu(),
                "measuring memory per layer needs a micro-batch on the CPU");
   TANDEM_CHECK(optimizer_slots >= 0, "optimizer slots {} must be >= 0", optimizer_slots);
+  TANDEM_CHECK(step_temporaries >= 0, "optimizer step temporaries {} must be >= 0",
+               step_temporaries);
   memory::install_cpu_accounting();
   auto& tracker = memory::Tracker::global();
   tracker.register_device(kProbeDevice, "memory probe");
@@ -167,9 +169,13 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
       inputs.clear();
       for (const auto& name : layer.inputs)
         if (last_read.at(name) == i) env.erase(name);
-      uint64_t params = 0;
-      for (const auto& p : graph::named_parameters(layer)) params += tensor_bytes(p.second);
+      uint64_t params = 0, largest = 0;
+      for (const auto& p : graph::named_parameters(layer)) {
+        params += tensor_bytes(p.second);
+        largest = std::max(largest, tensor_bytes(p.second));
+      }
       out.state.push_back(params * static_cast<uint64_t>(2 + optimizer_slots));
+      out.step.push_back(largest * static_cast<uint64_t>(step_temporaries));
     }
   }
   for (size_t i = 0; i < model.layers.size(); ++i) {
@@ -199,6 +205,7 @@ std::string to_json(const LayerBytes& bytes) {
   j["backward_held"] = bytes.backward_held;
   j["halo"] = bytes.halo;
   j["state"] = bytes.state;
+  j["step"] = bytes.step;
   j["tensors"] = bytes.tensors;
   return j.dump();
 }
@@ -214,14 +221,16 @@ LayerBytes layer_bytes_from_json(const std::string& text) {
     j.at("backward_held").get_to(out.backward_held);
     j.at("halo").get_to(out.halo);
     j.at("state").get_to(out.state);
+    j.at("step").get_to(out.step);
     j.at("tensors").get_to(out.tensors);
     const size_t n = out.activations.size();
     TANDEM_CHECK(out.transient.size() == n && out.forward.size() == n && out.backward.size() == n &&
-                     out.backward_held.size() == n && out.halo.size() == n && out.state.size() == n,
+                     out.backward_held.size() == n && out.halo.size() == n &&
+                     out.state.size() == n && (out.step.empty() || out.step.size() == n),
                  "a layer memory measurement has {} activations but {}, {}, {} and {} "
-                 "workspaces, {} halos and {} states",
+                 "workspaces, {} halos, {} states and {} optimizer steps",
                  n, out.transient.size(), out.forward.size(), out.backward.size(),
-                 out.backward_held.size(), out.halo.size(), out.state.size());
+                 out.backward_held.size(), out.halo.size(), out.state.size(), out.step.size());
     return out;
   } catch (const nlohmann::json::exception& e) {
     TANDEM_CHECK(false, "not a layer memory measurement: {}", e.what());

@@ -118,6 +118,8 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
   for (int i = begin; i < end; ++i) {
     activations += static_cast<double>(bytes.activations[i]);
     out.state += static_cast<double>(bytes.state[i]);
+    if (static_cast<size_t>(i) < bytes.step.size())
+      out.step = std::max(out.step, static_cast<double>(bytes.step[i]));
     held += delta[i - begin];
     const double forward =
         activations + static_cast<double>(bytes.forward[i]) + (recompute ? sent : 0.0);

@@ -3,6 +3,7 @@
 // keeps per micro-batch and holds at its worst layer, and the messages it holds.
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "tandem/graph/model.h"
@@ -21,6 +22,7 @@ struct StageParts {
   double workspace = 0;       // held above the activations at the worst layer, and returned
                               // gradients of what the stage sent
   double state = 0;           // parameters, gradients, optimizer slots
+  double step = 0;            // the optimizer's step above the state (LayerBytes::step)
   double recomputed = 0;      // with recomputation: one micro-batch's activations
   double received = 0;        // the inputs of one micro-batch from earlier stages
   double sent_on = 0;         // the activations of one micro-batch it sends to later stages
@@ -30,9 +32,12 @@ struct StageParts {
   // until the backward anyway.
   double in_transit = 0;
   // `messages`: bytes of messages held in a backward besides the above (held_messages.h).
+  // The larger of the step's moments (a layer's forward or backward) and the optimizer's step,
+  // which runs once every micro-batch's backward is done.
   double peak(int in_flight, double messages) const {
-    return state + in_flight * per_microbatch + (in_flight > 1 ? in_transit : 0.0) + messages +
-           recomputed + workspace;
+    return state + std::max(in_flight * per_microbatch + (in_flight > 1 ? in_transit : 0.0) +
+                                messages + recomputed + workspace,
+                            step);
   }
 };
 

@@ -1,6 +1,7 @@
 #include "memory_partition.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <numeric>
 
@@ -44,6 +45,7 @@ struct MeasuredSample {
   spatial::SlabLayout layout;  // c.spatial > 1: the cut, with the measured slab at `index`
   int index = 0;
   int slots = 0;  // the optimizer's tensors per parameter
+  int step = 0;   // the tensors of a parameter's size its step makes for a moment
 };
 
 MeasuredSample measured_sample(const graph::Model& model, const Config& c, const Source& source) {
@@ -52,6 +54,7 @@ MeasuredSample measured_sample(const graph::Model& model, const Config& c, const
   m.input = graph::fit_input(
       model, source.train_batch(0, 0, std::min<int64_t>(micro, source.train_size())).input);
   m.slots = c.optimizer == OptimizerKind::kAdam ? 2 : (c.momentum != 0 ? 1 : 0);
+  m.step = c.optimizer == OptimizerKind::kAdam ? 2 : 0;
   if (c.spatial == 1) return m;
   spatial::SlabLayout cut;
   cut.dim = model.slab_dim;
@@ -71,7 +74,8 @@ std::string slab_accounting(const PlanInputs& in, const runtime::LayerBytes& sla
   TANDEM_ASSERT(in.config.spatial > 1, "slab accounting without a spatial split");
   auto measure = [&] {
     const MeasuredSample m = measured_sample(in.model, in.config, in.source);
-    return runtime::to_json(runtime::measure_layer_bytes(in.model, m.input, m.slots));
+    return runtime::to_json(
+        runtime::measure_layer_bytes(in.model, m.input, m.slots, nullptr, m.step));
   };
   const runtime::LayerBytes whole =
       runtime::layer_bytes_from_json(once_for_the_job(in.job, measure));
@@ -97,13 +101,14 @@ MemoryPartition memory_partition(const PlanInputs& in, int stages, const graph::
   auto measure = [&] {
     const MeasuredSample m = measured_sample(model, c, in.source);
     if (c.spatial == 1)
-      return runtime::to_json(runtime::measure_layer_bytes(model, m.input, m.slots));
+      return runtime::to_json(
+          runtime::measure_layer_bytes(model, m.input, m.slots, nullptr, m.step));
     // A spatial split: the slab that holds the most, with its halos (zeros from a dry group:
     // the same bytes as its neighbours' planes) and its share of every tensor.
     std::vector<int> members(c.spatial);
     std::iota(members.begin(), members.end(), 0);
     spatial::Group dry(nullptr, members, m.index, c10::kCPU, m.layout);
-    return runtime::to_json(runtime::measure_layer_bytes(model, m.input, m.slots, &dry));
+    return runtime::to_json(runtime::measure_layer_bytes(model, m.input, m.slots, &dry, m.step));
   };
   const runtime::LayerBytes bytes =
       runtime::layer_bytes_from_json(once_for_the_job(in.job, measure));
@@ -180,12 +185,16 @@ BudgetVerdict budget_verdict(const std::vector<double>& planned,
     return {true, fmt::format("planned peaks fit Config::device_memory = {} (largest: {} on {})\n",
                               cap, size, worst->first)};
   const std::vector<int>& over = stages[worst->first];
-  return {false, fmt::format("warning: stage{} {} on {} plan{} {}, above Config::device_memory = "
-                             "{}: expect the first step to "
-                             "stop out of memory; Config::recompute, more Config::microbatches or "
-                             "more devices plan less\n",
-                             over.size() > 1 ? "s" : "", fmt::join(over, ", "), worst->first,
-                             over.size() > 1 ? "" : "s", size, cap)};
+  // The smallest budget this split fits, up to the next tenth of a MiB, as a budget is written.
+  const double tenth = 0.1 * 1024 * 1024;
+  const double enough = std::ceil(worst->second / tenth) * tenth;
+  return {false,
+          fmt::format("warning: stage{} {} on {} plan{} {}, above Config::device_memory = "
+                      "{}: expect the first step to stop out of memory; this split fits "
+                      "Config::device_memory = {:.1f}MiB or more, and Config::recompute, more "
+                      "Config::microbatches or more devices plan less\n",
+                      over.size() > 1 ? "s" : "", fmt::join(over, ", "), worst->first,
+                      over.size() > 1 ? "" : "s", size, cap, enough / (1024 * 1024))};
 }
 
 }  // namespace tandem::train

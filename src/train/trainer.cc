@@ -226,6 +226,12 @@ runtime::StepStats Trainer::train_step(int64_t step) {
     for (auto& group : pipeline_->optimizer(stage)->param_groups()) group.options().set_lr(lr);
   }
   pipeline_->optimizer_step();
+  // The optimizer's step is part of the step: its temporaries (Adam's, the size of a parameter)
+  // count in each local device's peak.
+  for (size_t d = 0; d < s.peak_bytes.size(); ++d)
+    if (s.peak_bytes[d] > 0)
+      s.peak_bytes[d] =
+          std::max(s.peak_bytes[d], pipeline_->device_peak_bytes(static_cast<int>(d)));
   return s;
 }
 

@@ -12,6 +12,7 @@
 
 #include "error_of.h"
 #include "tandem/common/check.h"
+#include "tandem/memory/bytes.h"
 #include "tandem/train/catalog.h"
 
 namespace tandem::train {
@@ -152,6 +153,19 @@ TEST(RunPlan, MemoryPlanAndBudgetWithoutAPipeline) {
   EXPECT_FALSE(tight.fits);
   EXPECT_NE(tight.memory_plan.find("warning: stage"), std::string::npos);
   EXPECT_NE(tight.memory_plan.find("Config::spatial = "), std::string::npos);
+  // It names the smallest budget the split fits, and that budget fits.
+  const std::string says = "this split fits Config::device_memory = ";
+  const size_t at = tight.memory_plan.find(says);
+  ASSERT_NE(at, std::string::npos) << tight.memory_plan;
+  const std::string words = tight.memory_plan.substr(
+      at + says.size(), tight.memory_plan.find(' ', at + says.size()) - at - says.size());
+  Config enough = c;
+  enough.device_memory = memory::parse_bytes(words);
+  EXPECT_GE(static_cast<double>(enough.device_memory),
+            std::max(tight.planned[0], tight.planned[1]));
+  EXPECT_LT(static_cast<double>(enough.device_memory),
+            std::max(tight.planned[0], tight.planned[1]) + 0.1 * 1024 * 1024);
+  EXPECT_TRUE(plan(enough).fits) << words;
   // The budget is the run's own, except when it only plans.
   EXPECT_EQ(tight.pipeline.device_memory, c.device_memory);
   c.plan_only = true;

@@ -59,6 +59,9 @@ struct LayerBytes {
   std::vector<uint64_t> halo;
   // Per layer: parameters, their gradients and `optimizer_slots` tensors of their size.
   std::vector<uint64_t> state;
+  // Per layer: what the optimizer's step holds for a moment above the state while it updates
+  // the layer's parameters: `step_temporaries` tensors the size of its largest one. Empty: none.
+  std::vector<uint64_t> step;
   // Per named tensor, the graph input included: its bytes for one micro-batch.
   std::map<std::string, uint64_t> tensors;
 };
@@ -68,8 +71,11 @@ struct LayerBytes {
 // tensors the optimizer keeps per parameter (Adam 2, SGD with momentum 1, plain SGD 0).
 // `group` (null: whole samples): a dry slab group (spatial/group.h) when `micro_input` is one
 // slab of a spatial split; its layers then count the slab's tensors with their halos.
+// `step_temporaries`: tensors of a parameter's size that the optimizer's step makes for a moment
+// (LibTorch's Adam 2: the square root of the second moment and its quotient; SGD none).
 LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& micro_input,
-                               int optimizer_slots, spatial::Group* group = nullptr);
+                               int optimizer_slots, spatial::Group* group = nullptr,
+                               int step_temporaries = 0);
 
 // A measurement as JSON text and back, for one process to measure and the others of an MPI job
 // to read. Throws Error for text that is not such a measurement.
