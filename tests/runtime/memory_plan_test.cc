@@ -58,10 +58,43 @@ TEST(MemoryPlan, MeasuresTensorsAndStatePerLayer) {
   }
 }
 
+// A stage of large weights and small activations peaks in the optimizer's step: Adam holds two
+// tensors the size of its largest parameter above the state (the MLP's first dense layer, one
+// sample per micro-batch).
+TEST(MemoryPlan, AStagePeaksInTheOptimizersStepWhereItsWeightsOutweighItsActivations) {
+  graph::Model m = testing::small_mlp();
+  const torch::Tensor x = torch::randn({1, 12});
+  const runtime::LayerBytes plain = runtime::measure_layer_bytes(m, x, 2);
+  const runtime::LayerBytes adam = runtime::measure_layer_bytes(m, x, 2, nullptr, 2);
+  int dense0 = -1;
+  for (size_t i = 0; i < m.layers.size(); ++i)
+    if (m.layers[i].name == "dense0") dense0 = static_cast<int>(i);
+  ASSERT_GE(dense0, 0);
+  uint64_t largest = 0;
+  for (const auto& p : graph::named_parameters(m.layers[dense0]))
+    largest = std::max<uint64_t>(largest, p.second.numel() * 4);
+  EXPECT_EQ(adam.step[dense0], 2 * largest);
+  EXPECT_EQ(plain.step[dense0], 0u);
+  // The stage's peak: its state plus the larger of its step's moments and the optimizer's.
+  const double without = runtime::stage_bytes(m, plain, dense0, dense0 + 1, 1, false);
+  const double with = runtime::stage_bytes(m, adam, dense0, dense0 + 1, 1, false);
+  EXPECT_EQ(with, std::max(without, static_cast<double>(adam.state[dense0] + adam.step[dense0])));
+  EXPECT_GT(with, without) << "one sample's activations are smaller than the weight";
+}
+
 // Under MPI one rank measures and the others plan from its numbers as text.
 TEST(MemoryPlan, AMeasurementReadsBackFromItsJson) {
   graph::Model m = convs();
-  const runtime::LayerBytes b = runtime::measure_layer_bytes(m, torch::randn({2, 1, 8, 8, 8}), 1);
+  const runtime::LayerBytes b =
+      runtime::measure_layer_bytes(m, torch::randn({2, 1, 8, 8, 8}), 2, nullptr, 2);
+  // Adam's step: two tensors the size of each layer's largest parameter.
+  ASSERT_EQ(b.step.size(), m.layers.size());
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    uint64_t largest = 0;
+    for (const auto& p : graph::named_parameters(m.layers[i]))
+      largest = std::max<uint64_t>(largest, p.second.numel() * p.second.element_size());
+    EXPECT_EQ(b.step[i], 2 * largest) << m.layers[i].name;
+  }
   const runtime::LayerBytes back = runtime::layer_bytes_from_json(runtime::to_json(b));
   EXPECT_EQ(back.activations, b.activations);
   EXPECT_EQ(back.transient, b.transient);
@@ -69,6 +102,7 @@ TEST(MemoryPlan, AMeasurementReadsBackFromItsJson) {
   EXPECT_EQ(back.backward, b.backward);
   EXPECT_EQ(back.backward_held, b.backward_held);
   EXPECT_EQ(back.state, b.state);
+  EXPECT_EQ(back.step, b.step);
   EXPECT_EQ(back.tensors, b.tensors);
   auto error_of = [](const std::string& text) {
     try {
@@ -83,9 +117,9 @@ TEST(MemoryPlan, AMeasurementReadsBackFromItsJson) {
             std::string::npos);
   EXPECT_EQ(error_of(R"({"activations": [1, 2], "transient": [1], "forward": [1, 2],)"
                      R"( "backward": [1, 2], "backward_held": [1, 2], "halo": [0, 0],)"
-                     R"( "state": [1, 2], "tensors": {"input": 4}})"),
-            "a layer memory measurement has 2 activations but 1, 2, 2 and 2 workspaces, 2 halos "
-            "and 2 states");
+                     R"( "state": [1, 2], "step": [0], "tensors": {"input": 4}})"),
+            "a layer memory measurement has 2 activations but 1, 2, 2 and 2 workspaces, 2 halos, "
+            "2 states and 1 optimizer steps");
 }
 
 TEST(MemoryPlan, OneFOneBGivesTheFirstStageFewerLayers) {
