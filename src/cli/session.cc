@@ -5,15 +5,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <sstream>
 
 #include "commands.h"
 #include "common/launcher.h"
 #include "flag_words.h"
 #include "tandem/common/build_info.h"
 #include "tandem/common/cpu_kernels.h"
-#include "tandem/memory/bytes.h"
-#include "tandem/memory/out_of_memory.h"
 #include "tandem/train/catalog.h"
 #include "tandem/train/verify.h"
 
