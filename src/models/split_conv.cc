@@ -118,6 +118,10 @@ class FoldedKernels : public spatial::ConvKernels {
       const torch::Tensor& bias, int64_t depth_padding, std::array<bool, 3> mask) const override {
     return conv_grads(grad, x, weight, bias, {depth_padding, padding_}, mask);
   }
+  // Two: a single sample's convolution of one output plane takes LibTorch's im2col path on the
+  // CPU (2.5-15x slower per plane than oneDNN's, and its columns outweigh a thin slab's output),
+  // where two planes or more go through DepthFold as a batch.
+  int64_t least_planes() const override { return 2; }
 
  private:
   int64_t padding_;

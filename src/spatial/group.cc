@@ -5,6 +5,8 @@
 
 namespace tandem::spatial {
 
+int64_t workspace_bound(uint64_t device_memory) { return static_cast<int64_t>(device_memory / 64); }
+
 Group::Group(transport::Transport* transport, std::vector<int> devices, int index,
              c10::Device device, SlabLayout layout)
     : transport_(transport),
@@ -27,8 +29,8 @@ void Group::begin_run(int64_t step, int64_t run, Clock::time_point origin) {
 
 transport::MessageKey Group::key(const std::string& name, int stage, int microbatch,
                                  bool gradient) const {
-  return transport::MessageKey{name, static_cast<int>(step_), microbatch, gradient,
-                               stage, stage, run_};
+  return transport::MessageKey{name, static_cast<int>(step_), microbatch, gradient, stage, stage,
+                               run_};
 }
 
 void Group::send(int to, const transport::MessageKey& key, const torch::Tensor& tensor) {

@@ -83,29 +83,59 @@ double per_plane(const torch::Tensor& t) {
   return n;
 }
 
-// A chunk of a pass holds at most half the pass's result in bytes (or one plane): about an
-// eighth of the slab's planes (4 of a 32-plane slab), so the workspace above what one device
-// holds for the same layer stays small next to the result, which both hold. Measured on unet3d
-// at 64³ on 2 slabs (bench/RESULTS.md): a share of 1/8 (chunks of one plane) holds as little
-// (51.9 MiB per device) but runs at 1.54x the plain loop instead of 2.1x, since each chunk reads
-// its halo again and the kernels work on thin pieces; a share of 1 (8 planes) runs no faster
-// and holds 55.7 MiB, which costs 4 devices the 104³ they train under 192 MiB.
-constexpr double kChunkShare = 0.5;
+// Forward only (halo_conv_forward), a chunk holds at most half the pass's result in bytes: about
+// an eighth of the slab's planes (4 of a 32-plane slab), as whole samples run forward-only
+// convolutions in chunks (forward_chunks.h), so that a slab's forward holds per voxel what one
+// device's holds.
+constexpr double kForwardChunkShare = 0.5;
 
-// Planes per chunk of a pass that makes a result of `result_per_plane` elements per plane of
-// depth and holds `chunk_bytes(c)` elements while it computes a chunk of c planes.
-// At least `least` planes (or the slab's).
+// Planes per chunk of a pass over a slab of `depth` planes that holds `chunk_bytes(c)` bytes
+// while it computes a chunk of c planes: the most whose bytes stay within `bound` (0: no bound,
+// the whole slab), `least` at the least (or the slab's).
 template <typename F>
-int64_t chunk_planes(int64_t depth, double result_per_plane, F chunk_bytes, int64_t least = 1) {
+int64_t chunk_planes(int64_t depth, double bound, F chunk_bytes, int64_t least) {
+  if (bound <= 0) return depth;
   int64_t c = depth;
-  while (c > least && chunk_bytes(c) > kChunkShare * result_per_plane * static_cast<double>(depth))
-    --c;
+  while (c > least && chunk_bytes(c) > bound) --c;
   return c;
 }
 
-// y = the convolution of `parts` (slabs of d planes, concatenated along the channels) with
-// their halos, chunk by chunk along depth: each chunk reads its planes of every part with halos
-// as one piece.
+// The bound of the halo's slab group (Group::workspace_bound).
+double bound_of(const Halo& h) { return static_cast<double>(h.group->workspace_bound()); }
+
+// Bytes of one element of t.
+double element_bytes(const torch::Tensor& t) { return static_cast<double>(t.element_size()); }
+
+// Whether a slab's two edges have a neighbour (halo planes of real values): none at the
+// volume's ends.
+std::array<bool, 2> neighbours(const Halo& h) {
+  return {h.group->index() > 0, h.group->index() < h.group->size() - 1};
+}
+
+// Both edge pieces as one batch (low first), [2B,C,3w,...], with only the halo's planes in them
+// and x's planes zero (`values` false: any values, for a pass that reads only their shape).
+// Both, even at the volume's ends, and as one call: a piece of one output plane per sample would
+// take LibTorch's slow single-sample path on the CPU.
+torch::Tensor edge_pieces(const Halo& h, const torch::Tensor& x, bool values) {
+  const int64_t b = x.size(0), w = h.width;
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes[0] = 2 * b;
+  sizes[kDepthDim] = 3 * w;
+  const auto options = x.options().requires_grad(false);
+  if (!values) return torch::empty(sizes, options);
+  torch::Tensor pieces = torch::zeros(sizes, options);
+  // The low piece [0, 3w) holds `before` in its first w planes; the high one [d - w, d + 2w),
+  // `after` in its last w.
+  pieces.narrow(0, 0, b).narrow(kDepthDim, 0, w).copy_(h.before);
+  pieces.narrow(0, b, b).narrow(kDepthDim, 2 * w, w).copy_(h.after);
+  return pieces;
+}
+
+// d(loss)/dy's planes that read either halo, as one batch matching edge_pieces.
+torch::Tensor edge_grads(const Halo& h, const torch::Tensor& grad) {
+  return torch::cat({edge_grad(h, grad, true), edge_grad(h, grad, false)}, 0);
+}
+
 // Planes [lo, hi) of every part with its halos, concatenated along the channels: one tensor
 // filled in place, not a copy per part and then their concatenation.
 torch::Tensor concatenated_halo_planes(const std::vector<c10::intrusive_ptr<Halo>>& halos,
@@ -135,13 +165,10 @@ torch::Tensor concatenated_halo_planes(const std::vector<c10::intrusive_ptr<Halo
   return out;
 }
 
-// Chunks have at least `least` planes.
-torch::Tensor chunked_output(const std::vector<c10::intrusive_ptr<Halo>>& halos,
-                             const std::vector<torch::Tensor>& parts, const ConvKernels& kernels,
-                             const torch::Tensor& weight, const torch::Tensor& bias,
-                             int64_t least) {
-  const Halo& h = *halos.front();
-  const int64_t w = h.width, d = h.depth;
+// Planes per chunk of the forward of `parts` (slabs of d planes with halos of `width`) whose
+// chunks hold at most `bound` bytes (0: the whole slab).
+int64_t output_chunk(const std::vector<torch::Tensor>& parts, const torch::Tensor& weight,
+                     int64_t width, double bound, int64_t least) {
   // A chunk holds its piece (twice, where the kernels copy it into a blocked layout, or where
   // the parts' pieces are concatenated) and its output (twice too; counted with x's plane size,
   // which strides on the other axes only shrink).
@@ -149,12 +176,25 @@ torch::Tensor chunked_output(const std::vector<c10::intrusive_ptr<Halo>>& halos,
   for (const torch::Tensor& part : parts) in += per_plane(part);
   const double out = per_plane(parts.front()) / static_cast<double>(parts.front().size(1)) *
                      static_cast<double>(weight.size(0));
-  const int64_t chunk = chunk_planes(
-      d, out,
+  const double bytes = element_bytes(parts.front());
+  return chunk_planes(
+      parts.front().size(kDepthDim), bound,
       [&](int64_t c) {
-        return 2 * in * static_cast<double>(c + 2 * w) + 2 * out * static_cast<double>(c);
+        return bytes *
+               (2 * in * static_cast<double>(c + 2 * width) + 2 * out * static_cast<double>(c));
       },
       least);
+}
+
+// y = the convolution of `parts` (slabs of d planes, concatenated along the channels) with their
+// halos, in chunks of `chunk` planes along depth: each chunk reads its planes of every part with
+// halos as one piece.
+torch::Tensor chunked_output(const std::vector<c10::intrusive_ptr<Halo>>& halos,
+                             const std::vector<torch::Tensor>& parts, const ConvKernels& kernels,
+                             const torch::Tensor& weight, const torch::Tensor& bias,
+                             int64_t chunk) {
+  const Halo& h = *halos.front();
+  const int64_t w = h.width, d = h.depth;
   torch::Tensor y;
   for (int64_t a = 0; a < d; a += chunk) {
     const int64_t b = std::min(d, a + chunk);
@@ -175,29 +215,64 @@ torch::Tensor chunked_output(const std::vector<c10::intrusive_ptr<Halo>>& halos,
   return y;
 }
 
-// y = the convolution of x with halos, chunk by chunk along depth.
+// y = the convolution of x with halos. Whole: x's convolution with zero planes for padding (one
+// device's), plus the halos' terms of the edge planes from the edge pieces; no copy of x with
+// halos. Under a bound, chunk by chunk along depth.
 torch::Tensor output(const HaloConvState& s, const torch::Tensor& x, const torch::Tensor& weight,
                      const torch::Tensor& bias) {
-  return chunked_output({s.halo}, {x}, *s.kernels, weight, bias, 1);
+  const Halo& h = *s.halo;
+  const int64_t w = h.width, d = h.depth;
+  const int64_t chunk = output_chunk({x}, weight, w, bound_of(h), s.kernels->least_planes());
+  if (chunk < d) return chunked_output({s.halo}, {x}, *s.kernels, weight, bias, chunk);
+  torch::Tensor y = s.kernels->forward(x, weight, bias, w);
+  if (w == 0) return y;
+  const std::array<bool, 2> real = neighbours(h);
+  if (!real[0] && !real[1]) return y;
+  const torch::Tensor terms =
+      s.kernels->forward(edge_pieces(h, x, true), weight, torch::Tensor(), 0);
+  const int64_t b = x.size(0);
+  if (real[0]) y.narrow(kDepthDim, 0, w).add_(terms.narrow(0, 0, b));
+  if (real[1]) y.narrow(kDepthDim, d - w, w).add_(terms.narrow(0, b, b));
+  return y;
 }
 
-// d(loss)/dx [B,C,d,...], chunk by chunk.
-torch::Tensor input_grad(const HaloConvState& s, const torch::Tensor& grad, const torch::Tensor& x,
-                         const torch::Tensor& weight) {
+// The input gradient's pass over planes of c: chunks of this many planes (d: whole).
+int64_t input_grad_chunk(const HaloConvState& s, const torch::Tensor& grad,
+                         const torch::Tensor& x) {
   const int64_t w = s.halo->width, d = s.halo->depth;
   // A chunk holds the gradient of its outputs and its own input gradient, twice where the
   // kernels compute in a blocked layout and copy out.
-  const double in = per_plane(x), out = per_plane(grad);
-  const int64_t chunk = chunk_planes(d, in, [&](int64_t c) {
-    return out * static_cast<double>(c + 2 * w) + 2 * in * static_cast<double>(c);
-  });
-  if (chunk >= d) return input_grad_planes(s, grad, x, weight, w, w + d);
+  const double in = per_plane(x), out = per_plane(grad), bytes = element_bytes(x);
+  return chunk_planes(
+      d, bound_of(*s.halo),
+      [&](int64_t c) {
+        return bytes * (out * static_cast<double>(c + 2 * w) + 2 * in * static_cast<double>(c));
+      },
+      s.kernels->least_planes());
+}
+
+// d(loss)/dx [B,C,d,...] from this slab's outputs: whole, x's own convolution's input gradient;
+// under a bound, chunk by chunk.
+torch::Tensor input_grad(const HaloConvState& s, const torch::Tensor& grad, const torch::Tensor& x,
+                         const torch::Tensor& weight) {
+  const int64_t w = s.halo->width, d = s.halo->depth;
+  const int64_t chunk = input_grad_chunk(s, grad, x);
+  if (chunk >= d)
+    return std::get<0>(
+        s.kernels->backward(grad, x, weight, torch::Tensor(), w, {true, false, false}));
   torch::Tensor gx = torch::empty_like(x, at::MemoryFormat::Contiguous);
   for (int64_t a = 0; a < d; a += chunk) {
     const int64_t b = std::min(d, a + chunk);
     gx.narrow(kDepthDim, a, b - a).copy_(input_grad_planes(s, grad, x, weight, w + a, w + b));
   }
   return gx;
+}
+
+// Drops the halo planes (refetched when a backward needs them).
+void release(Halo& h) {
+  h.before = torch::Tensor();
+  h.after = torch::Tensor();
+  h.sent.clear();
 }
 
 // The weight (and bias) gradients: the zero-padded convolution's, plus the terms of each halo
@@ -212,23 +287,21 @@ std::pair<torch::Tensor, torch::Tensor> weight_grads(const HaloConvState& s,
   auto [unused, gw, gb] =
       s.kernels->backward(grad, x, weight, bias, h.width, {false, true, bias.defined()});
   if (h.width > 0) {
-    // Both edge pieces in one call, as a batch of twice the samples: a piece of one output plane
-    // per sample would take LibTorch's slow path on the CPU alone (models/depth_fold.h).
-    std::vector<torch::Tensor> pieces, grads;
-    for (bool low : {true, false}) {
-      const Parts only_halo{low, false, !low};
-      pieces.push_back(with_halo_planes(h, x, edge_begin(h, low), edge_end(h, low), only_halo));
-      grads.push_back(edge_grad(h, grad, low));
-    }
-    auto [gx_edge, gw_edge, gb_edge] =
-        s.kernels->backward(torch::cat(grads, 0), torch::cat(pieces, 0), weight, torch::Tensor(), 0,
-                            {false, true, false});
+    auto [unused_x, gw_edge, unused_b] =
+        s.kernels->backward(edge_grads(h, grad), edge_pieces(h, x, true), weight, torch::Tensor(),
+                            0, {false, true, false});
     gw.add_(gw_edge);
   }
-  h.before = torch::Tensor();
-  h.after = torch::Tensor();
-  h.sent.clear();
+  release(h);
   return {gw, gb};
+}
+
+// Sends the halos' gradients, the first w planes of the low edge piece's input gradient and the
+// last w of the high one's ([2B,C,3w,...], edge_pieces' batch), and adds the neighbours' to gx.
+void send_halo_grads(const Halo& h, const torch::Tensor& pieces, torch::Tensor& gx) {
+  const int64_t b = gx.size(0), w = h.width;
+  return_halo_grads(h, pieces.narrow(0, 0, b).narrow(kDepthDim, 0, w),
+                    pieces.narrow(0, b, b).narrow(kDepthDim, 2 * w, w), gx);
 }
 
 // d(loss)/dx with the neighbours' gradients of x's boundary planes added, after sending them
@@ -238,10 +311,38 @@ torch::Tensor input_grad_with_halos(const HaloConvState& s, const torch::Tensor&
   const int64_t w = s.halo->width, d = s.halo->depth;
   torch::Tensor gx = input_grad(s, grad, x, weight);
   if (w == 0) return gx;
+  if (input_grad_chunk(s, grad, x) >= d) {
+    // The halos' gradients are the edge pieces' input gradients, whose values they do not read.
+    const torch::Tensor pieces =
+        std::get<0>(s.kernels->backward(edge_grads(*s.halo, grad), edge_pieces(*s.halo, x, false),
+                                        weight, torch::Tensor(), 0, {true, false, false}));
+    send_halo_grads(*s.halo, pieces, gx);
+    return gx;
+  }
   const torch::Tensor before = input_grad_planes(s, grad, x, weight, 0, w);
   const torch::Tensor after = input_grad_planes(s, grad, x, weight, w + d, d + 2 * w);
   return_halo_grads(*s.halo, before, after, gx);
   return gx;
+}
+
+// All three gradients of a whole pass in one call each for the slab and for its edge pieces (one
+// device's pass, plus the halos' terms). Refetches the halos and releases them.
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> whole_grads(
+    const HaloConvState& s, const torch::Tensor& grad, const torch::Tensor& x,
+    const torch::Tensor& weight, const torch::Tensor& bias, bool needs_x) {
+  Halo& h = *s.halo;
+  refetch_halo(h, x);
+  auto [gx, gw, gb] =
+      s.kernels->backward(grad, x, weight, bias, h.width, {needs_x, true, bias.defined()});
+  if (h.width > 0) {
+    auto [pieces, gw_edge, unused] =
+        s.kernels->backward(edge_grads(h, grad), edge_pieces(h, x, true), weight, torch::Tensor(),
+                            0, {needs_x, true, false});
+    gw.add_(gw_edge);
+    if (needs_x) send_halo_grads(h, pieces, gx);
+  }
+  release(h);
+  return {gx, gw, gb};
 }
 
 class HaloConv : public torch::autograd::Function<HaloConv> {
@@ -261,9 +362,7 @@ class HaloConv : public torch::autograd::Function<HaloConv> {
     state->deferred = may_defer ? graph::current_call().deferred : nullptr;
     state->slice = std::move(slice);
     torch::Tensor y = output(*state, x, weight, bias);
-    state->halo->before = torch::Tensor();  // refetched when a backward needs them
-    state->halo->after = torch::Tensor();
-    state->halo->sent.clear();
+    release(*state->halo);  // refetched when a backward needs them
     ctx->saved_data["state"] = c10::IValue::make_capsule(std::move(state));
     return y;
   }
@@ -291,7 +390,11 @@ class HaloConv : public torch::autograd::Function<HaloConv> {
       });
       return {gx, none, none, none, none, none, none};
     }
-    // The weight gradient first: its pass holds little, and d(loss)/dx not yet.
+    if (input_grad_chunk(*state, g, x) >= state->halo->depth) {
+      auto [gx, gw, gb] = whole_grads(*state, g, x, weight, bias, needs_x);
+      return {needs_x ? gx : none, gw, bias.defined() ? gb : none, none, none, none, none};
+    }
+    // Under a bound, the weight gradient first: its pass holds little, and d(loss)/dx not yet.
     auto [gw, gb] = weight_grads(*state, g, x, weight, bias);
     torch::Tensor gx = needs_x ? input_grad_with_halos(*state, g, x, weight) : none;
     return {gx, gw, bias.defined() ? gb : none, none, none, none, none};
@@ -307,6 +410,8 @@ torch::Tensor halo_conv(const torch::Tensor& x, const torch::Tensor& weight,
   TANDEM_ASSERT(graph::current_call().group, "a halo convolution outside a spatial split");
   TANDEM_ASSERT(width >= 0, "a halo convolution of width {}", width);
   TANDEM_ASSERT(kernels, "a halo convolution without kernels");
+  // Forward only (tandem predict, an evaluation): no autograd, halo_conv_forward's chunks.
+  if (!torch::GradMode::is_enabled()) return halo_conv_forward({x}, weight, bias, width, *kernels);
   return HaloConv::apply(x, weight,
                          bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt, width,
                          std::move(kernels), may_defer, std::move(slice));
@@ -320,15 +425,15 @@ torch::Tensor halo_conv_forward(const std::vector<torch::Tensor>& parts,
                 parts.size(), width);
   std::vector<c10::intrusive_ptr<Halo>> halos;
   for (const torch::Tensor& part : parts) halos.push_back(exchange_halo(part, kDepthDim, width));
-  // Two planes at least: a single sample's convolution of one output plane takes LibTorch's
-  // im2col path on the CPU, whose columns (27 x the input channels per output voxel) outweigh a
-  // thin slab's whole output (models/depth_fold.h folds two planes or more into a batch).
-  torch::Tensor y = chunked_output(halos, parts, kernels, weight, bias, 2);
-  for (auto& h : halos) {
-    h->before = torch::Tensor();
-    h->after = torch::Tensor();
-    h->sent.clear();
-  }
+  // Chunks of at most half the result (kForwardChunkShare), whatever the bound.
+  const torch::Tensor& x = parts.front();
+  const double result = per_plane(x) / static_cast<double>(x.size(1)) *
+                        static_cast<double>(weight.size(0)) *
+                        static_cast<double>(x.size(kDepthDim)) * element_bytes(x);
+  const int64_t chunk =
+      output_chunk(parts, weight, width, kForwardChunkShare * result, kernels.least_planes());
+  torch::Tensor y = chunked_output(halos, parts, kernels, weight, bias, chunk);
+  for (auto& h : halos) release(*h);
   return y;
 }
 

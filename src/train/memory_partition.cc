@@ -108,6 +108,7 @@ MemoryPartition memory_partition(const PlanInputs& in, int stages, const graph::
     std::vector<int> members(c.spatial);
     std::iota(members.begin(), members.end(), 0);
     spatial::Group dry(nullptr, members, m.index, c10::kCPU, m.layout);
+    dry.set_workspace_bound(spatial::workspace_bound(c.device_memory));
     return runtime::to_json(runtime::measure_layer_bytes(model, m.input, m.slots, &dry, m.step));
   };
   const runtime::LayerBytes bytes =

@@ -57,7 +57,7 @@ VolumeData make_data(Net n, int64_t batch) {
 // Layers per stage (the volume tests' cuts: the U-Nets' skips cross the stages).
 std::vector<int> balance(Net n, int stages) {
   if (stages == 1) return {n == Net::kUnet2 ? 9 : n == Net::kUnet3 ? 15 : 4};
-  return n == Net::kUnet2 ? std::vector<int>{5, 4}
+  return n == Net::kUnet2   ? std::vector<int>{5, 4}
          : n == Net::kUnet3 ? std::vector<int>{8, 7}
                             : std::vector<int>{2, 2};
 }
@@ -69,18 +69,22 @@ struct Case {
   std::string schedule;
   int microbatches;
   bool recompute;
+  // PipelineOptions::slab_workspace: 0 runs every pass over the whole slab; 1 byte, in chunks of
+  // the fewest planes (two).
+  int64_t workspace = 0;
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << fmt::format("{}, {} slabs, {} stages, {}, {} micro-batches{}", net_name(c.net), c.slabs,
-                     c.stages, c.schedule, c.microbatches, c.recompute ? ", recompute" : "");
+  *os << fmt::format("{}, {} slabs, {} stages, {}, {} micro-batches{}{}", net_name(c.net), c.slabs,
+                     c.stages, c.schedule, c.microbatches, c.recompute ? ", recompute" : "",
+                     c.workspace ? ", bounded workspace" : "");
 }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   const Case& c = info.param;
-  return fmt::format("{}_x{}_s{}_{}_m{}{}", net_name(c.net), c.slabs, c.stages,
+  return fmt::format("{}_x{}_s{}_{}_m{}{}{}", net_name(c.net), c.slabs, c.stages,
                      c.schedule == "zb-h1" ? "zbh1" : c.schedule, c.microbatches,
-                     c.recompute ? "_recompute" : "");
+                     c.recompute ? "_recompute" : "", c.workspace ? "_bounded" : "");
 }
 
 constexpr int64_t kBatch = 5;  // 3 micro-batches: 2,2,1 (uneven)
@@ -93,6 +97,7 @@ runtime::Pipeline make_pipeline(const Case& c, bool bce = false) {
   o.schedule = c.schedule;
   o.microbatches = c.microbatches;
   o.recompute = c.recompute;
+  o.slab_workspace = c.workspace;
   graph::Model m = make_net(c.net, bce);
   graph::Partition part = graph::partition_by_balance(m, balance(c.net, c.stages));
   return runtime::Pipeline(std::move(m), part, o);
@@ -130,6 +135,10 @@ std::vector<Case> matrix() {
         ++k;
       }
     }
+    // Under a workspace bound (the passes in chunks of two planes): split backward over uneven
+    // slabs, and recomputation under stages.
+    cases.push_back({n, 3, 1, "zb-h1", 3, false, 1});
+    cases.push_back({n, 2, 2, "1f1b", 1, true, 1});
   }
   return cases;
 }

@@ -1,28 +1,34 @@
 // A convolution on the slabs of a spatial split that holds, for the backward and for a moment,
 // what one device holds for the same planes: it keeps the slab's input x, never x with its
-// halos, and runs its passes in chunks of planes so that no workspace is the whole slab's.
+// halos. Its passes run over the whole slab, as one device's run over the whole sample, unless
+// the slab group bounds their workspace (Group::workspace_bound: a 64th of --device-memory);
+// then in chunks of planes whose workspace stays within the bound.
 //
 // Shapes: x [B,C,D,...] is a slab of `d` planes along depth (dimension 2); the convolution has
 // stride 1 and reach 2w + 1 along depth ("same" padding w; w = 0 for a kernel of one plane),
 // and any stride, dilation, padding and groups on the other dimensions (the kernels' business).
 // Output [B,C',d,...]. Planes of "x with halos" [before, x, after] are numbered from 0; output
-// plane o reads planes [o, o + 2w].
+// plane o reads planes [o, o + 2w]. The edge pieces [0, 3w) and [d - w, d + 2w), with only the
+// halo's planes in them, hold each halo's own terms: the w output planes at either end read
+// them.
 //
-// - forward: y chunk by chunk; a chunk of outputs [a, b) is the convolution, without padding
-//   along depth, of planes [a, b + 2w) (the halos' planes in the first and last chunk).
-// - backward, input: d(loss)/dx chunk by chunk; the gradient of planes [p, q) is that of their
-//   outputs [p - 2w, q) through a convolution that pads 2w along depth (an input gradient
-//   depends on the input's shape only), zeros standing for outputs beyond the slab, whose
-//   gradients the neighbours send (halo.h: return_halo_grads). The halos' own gradients come
-//   the same way and go to their owners.
-// - backward, weight: the convolution of x padded with w zero planes holds every term but the
-//   halos' own; those come from the edge pieces [0, 3w) and [d - w, d + 2w) with only the halo's
-//   planes in them, which the neighbours send again for it (halo.h: refetch_halo). This pass
-//   holds little besides its result, so it runs whole.
+// - forward, whole: x's convolution padded with w zero planes along depth, plus the edge
+//   pieces' convolutions added to the first and last w planes. In chunks: a chunk of outputs
+//   [a, b) is the convolution, without padding along depth, of planes [a, b + 2w).
+// - backward, whole: one call gives d(loss)/dx from this slab's outputs and the weight gradient
+//   of x padded with zero planes; one call on the edge pieces gives the halos' gradients (sent
+//   to their owners, halo.h: return_halo_grads) and the halos' terms of the weight gradient (the
+//   neighbours send the halos again for it, halo.h: refetch_halo).
+// - backward, in chunks: d(loss)/dx chunk by chunk, the gradient of planes [p, q) being that of
+//   their outputs [p - 2w, q) through a convolution that pads 2w along depth (an input gradient
+//   depends on the input's shape only), zeros standing for outputs beyond the slab; the weight
+//   gradient as in the whole pass (it holds little besides its result).
+// - forward only (no autograd: tandem predict, an evaluation): in chunks of at most half the
+//   result, as whole samples run forward-only convolutions in chunks (forward_chunks.h).
 //
-// Each chunk holds at most half its pass's result (kChunkShare in halo_conv.cc). The weight
-// gradient adds three sums where one device's convolution adds one: it differs from one
-// device's in float rounding, as any split's sums do.
+// The edge pieces add a second sum to the edge planes and to the weight gradient where one
+// device's convolution adds one: the results differ from one device's in float rounding, as any
+// split's sums do.
 #pragma once
 
 #include <torch/types.h>
@@ -46,6 +52,8 @@ class ConvKernels {
   virtual std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> backward(
       const torch::Tensor& grad, const torch::Tensor& x, const torch::Tensor& weight,
       const torch::Tensor& bias, int64_t depth_padding, std::array<bool, 3> mask) const = 0;
+  // The fewest planes a chunk of a pass should have: more where thinner pieces take a slow path.
+  virtual int64_t least_planes() const { return 1; }
 };
 
 // Where the weight gradient of a deferred backward goes: into `weight` itself (`whole`
