@@ -24,9 +24,12 @@ uint64_t CallContext::random_key() const {
 
 const CallContext& current_call() { return current; }
 
+int64_t workspace_bound(uint64_t device_memory) { return static_cast<int64_t>(device_memory / 64); }
+
 int next_collective_index() { return collectives++; }
 
-ScopedCall::ScopedCall(const CallContext& ctx) : previous_(current), previous_collectives_(collectives) {
+ScopedCall::ScopedCall(const CallContext& ctx)
+    : previous_(current), previous_collectives_(collectives) {
   current = ctx;
   collectives = 0;
 }

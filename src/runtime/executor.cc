@@ -214,6 +214,7 @@ graph::CallContext Executor::call_context(int stage, int mb, int layer, bool fir
   ctx.recomputing = !first_pass;
   ctx.group = group();
   ctx.microbatches = static_cast<int>(plan_->slices.size());
+  ctx.workspace_bound = plan_->workspace_bound;
   return ctx;
 }
 

@@ -14,7 +14,7 @@
 
 namespace tandem::runtime {
 InferenceBytes measure_inference_bytes(const graph::Model& model, const torch::Tensor& input,
-                                       spatial::Group* group) {
+                                       spatial::Group* group, int64_t workspace_bound) {
   TANDEM_CHECK(input.defined() && input.device().is_cpu(),
                "measuring a forward's memory needs a batch on the CPU");
   memory::install_cpu_accounting();
@@ -30,6 +30,7 @@ InferenceBytes measure_inference_bytes(const graph::Model& model, const torch::T
   std::map<std::string, torch::Tensor> env{{model.input, input}};
   graph::CallContext call;
   call.group = group;
+  call.workspace_bound = workspace_bound;
   for (size_t i = 0; i < model.layers.size(); ++i) {
     const graph::Layer& layer = model.layers[i];
     call.layer = static_cast<int>(i);

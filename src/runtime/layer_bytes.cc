@@ -88,7 +88,8 @@ uint64_t backward_workspace(const graph::Layer& layer, const graph::Tensors& inp
 }  // namespace
 
 LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& micro_input,
-                               int optimizer_slots, spatial::Group* group, int step_temporaries) {
+                               int optimizer_slots, spatial::Group* group, int step_temporaries,
+                               int64_t workspace_bound) {
   TANDEM_CHECK(micro_input.defined() && micro_input.device().is_cpu(),
                "measuring memory per layer needs a micro-batch on the CPU");
   TANDEM_CHECK(optimizer_slots >= 0, "optimizer slots {} must be >= 0", optimizer_slots);
@@ -129,6 +130,7 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
     std::map<std::string, torch::Tensor> env{{model.input, micro_input}};
     graph::CallContext call;
     call.group = group;
+    call.workspace_bound = workspace_bound;
     for (size_t i = 0; i < model.layers.size(); ++i) {
       const graph::Layer& layer = model.layers[i];
       call.layer = static_cast<int>(i);

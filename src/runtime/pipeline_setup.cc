@@ -155,7 +155,6 @@ void Pipeline::Impl::make_device_models() {
         members.push_back(replica * pipeline_size + (d / slabs) * slabs + j);
       slab_groups[d] = std::make_unique<spatial::Group>(transport.get(), members, d % slabs,
                                                         options.devices[d].device, layout);
-      slab_groups[d]->set_workspace_bound(options.slab_workspace);
     }
   }
 }

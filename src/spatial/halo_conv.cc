@@ -22,6 +22,7 @@ struct HaloConvState : torch::CustomClassHolder {
   std::shared_ptr<const ConvKernels> kernels;
   graph::DeferredWeightGrads* deferred = nullptr;  // null: never defer
   WeightSlice slice;                               // where a deferred weight gradient goes
+  double bound = 0;  // the call's workspace bound (graph::CallContext::workspace_bound)
 };
 
 // Planes are numbered as in x with halos: before [0, w), x [w, w + d), after [w + d, d + 2w).
@@ -99,9 +100,6 @@ int64_t chunk_planes(int64_t depth, double bound, F chunk_bytes, int64_t least) 
   while (c > least && chunk_bytes(c) > bound) --c;
   return c;
 }
-
-// The bound of the halo's slab group (Group::workspace_bound).
-double bound_of(const Halo& h) { return static_cast<double>(h.group->workspace_bound()); }
 
 // Bytes of one element of t.
 double element_bytes(const torch::Tensor& t) { return static_cast<double>(t.element_size()); }
@@ -222,7 +220,7 @@ torch::Tensor output(const HaloConvState& s, const torch::Tensor& x, const torch
                      const torch::Tensor& bias) {
   const Halo& h = *s.halo;
   const int64_t w = h.width, d = h.depth;
-  const int64_t chunk = output_chunk({x}, weight, w, bound_of(h), s.kernels->least_planes());
+  const int64_t chunk = output_chunk({x}, weight, w, s.bound, s.kernels->least_planes());
   if (chunk < d) return chunked_output({s.halo}, {x}, *s.kernels, weight, bias, chunk);
   torch::Tensor y = s.kernels->forward(x, weight, bias, w);
   if (w == 0) return y;
@@ -244,7 +242,7 @@ int64_t input_grad_chunk(const HaloConvState& s, const torch::Tensor& grad,
   // kernels compute in a blocked layout and copy out.
   const double in = per_plane(x), out = per_plane(grad), bytes = element_bytes(x);
   return chunk_planes(
-      d, bound_of(*s.halo),
+      d, s.bound,
       [&](int64_t c) {
         return bytes * (out * static_cast<double>(c + 2 * w) + 2 * in * static_cast<double>(c));
       },
@@ -347,7 +345,9 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> whole_grads(
 
 class HaloConv : public torch::autograd::Function<HaloConv> {
  public:
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+  // `parts`: x, or the parts whose concatenation along the channels is x (kept as they are; the
+  // concatenation is made for a moment in each pass).
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, at::TensorList parts,
                                const torch::Tensor& weight,
                                const c10::optional<torch::Tensor>& bias_or_none, int64_t width,
                                std::shared_ptr<const ConvKernels> kernels, bool may_defer,
@@ -355,12 +355,17 @@ class HaloConv : public torch::autograd::Function<HaloConv> {
     // An optional, not an undefined tensor: autograd's apply takes every tensor argument as an
     // input that has a device.
     const torch::Tensor bias = bias_or_none.value_or(torch::Tensor());
-    ctx->save_for_backward({x, weight, bias});
+    std::vector<torch::Tensor> kept(parts.begin(), parts.end());
+    kept.push_back(weight);
+    kept.push_back(bias);
+    ctx->save_for_backward(kept);
+    const torch::Tensor x = concatenated(parts);
     auto state = c10::make_intrusive<HaloConvState>();
     state->halo = exchange_halo(x, kDepthDim, width);
     state->kernels = std::move(kernels);
     state->deferred = may_defer ? graph::current_call().deferred : nullptr;
     state->slice = std::move(slice);
+    state->bound = static_cast<double>(graph::current_call().workspace_bound);
     torch::Tensor y = output(*state, x, weight, bias);
     release(*state->halo);  // refetched when a backward needs them
     ctx->saved_data["state"] = c10::IValue::make_capsule(std::move(state));
@@ -370,49 +375,78 @@ class HaloConv : public torch::autograd::Function<HaloConv> {
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
     auto saved = ctx->get_saved_variables();
-    const torch::Tensor x = saved[0], weight = saved[1], bias = saved[2];
+    const size_t n = saved.size() - 2;
+    const std::vector<torch::Tensor> parts(saved.begin(), saved.begin() + static_cast<long>(n));
+    const torch::Tensor weight = saved[n], bias = saved[n + 1];
     auto state =
         c10::static_intrusive_pointer_cast<HaloConvState>(ctx->saved_data["state"].toCapsule());
     const torch::Tensor g = grads[0].contiguous();
     // The model's own input (the first layer's x) needs no gradient. Every slab of a group runs
     // the same graph, so then none of them exchanges halo gradients.
-    const bool needs_x = ctx->needs_input_grad(0);
+    bool needs_x = false;
+    for (size_t i = 0; i < n; ++i) needs_x = needs_x || ctx->needs_input_grad(i);
     const torch::Tensor none;
+    // The parts' gradients, then the weight's and the bias's, then none for the other arguments.
+    auto result = [&](const torch::Tensor& gx, const torch::Tensor& gw, const torch::Tensor& gb) {
+      torch::autograd::tensor_list out =
+          needs_x ? part_grads(gx, parts) : torch::autograd::tensor_list(n);
+      out.insert(out.end(), {gw, bias.defined() ? gb : none, none, none, none, none});
+      return out;
+    };
+    torch::Tensor x = concatenated(parts);
     if (state->deferred && state->deferred->deferring()) {
       torch::Tensor gx = needs_x ? input_grad_with_halos(*state, g, x, weight) : none;
-      state->deferred->push([state, g, x, weight, bias] {
-        auto [gw, gb] = weight_grads(*state, g, x, weight, bias);
+      x = torch::Tensor();
+      state->deferred->push([state, g, parts, weight, bias] {
+        auto [gw, gb] = weight_grads(*state, g, concatenated(parts), weight, bias);
         if (state->slice.whole.defined())
           graph::accumulate_grad(state->slice.whole, gw, /*dim=*/1, state->slice.first);
         else
           graph::accumulate_grad(weight, gw);
         if (bias.defined()) graph::accumulate_grad(bias, gb);
       });
-      return {gx, none, none, none, none, none, none};
+      return result(gx, none, none);
     }
     if (input_grad_chunk(*state, g, x) >= state->halo->depth) {
       auto [gx, gw, gb] = whole_grads(*state, g, x, weight, bias, needs_x);
-      return {needs_x ? gx : none, gw, bias.defined() ? gb : none, none, none, none, none};
+      return result(gx, gw, gb);
     }
     // Under a bound, the weight gradient first: its pass holds little, and d(loss)/dx not yet.
     auto [gw, gb] = weight_grads(*state, g, x, weight, bias);
     torch::Tensor gx = needs_x ? input_grad_with_halos(*state, g, x, weight) : none;
-    return {gx, gw, bias.defined() ? gb : none, none, none, none, none};
+    return result(gx, gw, gb);
   }
 };
 
 }  // namespace
 
-torch::Tensor halo_conv(const torch::Tensor& x, const torch::Tensor& weight,
+torch::Tensor concatenated(at::TensorList parts) {
+  return parts.size() == 1 ? parts[0] : torch::cat(parts, 1);
+}
+
+std::vector<torch::Tensor> part_grads(const torch::Tensor& grad, at::TensorList parts) {
+  if (parts.size() == 1) return {grad};
+  std::vector<torch::Tensor> out;
+  int64_t first = 0;
+  for (const torch::Tensor& part : parts) {
+    out.push_back(grad.narrow(1, first, part.size(1)));
+    first += part.size(1);
+  }
+  return out;
+}
+
+torch::Tensor halo_conv(at::TensorList parts, const torch::Tensor& weight,
                         const torch::Tensor& bias, int64_t width,
                         std::shared_ptr<const ConvKernels> kernels, bool may_defer,
                         WeightSlice slice) {
   TANDEM_ASSERT(graph::current_call().group, "a halo convolution outside a spatial split");
   TANDEM_ASSERT(width >= 0, "a halo convolution of width {}", width);
   TANDEM_ASSERT(kernels, "a halo convolution without kernels");
+  TANDEM_ASSERT(!parts.empty(), "a halo convolution of no parts");
   // Forward only (tandem predict, an evaluation): no autograd, halo_conv_forward's chunks.
-  if (!torch::GradMode::is_enabled()) return halo_conv_forward({x}, weight, bias, width, *kernels);
-  return HaloConv::apply(x, weight,
+  if (!torch::GradMode::is_enabled())
+    return halo_conv_forward(parts.vec(), weight, bias, width, *kernels);
+  return HaloConv::apply(parts, weight,
                          bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt, width,
                          std::move(kernels), may_defer, std::move(slice));
 }

@@ -7,6 +7,7 @@
 
 #include "schedule/lower.h"
 #include "tandem/common/check.h"
+#include "tandem/graph/call_context.h"
 #include "tandem/memory/bytes.h"
 #include "tandem/runtime/memory_plan.h"
 #include "tandem/schedule/generators.h"
@@ -75,7 +76,8 @@ std::string slab_accounting(const PlanInputs& in, const runtime::LayerBytes& sla
   auto measure = [&] {
     const MeasuredSample m = measured_sample(in.model, in.config, in.source);
     return runtime::to_json(
-        runtime::measure_layer_bytes(in.model, m.input, m.slots, nullptr, m.step));
+        runtime::measure_layer_bytes(in.model, m.input, m.slots, nullptr, m.step,
+                                     graph::workspace_bound(in.config.device_memory)));
   };
   const runtime::LayerBytes whole =
       runtime::layer_bytes_from_json(once_for_the_job(in.job, measure));
@@ -101,15 +103,15 @@ MemoryPartition memory_partition(const PlanInputs& in, int stages, const graph::
   auto measure = [&] {
     const MeasuredSample m = measured_sample(model, c, in.source);
     if (c.spatial == 1)
-      return runtime::to_json(
-          runtime::measure_layer_bytes(model, m.input, m.slots, nullptr, m.step));
+      return runtime::to_json(runtime::measure_layer_bytes(
+          model, m.input, m.slots, nullptr, m.step, graph::workspace_bound(c.device_memory)));
     // A spatial split: the slab that holds the most, with its halos (zeros from a dry group:
     // the same bytes as its neighbours' planes) and its share of every tensor.
     std::vector<int> members(c.spatial);
     std::iota(members.begin(), members.end(), 0);
     spatial::Group dry(nullptr, members, m.index, c10::kCPU, m.layout);
-    dry.set_workspace_bound(spatial::workspace_bound(c.device_memory));
-    return runtime::to_json(runtime::measure_layer_bytes(model, m.input, m.slots, &dry, m.step));
+    return runtime::to_json(runtime::measure_layer_bytes(model, m.input, m.slots, &dry, m.step,
+                                                         graph::workspace_bound(c.device_memory)));
   };
   const runtime::LayerBytes bytes =
       runtime::layer_bytes_from_json(once_for_the_job(in.job, measure));

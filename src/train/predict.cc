@@ -14,6 +14,7 @@
 #include "tandem/common/check.h"
 #include "tandem/data/mri.h"
 #include "tandem/data/nifti_folder.h"
+#include "tandem/graph/call_context.h"
 #include "tandem/memory/bytes.h"
 #include "tandem/memory/out_of_memory.h"
 #include "tandem/train/catalog.h"
@@ -300,7 +301,8 @@ VolumePrediction predict_volume(Job* job, Config c, PredictPlan plan, const torc
   out.placement = pipeline.placement_table();
   if (measured) {
     // The forward's plan against the budget, before it runs.
-    const ForwardLayout layout{pipeline.partition(), pipeline.stage_device(), pipeline.slabs()};
+    const ForwardLayout layout{pipeline.partition(), pipeline.stage_device(), pipeline.slabs(),
+                               graph::workspace_bound(c.device_memory)};
     const auto budget = static_cast<double>(c.device_memory);
     out.planned_bytes = forward_bytes(*measured, first, layout, job);
     if (c.device_memory > 0 && out.planned_bytes > budget) {

@@ -10,10 +10,10 @@
 #include "memory_partition.h"
 #include "tandem/checkpoint/all.h"
 #include "tandem/common/check.h"
+#include "tandem/graph/call_context.h"
 #include "tandem/memory/bytes.h"
 #include "tandem/schedule/generators.h"
 #include "tandem/schedule/registry.h"
-#include "tandem/spatial/group.h"
 #include "tandem/spatial/slabs.h"
 #include "tandem/train/catalog.h"
 #include "tandem/transport/faulty.h"
@@ -298,7 +298,7 @@ RunPlan plan_run(const Config& c, const graph::Model& model, const Source& sourc
   po.lend_idle_cores = c.lend_idle_cores;
   // A run that only plans trains nothing: the budget is what the plan is checked against.
   po.device_memory = c.plan_only ? 0 : c.device_memory;
-  po.slab_workspace = spatial::workspace_bound(c.device_memory);
+  po.workspace_bound = graph::workspace_bound(c.device_memory);
   po.log_placement = c.log_placement;
   po.comm_timeout = std::chrono::milliseconds(static_cast<int64_t>(c.comm_timeout_s * 1000));
   // A sample's planes along the slab dimension (the batch dimension aside): the depth.

@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include "tandem/common/device.h"
+#include "tandem/graph/call_context.h"
 #include "tandem/models/conv3d_stack.h"
 #include "tandem/models/unet3d.h"
 #include "tandem/runtime/inference_plan.h"
@@ -110,10 +111,10 @@ INSTANTIATE_TEST_SUITE_P(Models, SlabBytes,
                          name);
 
 // The measured peak of a training step: the first slab's device against one device on the whole
-// volume, per voxel. `workspace`: PipelineOptions::slab_workspace.
+// volume, per voxel. `workspace`: PipelineOptions::workspace_bound.
 uint64_t step_peak(Net net, int slabs, int64_t workspace) {
   runtime::PipelineOptions o;
-  o.slab_workspace = workspace;
+  o.workspace_bound = workspace;
   o.devices = parse_devices(std::to_string(slabs), 1);
   o.slabs = slabs;
   if (slabs > 1) o.slab_extent = 64;
@@ -133,13 +134,13 @@ uint64_t step_peak(Net net, int slabs, int64_t workspace) {
 }
 
 // Under a budget, a slab's convolutions run their passes in chunks bounded to a 64th of it
-// (spatial::workspace_bound): 48 MiB is about what one device needs for this step. Without one,
+// (graph::workspace_bound): 48 MiB is about what one device needs for this step. Without one,
 // every pass runs over the whole slab, as one device's over the whole sample; thin slabs (16
 // planes on 4 slabs) then pay more for the depth fold's extra rows (models/depth_fold.h: two
 // per half, on 16 planes where one device has 64): 1.105x for unet3d on 4 slabs, held within
 // 15%. A slab that kept a copy of its input with halos for every backward held about 1.35x.
 TEST(SlabBytes, AStepOnASlabHoldsPerVoxelWhatOneDeviceHolds) {
-  const int64_t bounded = spatial::workspace_bound(48ull << 20);
+  const int64_t bounded = graph::workspace_bound(48ull << 20);
   for (Net net : {Net::kUnet, Net::kConv}) {
     const double one = static_cast<double>(step_peak(net, 1, 0));
     for (int slabs : {2, 4}) {

@@ -69,7 +69,7 @@ struct Case {
   std::string schedule;
   int microbatches;
   bool recompute;
-  // PipelineOptions::slab_workspace: 0 runs every pass over the whole slab; 1 byte, in chunks of
+  // PipelineOptions::workspace_bound: 0 runs every pass over the whole slab; 1 byte, in chunks of
   // the fewest planes (two).
   int64_t workspace = 0;
 };
@@ -97,7 +97,7 @@ runtime::Pipeline make_pipeline(const Case& c, bool bce = false) {
   o.schedule = c.schedule;
   o.microbatches = c.microbatches;
   o.recompute = c.recompute;
-  o.slab_workspace = c.workspace;
+  o.workspace_bound = c.workspace;
   graph::Model m = make_net(c.net, bce);
   graph::Partition part = graph::partition_by_balance(m, balance(c.net, c.stages));
   return runtime::Pipeline(std::move(m), part, o);

@@ -52,6 +52,11 @@ struct CallContext {
   // must leave their state alone. Layers that gather statistics over the whole batch (batch
   // normalization's running statistics) know from it when they have seen every micro-batch.
   int microbatches = 0;
+  // Bytes a layer's pass may hold for a moment beyond its inputs and result (workspace_bound
+  // below); 0: no bound. A convolution runs its passes whole and concatenates its parts for a
+  // moment where it is 0 (faster), in chunks of planes and part by part under a bound
+  // (models/split_conv.h, spatial/halo_conv.h).
+  int64_t workspace_bound = 0;
 
   // A key for random numbers that depends on `seed`, `step` and `layer` only: never on the
   // micro-batch, so that per-sample streams (indexed by sample_offset) agree however the batch
@@ -60,6 +65,10 @@ struct CallContext {
 };
 
 const CallContext& current_call();
+
+// The workspace bound on devices that may each hold `device_memory` bytes (0: no budget, no
+// bound): a 64th of it, so that no single request of a layer is a large part of the budget.
+int64_t workspace_bound(uint64_t device_memory);
 
 // 0, 1, 2, ... for the calls of the current ScopedCall: layers that exchange messages with
 // other devices within one call number them with it (a message name must be unique).

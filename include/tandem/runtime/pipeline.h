@@ -60,10 +60,10 @@ struct PipelineOptions {
   // Bytes each device may hold (0: no limit). On CPU devices every tensor allocation is
   // charged to the device whose worker made it; on CUDA the caching allocator is capped.
   uint64_t device_memory = 0;
-  // Bytes a pass of a slab's convolution may hold beyond its inputs and result
-  // (spatial::Group::workspace_bound; spatial::workspace_bound(device_memory) gives tandem's);
-  // 0: no bound, every pass runs over the whole slab.
-  int64_t slab_workspace = 0;
+  // Bytes a layer's pass may hold for a moment beyond its inputs and result
+  // (graph::CallContext::workspace_bound; graph::workspace_bound(device_memory) gives tandem's
+  // for a budget); 0: no bound, the faster passes.
+  int64_t workspace_bound = 0;
   // false: each device keeps its own threads (DeviceSpec::threads) whatever the others do, and
   // a run gives the same bits every time. true: CPU devices of this process lend their cores
   // while they wait: a device computing alone multiplies with the cores of the devices waiting

@@ -36,12 +36,6 @@ struct Exchange {
   int64_t bytes_sent = 0;
 };
 
-// The workspace bound of a slab's convolution on devices that may each hold `device_memory`
-// bytes (0: no budget, no bound): a 64th of it, so that no single request of a slab's layer is
-// a large part of the budget. Unbounded passes are faster (fewer, larger kernel calls: 1.2-1.6x
-// at 64^3 on 2 slabs, bench/RESULTS.md); the bounded ones let a budget hold larger slabs.
-int64_t workspace_bound(uint64_t device_memory);
-
 class Group {
  public:
   using Clock = std::chrono::steady_clock;
@@ -71,12 +65,6 @@ class Group {
   // The message `key` from slab `from`, on this device. A dry group has no peers: never call.
   torch::Tensor recv(int from, const transport::MessageKey& key);
 
-  // Bytes a pass of a slab's convolution may hold for a moment beyond its inputs and result
-  // (halo_conv.h); 0: no bound, every pass runs over the whole slab as one device's runs over
-  // the whole sample.
-  int64_t workspace_bound() const { return workspace_bound_; }
-  void set_workspace_bound(int64_t bytes) { workspace_bound_ = bytes; }
-
   // Bytes of halo planes this device's forward exchanges have received so far (zeros at the
   // volume's ends and in a dry group count too): what the layers held as halos. Worker thread.
   int64_t halo_bytes() const { return halo_bytes_; }
@@ -97,7 +85,6 @@ class Group {
   int64_t run_ = 0;
   Clock::time_point origin_ = Clock::now();
   int64_t halo_bytes_ = 0;
-  int64_t workspace_bound_ = 0;
   mutable std::mutex mu_;
   std::vector<Exchange> exchanges_;  // guarded by mu_
 };

@@ -64,12 +64,19 @@ struct WeightSlice {
   int64_t first = 0;
 };
 
-// The convolution of x with halos of `width` planes (0 or more), with the current call's slab
-// group (graph::current_call().group, which must be set). `may_defer`: the layer splits its
+// x: the one part, or the concatenation of `parts` along the channels (dimension 1), made for a
+// moment where a pass needs it; the parts are kept as they are, never their concatenation.
+torch::Tensor concatenated(at::TensorList parts);
+// The gradients of the parts: views of `grad`, the gradient of their concatenation.
+std::vector<torch::Tensor> part_grads(const torch::Tensor& grad, at::TensorList parts);
+
+// The convolution of x (the concatenation of `parts`, or its one part) with halos of `width`
+// planes (0 or more), with the current call's slab group (graph::current_call().group, which
+// must be set). `may_defer`: the layer splits its
 // backward (graph::Layer::splits_backward): in an I action the weight and bias gradients are
 // pushed to the micro-batch's deferred queue (graph/deferred.h), refetching the halos when it
 // runs; `slice` says where that weight gradient goes.
-torch::Tensor halo_conv(const torch::Tensor& x, const torch::Tensor& weight,
+torch::Tensor halo_conv(at::TensorList parts, const torch::Tensor& weight,
                         const torch::Tensor& bias, int64_t width,
                         std::shared_ptr<const ConvKernels> kernels, bool may_defer,
                         WeightSlice slice = {});
