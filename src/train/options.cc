@@ -395,7 +395,8 @@ std::vector<ConfigOption> config_options() {
                       "samples per step (per replica); volumetric models also evaluate in steps "
                       "of it"));
   t.push_back(integer("eval_batch", "--eval-batch", G::kBatch, &C::eval_batch, 1, 1 << 24,
-                      "samples per evaluation step (image data)"));
+                      "samples per evaluation step (image data; under --device-memory, --batch "
+                      "instead, which the memory plan covers)"));
   {
     // Parsed here rather than as an integer of the table's range, which is that of int64.
     ConfigOption o =

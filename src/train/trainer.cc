@@ -249,9 +249,11 @@ double Trainer::evaluate() {
   double metric = 0;
   int64_t count = 0;
   // Images evaluate in large chunks; volumes ([C,D,H,W] samples) in training-size batches (they
-  // are large).
+  // are large), and so does everything under a budget: the memory plan holds for a training
+  // step's micro-batches, which an evaluation's (no activations kept) never outgrow.
   const bool volumes = source_->input_shape().size() >= 4;
-  const int64_t per_step = volumes ? config_.batch : config_.eval_batch;
+  const bool training_size = volumes || config_.device_memory > 0;
+  const int64_t per_step = training_size ? config_.batch : config_.eval_batch;
   const int64_t m = config_.microbatches;
   const int64_t chunk = std::max<int64_t>(per_step, m);
   if (n == 0) return std::numeric_limits<double>::quiet_NaN();  // no held-out set

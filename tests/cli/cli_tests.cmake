@@ -247,6 +247,9 @@ set_tests_properties(cli_same_command_any_cpu_conv PROPERTIES TIMEOUT 300 LABELS
 # not under 1 MiB (and the first step then stops out of memory), they do under 4 MiB.
 tandem_cli_test(memory_plan_over_budget 3 "warning: stage 1 on cpu:1 plans [0-9.]+ MiB, above --device-memory 1.0 MiB: expect the first step to stop out of memory.*cpu:1 is out of its 1.0 MiB budget" train --partition memory --device-memory 1MiB --steps 1 --progress none)
 tandem_cli_test(memory_plan_within_budget 0 "planned peaks fit --device-memory 4.0 MiB \\(largest: [0-9.]+ MiB on cpu:1\\)" train --partition memory --device-memory 4MiB --steps 1 --progress none)
+# A plan that fits holds for the held-out pass too: under a budget, images evaluate in
+# training-size batches (in chunks of --eval-batch 1000, cpu:0 stopped out of its budget there).
+tandem_cli_test(memory_plan_holds_for_evaluation 0 "planned peaks fit --device-memory 2.6 MiB.*result: steps=3 .*test_accuracy=" train --devices 4 --partition memory --device-memory 2.6MiB --steps 3 --progress none)
 
 # --partition fit needs a budget; under 4 MiB, where the parameter split runs out of memory, it
 # trains on a split whose plan fits.
