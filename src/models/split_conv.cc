@@ -166,8 +166,9 @@ c10::optional<torch::Tensor> optional(const torch::Tensor& t) {
   return t.defined() ? c10::optional<torch::Tensor>(t) : c10::nullopt;
 }
 
-// The convolution of a slab: the neighbours' planes stand in for the padding along depth, and
-// the passes run in chunks of planes. `slice`: where `weight` lies in the layer's parameter.
+// The convolution of a slab (of x, or of the concatenation of the parts `x`): the neighbours'
+// planes stand in for the padding along depth, and under a workspace bound the passes run in
+// chunks of planes. `slice`: where `weight` lies in the layer's parameter.
 torch::Tensor slab_conv(const spatial::Group& g, at::TensorList x, const torch::Tensor& weight,
                         const torch::Tensor& bias, int64_t padding, spatial::WeightSlice slice) {
   TANDEM_CHECK(g.layout().dim == kDepth && x.front().dim() == 5,
@@ -197,9 +198,9 @@ torch::Tensor split_conv3d_concat(const std::vector<torch::Tensor>& parts,
   // The layer keeps the parts it was given (for the backward too), never a copy of their
   // concatenation. Without a workspace bound, one convolution of the parts concatenated for a
   // moment in each pass: 1.12x the speed of --spatial 2 at 64^3 against a convolution per part
-  // (8 channels each, which oneDNN's blocks of 16 pad). Under a bound, each part convolved with
-  // its channels of the weight and the results added, holding no concatenation even for a
-  // moment. (A recomputed forward must take the same way as the first: the bound, not whether
+  // (two convolutions of 8 input channels each, bench/RESULTS.md). Under a bound, each part
+  // convolved with its channels of the weight and the results added, holding no concatenation even
+  // for a moment. (A recomputed forward must take the same way as the first: the bound, not whether
   // autograd records, decides.)
   const spatial::Group* g = graph::current_call().group;
   if (graph::current_call().workspace_bound == 0) {

@@ -18,9 +18,11 @@ torch::Tensor split_conv3d(const torch::Tensor& x, const torch::Tensor& weight,
                            const torch::Tensor& bias, int64_t padding);
 
 // The same convolution of `parts` concatenated along the channels, without a copy of the
-// concatenation to keep: the sum of each part's convolution with its channels of the weight,
-// each keeping its own part for the backward; forward only on whole samples of
-// spatial::kForwardChunkBytes or more, each chunk concatenates its own planes.
+// concatenation to keep: each pass concatenates the parts for its moment where the call has no
+// workspace bound (graph::CallContext::workspace_bound), and under one the result is the sum of
+// each part's convolution with its channels of the weight; either way the parts alone are kept
+// for the backward. Forward only on whole samples of spatial::kForwardChunkBytes or more, each
+// chunk concatenates its own planes.
 torch::Tensor split_conv3d_concat(const std::vector<torch::Tensor>& parts,
                                   const torch::Tensor& weight, const torch::Tensor& bias,
                                   int64_t padding);
