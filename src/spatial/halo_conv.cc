@@ -273,27 +273,6 @@ void release(Halo& h) {
   h.sent.clear();
 }
 
-// The weight (and bias) gradients: the zero-padded convolution's, plus the terms of each halo
-// from its edge piece with only the halo's planes in it. Refetches the halos and releases them.
-std::pair<torch::Tensor, torch::Tensor> weight_grads(const HaloConvState& s,
-                                                     const torch::Tensor& grad,
-                                                     const torch::Tensor& x,
-                                                     const torch::Tensor& weight,
-                                                     const torch::Tensor& bias) {
-  Halo& h = *s.halo;
-  refetch_halo(h, x);
-  auto [unused, gw, gb] =
-      s.kernels->backward(grad, x, weight, bias, h.width, {false, true, bias.defined()});
-  if (h.width > 0) {
-    auto [unused_x, gw_edge, unused_b] =
-        s.kernels->backward(edge_grads(h, grad), edge_pieces(h, x, true), weight, torch::Tensor(),
-                            0, {false, true, false});
-    gw.add_(gw_edge);
-  }
-  release(h);
-  return {gw, gb};
-}
-
 // Sends the halos' gradients, the first w planes of the low edge piece's input gradient and the
 // last w of the high one's ([2B,C,3w,...], edge_pieces' batch), and adds the neighbours' to gx.
 void send_halo_grads(const Halo& h, const torch::Tensor& pieces, torch::Tensor& gx) {
@@ -341,6 +320,18 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> whole_grads(
   }
   release(h);
   return {gx, gw, gb};
+}
+
+// The weight (and bias) gradients alone: the zero-padded convolution's, plus the terms of each
+// halo from its edge piece with only the halo's planes in it. Refetches the halos and releases
+// them.
+std::pair<torch::Tensor, torch::Tensor> weight_grads(const HaloConvState& s,
+                                                     const torch::Tensor& grad,
+                                                     const torch::Tensor& x,
+                                                     const torch::Tensor& weight,
+                                                     const torch::Tensor& bias) {
+  auto [unused, gw, gb] = whole_grads(s, grad, x, weight, bias, /*needs_x=*/false);
+  return {gw, gb};
 }
 
 class HaloConv : public torch::autograd::Function<HaloConv> {

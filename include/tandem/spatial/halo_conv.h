@@ -1,8 +1,8 @@
 // A convolution on the slabs of a spatial split that holds, for the backward and for a moment,
 // what one device holds for the same planes: it keeps the slab's input x, never x with its
 // halos. Its passes run over the whole slab, as one device's run over the whole sample, unless
-// the slab group bounds their workspace (Group::workspace_bound: a 64th of --device-memory);
-// then in chunks of planes whose workspace stays within the bound.
+// the call bounds their workspace (graph::CallContext::workspace_bound: a 64th of
+// --device-memory); then in chunks of planes whose workspace stays within the bound.
 //
 // Shapes: x [B,C,D,...] is a slab of `d` planes along depth (dimension 2); the convolution has
 // stride 1 and reach 2w + 1 along depth ("same" padding w; w = 0 for a kernel of one plane),
