@@ -30,5 +30,6 @@ Runner add_export(CLI::App& app);
 Runner add_numerics(CLI::App& app);
 Runner add_predict(CLI::App& app);
 Runner add_verify(CLI::App& app);
+Runner add_plan(CLI::App& app);
 
 }  // namespace tandem::cli

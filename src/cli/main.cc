@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
   auto numerics = tandem::cli::add_numerics(app);
   auto predict = tandem::cli::add_predict(app);
   auto verify = tandem::cli::add_verify(app);
+  auto plan = tandem::cli::add_plan(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -88,13 +89,15 @@ int main(int argc, char** argv) {
     }
     return tandem::cli::kExitUsage;
   }
-  // train, eval, numerics, predict and verify check the build once their process is the one that
-  // runs the command (it may start again for the portable kernels: session.cc); the others now.
+  // train, eval, numerics, predict, verify and plan check the build once their process is the one
+  // that runs the command (it may start again for the portable kernels: session.cc); the others
+  // now.
   if (app.got_subcommand("train")) return train();
   if (app.got_subcommand("eval")) return eval();
   if (app.got_subcommand("numerics")) return numerics();
   if (app.got_subcommand("predict")) return predict();
   if (app.got_subcommand("verify")) return verify();
+  if (app.got_subcommand("plan")) return plan();
   tandem::cli::warn_if_built_from_older_sources();
   if (app.got_subcommand("consolidate")) return consolidate();
   if (app.got_subcommand("export")) return export_onnx();

@@ -97,10 +97,11 @@ int join_job(RunArgs& args, Session& session) {
   return 0;
 }
 
-int start_session(RunArgs& args, Session& session,
-                  const std::function<void(const Session&)>& check) {
+int start_session(RunArgs& args, Session& session, const std::function<void(const Session&)>& check,
+                  const std::function<void(train::Config&, train::Job&)>& prepare) {
   if (const int status = join_job(args, session)) return status;
   try {
+    if (prepare) prepare(args.config, *session.job);
     session.trainer = session.job->trainer(args.config);
     if (check) check(session);
   } catch (...) {

@@ -40,9 +40,12 @@ void warn_if_built_from_older_sources();
 // `check`, when given, runs on the built session and refuses it by throwing Error (kExitUsage).
 // The same up to the trainer: the options parsed and the job joined (session.trainer stays
 // null), for a command that makes its trainers itself.
+// `prepare`, when given, runs on the joined job before the trainer is made and may change the
+// configuration (train --auto sets the planner's choice); what it throws is refused as `check`'s.
 int join_job(RunArgs& args, Session& session);
 int start_session(RunArgs& args, Session& session,
-                  const std::function<void(const Session&)>& check = nullptr);
+                  const std::function<void(const Session&)>& check = nullptr,
+                  const std::function<void(train::Config&, train::Job&)>& prepare = nullptr);
 
 // Prints the data set and the placement table (with ranks and hosts under MPI). Collective
 // under MPI: every rank calls it.

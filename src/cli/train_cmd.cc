@@ -1,10 +1,14 @@
+#include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "commands.h"
+#include "planning.h"
 #include "run_options.h"
 #include "session.h"
+#include "tandem/memory/bytes.h"
 #include "tandem/trace/progress.h"
 #include "tandem/train/fingerprint.h"
 #include "tandem/train/observers.h"
@@ -15,6 +19,14 @@ namespace {
 struct TrainArgs {
   RunArgs run;
   train::ObserveOptions observe;
+  bool automatic = false;  // --auto
+  CLI::App* cmd = nullptr;
+};
+
+// --auto: what the planner predicted for the configuration it chose.
+struct Prediction {
+  double step_seconds = 0;
+  double peak = 0;
 };
 
 int run_train(TrainArgs& args) {
@@ -22,7 +34,22 @@ int run_train(TrainArgs& args) {
   auto outputs = [&args](const Session& s) {
     train::check_outputs(args.observe, *s.trainer, *s.job);
   };
-  if (const int status = start_session(args.run, session, outputs)) return status;
+  std::optional<Prediction> predicted;
+  auto choose = [&](train::Config& c, train::Job& job) {
+    if (!args.automatic) return;
+    const train::Planning p = plan_here(c, job, fixed_fields(*args.cmd), /*repeats=*/3);
+    require_a_fit(p, c);
+    const train::PlannedRun& best = *p.chosen();
+    std::cout << fmt::format(
+        "auto: chose the fastest that fits of {} configurations (costs measured in {:.1f} s): {}; "
+        "predicted "
+        "{:.1f} ms per step, at most {} per device\n",
+        p.runs.size(), p.measure_seconds, best.flags, best.step_seconds * 1000,
+        memory::format_bytes(static_cast<uint64_t>(best.peak)));
+    predicted = Prediction{best.step_seconds, best.peak};
+    c = best.config;
+  };
+  if (const int status = start_session(args.run, session, outputs, choose)) return status;
   return run_guarded(session, [&] {
     const train::Config& c = session.trainer->config();
     train::Trainer& trainer = *session.trainer;
@@ -53,6 +80,17 @@ int run_train(TrainArgs& args) {
           "{}result: steps={} loss={} {} samples_per_s={:.1f} seconds={:.2f}{} weights={}\n",
           prefix, r.steps, loss, test_metric_field(r.metric_name, r.test_metric), r.samples_per_s,
           r.seconds, mem, r.weights);
+      if (predicted) {
+        uint64_t measured_peak = 0;
+        for (const train::MemoryPeak& m : memory)
+          measured_peak = std::max(measured_peak, m.peak_bytes);
+        std::cout << fmt::format(
+            "{}auto: predicted {:.1f} ms per step and {} on the fullest device; measured {:.1f} "
+            "ms per step (the first included) and {}\n",
+            prefix, predicted->step_seconds * 1000,
+            memory::format_bytes(static_cast<uint64_t>(predicted->peak)),
+            r.steps > 0 ? r.seconds / r.steps * 1000 : 0.0, memory::format_bytes(measured_peak));
+      }
     }
     return 0;
   });
@@ -80,6 +118,10 @@ Runner add_train(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
   add_option_group(*cmd, args->run, G::kRun);
+  cmd->add_flag("--auto", args->automatic,
+                "plan first (as tandem plan does) and train the fastest layout that fits "
+                "--device-memory; the placement options given stay fixed");
+  args->cmd = cmd;
   return [args]() { return run_train(*args); };
 }
 

@@ -142,19 +142,29 @@ graph::Partition partition_by_memory(const graph::Model& model, const LayerBytes
 
 graph::Partition partition_to_fit(const graph::Model& model, const LayerBytes& bytes,
                                   const std::vector<int>& in_flight, bool recompute,
-                                  double stage_budget, const schedule::Schedule* chain) {
+                                  double stage_budget, const schedule::Schedule* chain,
+                                  const std::vector<double>* layer_costs) {
   TANDEM_CHECK(stage_budget > 0, "a stage's memory budget must be positive, not {}", stage_budget);
+  TANDEM_CHECK(!layer_costs || layer_costs->size() == model.layers.size(),
+               "{} layer costs for a model of {} layers", layer_costs ? layer_costs->size() : 0,
+               model.layers.size());
   const auto peak = search_peak(model, bytes, in_flight, recompute, chain);
-  const double total = forward_flops(model, 0, static_cast<int>(model.layers.size()));
-  // A stage that fits costs its share of the FLOPs, in [0, 1]; one that does not, more than 1
+  auto cost = [&](int begin, int end) {
+    if (!layer_costs) return forward_flops(model, begin, end);
+    double sum = 0;
+    for (int l = begin; l < end; ++l) sum += (*layer_costs)[static_cast<size_t>(l)];
+    return sum;
+  };
+  const double total = cost(0, static_cast<int>(model.layers.size()));
+  // A stage that fits costs its share of the work, in [0, 1]; one that does not, more than 1
   // and more the larger its peak. The costliest stage is then smallest for the split that fits
-  // with the most even FLOPs, or, when none fits, for the smallest largest peak.
-  return graph::partition_by_cost(
-      model, static_cast<int>(in_flight.size()), [&](int stage, int begin, int end) {
-        const double planned = peak(stage, begin, end);
-        if (planned > stage_budget) return 1.0 + planned / stage_budget;
-        return total > 0 ? forward_flops(model, begin, end) / total : 0.0;
-      });
+  // with the most even work, or, when none fits, for the smallest largest peak.
+  return graph::partition_by_cost(model, static_cast<int>(in_flight.size()),
+                                  [&](int stage, int begin, int end) {
+                                    const double planned = peak(stage, begin, end);
+                                    if (planned > stage_budget) return 1.0 + planned / stage_budget;
+                                    return total > 0 ? cost(begin, end) / total : 0.0;
+                                  });
 }
 
 }  // namespace tandem::runtime

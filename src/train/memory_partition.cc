@@ -69,6 +69,13 @@ MeasuredSample measured_sample(const graph::Model& model, const Config& c, const
   return m;
 }
 
+// The group of a measured slab: its `slabs` members, none of them there (spatial/group.h).
+spatial::Group dry_group(int slabs, const MeasuredSample& m) {
+  std::vector<int> members(slabs);
+  std::iota(members.begin(), members.end(), 0);
+  return spatial::Group(nullptr, members, m.index, c10::kCPU, m.layout);
+}
+
 }  // namespace
 
 std::string slab_accounting(const PlanInputs& in, const runtime::LayerBytes& slab) {
@@ -82,6 +89,40 @@ std::string slab_accounting(const PlanInputs& in, const runtime::LayerBytes& sla
   const runtime::LayerBytes whole =
       runtime::layer_bytes_from_json(once_for_the_job(in.job, measure));
   return runtime::slab_bytes_table(in.model, whole, slab);
+}
+
+runtime::LayerBytes measure_bytes(const PlanInputs& in) {
+  const Config& c = in.config;
+  // One process measures (under MPI rank 0; the others would repeat its work on the same
+  // cores and memory) and every process plans from its numbers: the same partition everywhere.
+  auto measure = [&] {
+    const MeasuredSample m = measured_sample(in.model, c, in.source);
+    if (c.spatial == 1)
+      return runtime::to_json(runtime::measure_layer_bytes(
+          in.model, m.input, m.slots, nullptr, m.step, graph::workspace_bound(c.device_memory)));
+    // A spatial split: the slab that holds the most, with its halos (zeros from a dry group:
+    // the same bytes as its neighbours' planes) and its share of every tensor.
+    spatial::Group dry = dry_group(c.spatial, m);
+    return runtime::to_json(runtime::measure_layer_bytes(in.model, m.input, m.slots, &dry, m.step,
+                                                         graph::workspace_bound(c.device_memory)));
+  };
+  return runtime::layer_bytes_from_json(once_for_the_job(in.job, measure));
+}
+
+runtime::LayerTimes measure_times(const PlanInputs& in, int repeats) {
+  const Config& c = in.config;
+  auto measure = [&] {
+    const MeasuredSample m = measured_sample(in.model, c, in.source);
+    const int threads = in.devices.empty() ? 1 : in.devices.front().threads;
+    const int64_t bound = graph::workspace_bound(c.device_memory);
+    if (c.spatial == 1)
+      return runtime::to_json(
+          runtime::measure_layer_times(in.model, m.input, nullptr, bound, repeats, threads));
+    spatial::Group dry = dry_group(c.spatial, m);
+    return runtime::to_json(
+        runtime::measure_layer_times(in.model, m.input, &dry, bound, repeats, threads));
+  };
+  return runtime::layer_times_from_json(once_for_the_job(in.job, measure));
 }
 
 MemoryPartition memory_partition(const PlanInputs& in, int stages, const graph::Partition* given) {
@@ -98,23 +139,7 @@ MemoryPartition memory_partition(const PlanInputs& in, int stages, const graph::
   TANDEM_CHECK(static_cast<int>(in_flight.size()) == stages,
                "schedule {} has {} stages but {} are asked for", c.schedule, in_flight.size(),
                stages);
-  // One process measures (under MPI rank 0; the others would repeat its work on the same
-  // cores and memory) and every process plans from its numbers: the same partition everywhere.
-  auto measure = [&] {
-    const MeasuredSample m = measured_sample(model, c, in.source);
-    if (c.spatial == 1)
-      return runtime::to_json(runtime::measure_layer_bytes(
-          model, m.input, m.slots, nullptr, m.step, graph::workspace_bound(c.device_memory)));
-    // A spatial split: the slab that holds the most, with its halos (zeros from a dry group:
-    // the same bytes as its neighbours' planes) and its share of every tensor.
-    std::vector<int> members(c.spatial);
-    std::iota(members.begin(), members.end(), 0);
-    spatial::Group dry(nullptr, members, m.index, c10::kCPU, m.layout);
-    return runtime::to_json(runtime::measure_layer_bytes(model, m.input, m.slots, &dry, m.step,
-                                                         graph::workspace_bound(c.device_memory)));
-  };
-  const runtime::LayerBytes bytes =
-      runtime::layer_bytes_from_json(once_for_the_job(in.job, measure));
+  const runtime::LayerBytes bytes = measure_bytes(in);
   MemoryPartition out;
   out.bytes = bytes;
   // Messages ordered as the pipeline will order them: its lowering of this schedule. While

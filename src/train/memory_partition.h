@@ -7,6 +7,7 @@
 
 #include "tandem/common/device.h"
 #include "tandem/graph/partition.h"
+#include "tandem/runtime/layer_times.h"
 #include "tandem/runtime/memory_plan.h"
 #include "tandem/runtime/pipeline.h"
 #include "tandem/train/config.h"
@@ -32,6 +33,14 @@ struct PlanInputs {
   bool per_rank = false;  // under MPI: each rank's memory its own
   Job* job = nullptr;     // measures once for the job (null: this process alone)
 };
+
+// One micro-batch of `in`'s layout (config.spatial, the largest micro-batch of config.batch in
+// config.microbatches) measured as the memory plan measures it: its bytes per layer
+// (runtime::measure_layer_bytes) and its times per layer (runtime::measure_layer_times, with
+// the first device's threads). Under a spatial split, the slab that holds the most. One process
+// of `in.job` measures; every process returns its numbers.
+runtime::LayerBytes measure_bytes(const PlanInputs& in);
+runtime::LayerTimes measure_times(const PlanInputs& in, int repeats);
 
 // The stages under the schedule that will run (runtime/memory_plan.h) and their plan: `given`
 // (a split to plan, e.g. from --balance), or when it is null the smallest largest planned peak

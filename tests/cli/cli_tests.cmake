@@ -286,6 +286,19 @@ set(spatial_common --model unet3d --data spheres --levels 2 --filters 4 --volume
 tandem_cli_test(spatial_needs_a_volume 2 "--spatial 2 cuts every sample's volume into slabs, but model mlp has no volume: use --model conv3d-stack or unet3d" train --model mlp --spatial 2 --devices 2 --steps 1)
 tandem_cli_test(spatial_too_many_slabs 2 "--volume 16 with model unet3d and --spatial 8: 8 slabs of at least 4 planes need a depth of at least 32" train --model unet3d --data spheres --levels 3 --volume 16 --spatial 8 --devices 8 --steps 1)
 tandem_cli_test(spatial_trains 0 "planes 0:8 of 16.*planes 8:16 of 16.*result: steps=1 loss=[0-9.]+ test_dice=[0-9.]+" train ${spatial_common} --devices 4 --stages 2 --spatial 2)
+# tandem plan: every layout measured and planned, the fastest that fits chosen; options given
+# stay fixed; nothing that fits ends with status 3 and a budget that does, which train --auto
+# then keeps to (plan_auto.cmake).
+set(plan_mlp --model mlp --width 64 --devices 2 --batch 8 --repeats 1)
+tandem_cli_test(plan_chooses 0 "rank +samples/s +step ms +peak/device +flags.*chosen: tandem train --width 64 --devices 2 --balance [0-9,]+ --schedule" plan ${plan_mlp})
+tandem_cli_test(plan_holds_options_given 0 "; 1 configuration planned.*--spatial 2 --schedule gpipe --microbatches 2 --recompute stage" plan ${spatial_common} --repeats 1 --devices 2 --spatial 2 --schedule gpipe --recompute stage)
+tandem_cli_test(plan_nothing_fits 3 "no configuration fits --device-memory 100.0 KiB on these devices: the leanest .* plans [0-9.]+ [KM]iB per device; give --device-memory [0-9.]+MiB or more" plan ${plan_mlp} --device-memory 100KiB)
+tandem_cli_test(plan_slabs_under_a_budget 0 "chosen: tandem train .*--spatial 2" plan --model unet3d --data spheres --levels 2 --filters 4 --volume 32 --batch 2 --devices 2 --repeats 1 --device-memory 5MiB)
+add_test(NAME cli_plan_auto_keeps_the_budget
+  COMMAND ${CMAKE_COMMAND} -DTANDEM=$<TARGET_FILE:tandem_cli>
+          -P ${CMAKE_CURRENT_LIST_DIR}/plan_auto.cmake
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_plan_auto_keeps_the_budget PROPERTIES TIMEOUT 300)
 find_program(TANDEM_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
 add_test(NAME cli_spatial_resume
   COMMAND ${CMAKE_COMMAND} -DTANDEM=$<TARGET_FILE:tandem_cli> -DPYTHON=${TANDEM_PYTHON3}

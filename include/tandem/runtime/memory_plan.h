@@ -98,12 +98,14 @@ graph::Partition partition_by_memory(const graph::Model& model, const LayerBytes
                                      const schedule::Schedule* chain = nullptr);
 
 // Among the contiguous partitions whose every stage plans at most `stage_budget` bytes (as
-// partition_by_memory counts them), the one whose costliest stage has the fewest forward FLOPs
-// (graph::Layer::forward_flops_per_sample): the fastest split that fits. When none fits, the
-// one with the smallest largest peak, as partition_by_memory.
+// partition_by_memory counts them), the one whose costliest stage has the least work: the sum
+// of `layer_costs` over its layers (one per layer, e.g. measured seconds), or without them its
+// forward FLOPs (graph::Layer::forward_flops_per_sample). The fastest split that fits. When none
+// fits, the one with the smallest largest peak, as partition_by_memory.
 graph::Partition partition_to_fit(const graph::Model& model, const LayerBytes& bytes,
                                   const std::vector<int>& in_flight, bool recompute,
-                                  double stage_budget, const schedule::Schedule* chain = nullptr);
+                                  double stage_budget, const schedule::Schedule* chain = nullptr,
+                                  const std::vector<double>* layer_costs = nullptr);
 
 // The most bytes every stage of `partition` can hold ("at most"): during its backward a stage
 // holds one gradient message per stage that read a tensor it sent, and their sum. `lowered`

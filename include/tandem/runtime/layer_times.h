@@ -1,0 +1,38 @@
+// Measuring how long each layer's forward and backward take, for the planner (train/planner.h):
+// one micro-batch run layer by layer on the calling thread, as a device's worker would run it.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "tandem/graph/model.h"
+#include "tandem/spatial/group.h"
+
+namespace tandem::runtime {
+
+// Seconds per layer for one micro-batch, each the median of the timed repetitions after one
+// untimed warm-up.
+struct LayerTimes {
+  std::vector<double> forward;   // F: the forward with gradients recorded
+  std::vector<double> backward;  // B: the gradients of the inputs and parameters in one call
+  std::vector<double> input;     // I: the gradients of the inputs alone
+  std::vector<double> weight;    // W: the gradients of the parameters, after I on the same graph
+};
+
+// Runs `micro_input` (one micro-batch, on the CPU) through `model` layer by layer and times each
+// layer's forward, its whole backward (B) and its backward split in two (I, then W), `repeats`
+// times after a warm-up, with `threads` intra-op threads (a CPU device's). `group` (null: whole
+// samples): a dry slab group when `micro_input` is one slab of a spatial split, as for
+// measure_layer_bytes (its halos are zeros from no neighbour: the exchange's transfer is not
+// timed). `workspace_bound`: the layers' (graph::CallContext::workspace_bound).
+LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& micro_input,
+                               spatial::Group* group = nullptr, int64_t workspace_bound = 0,
+                               int repeats = 3, int threads = 1);
+
+// A measurement as JSON text and back (one process measures for an MPI job).
+std::string to_json(const LayerTimes& times);
+LayerTimes layer_times_from_json(const std::string& text);
+
+}  // namespace tandem::runtime

@@ -1,0 +1,120 @@
+// The planner: which layout of the model on the run's devices trains fastest within the memory
+// budget (tandem plan, tandem train --auto). Costs in, configurations out:
+//
+//  - the space: --spatial (the device counts that divide the devices and the depth allows),
+//    every registered schedule that trains (interleaved with --virtual-stages 2 unless given),
+//    the micro-batch counts that divide the batch (up to 16), --recompute none and stage; an
+//    option the caller fixes keeps its value;
+//  - the costs: for every slab count and micro-batch size of the space, one micro-batch
+//    measured layer by layer on the calling thread with a device's threads, its bytes as the
+//    memory plan measures them (runtime::measure_layer_bytes) and its forward, backward and
+//    split backward times (runtime::measure_layer_times, the median of warm repetitions);
+//  - each configuration: its stages split (every contiguous split where there are few, else by
+//    measured time under the budget), its planned peak per device as the memory plan plans
+//    it, and its step time from the schedule simulator on the stages' summed times (a
+//    recomputing stage runs its forward again before each backward), but never less than the
+//    step's whole work over the machine's cores: in-process CPU devices share the cores, so
+//    more devices than cores wait for them.
+//
+// The search is exhaustive over the space, and over the splits of a configuration's layers up to
+// PlanSpace::every_split of them (planner.cc argues the pruning beyond). Left out of the time: the
+// optimizer's step, the halo exchange's and the messages' copies, and the transport (in process
+// they are memory copies; measured runs set them against the prediction: bench/RESULTS.md).
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tandem/graph/model.h"
+#include "tandem/runtime/layer_times.h"
+#include "tandem/runtime/memory_plan.h"
+#include "tandem/train/config.h"
+#include "tandem/train/source.h"
+
+namespace tandem::train {
+
+class Job;
+
+// What the search tries. Each list holds the one value of a fixed option.
+struct PlanSpace {
+  int devices = 1;  // of one replica
+  std::vector<int> spatial;
+  std::vector<int> microbatches;
+  std::vector<std::string> schedules;
+  std::vector<bool> recompute;
+  int virtual_stages = 2;  // for a schedule that takes them (interleaved)
+  // Up to this many contiguous splits of the layers into a configuration's stages, every one
+  // is planned; beyond, the split by time under the budget alone (planner.cc says why).
+  size_t every_split = 256;
+};
+
+// The space for `c` (its devices, batch and model) with the Config fields named in `fixed`
+// ("spatial", "microbatches", "schedule", "recompute", "virtual_stages", "balance", "stages")
+// held at c's values. Throws tandem::Error for a configuration no search can start from (CUDA
+// devices: the costs are measured on the CPU).
+PlanSpace plan_space(const Config& c, const graph::Model& model, const Source& source,
+                     const std::set<std::string>& fixed = {});
+
+// The costs of one layout: slabs of `spatial`, micro-batches of `micro` samples.
+struct LayoutCosts {
+  int spatial = 1;
+  int64_t micro = 1;
+  runtime::LayerBytes bytes;
+  runtime::LayerTimes times;
+};
+
+struct PlanCosts {
+  std::vector<LayoutCosts> layouts;
+  double seconds = 0;  // spent measuring
+  // The layout's costs; throws tandem::Error when they were not measured.
+  const LayoutCosts& of(int spatial, int64_t micro) const;
+};
+
+// Measures every layout of `space` once (train/memory_partition.h: measure_bytes and
+// measure_times, `repeats` timed repetitions). One process of `job` measures (null: this one).
+PlanCosts measure_plan_costs(const Config& c, const graph::Model& model, const Source& source,
+                             const PlanSpace& space, int repeats = 3, Job* job = nullptr);
+
+// One configuration, planned.
+struct PlannedRun {
+  Config config;      // c with this configuration's options (and --balance of its partition)
+  std::string flags;  // those options as flags: "--spatial 2 --schedule 1f1b ..."
+  std::vector<double> device_peak;  // planned peak bytes of each device group's memory
+  double peak = 0;                  // the largest of them
+  double step_seconds = 0;          // predicted
+  double samples_per_s = 0;         // predicted: the global batch over step_seconds
+  bool fits = true;                 // within Config::device_memory (always without one)
+  std::string why_not;              // not empty: why it cannot run (a schedule's refusal)
+};
+
+struct Planning {
+  // Every configuration of the space: those that fit, fastest first (the first is the choice),
+  // then those over the budget, leanest first, then those that cannot run.
+  std::vector<PlannedRun> runs;
+  double measure_seconds = 0;
+  int layouts = 0;  // measured
+  // The choice, or null when nothing fits.
+  const PlannedRun* chosen() const;
+};
+
+// Plans every configuration of `space` for `c` on the measured `costs`, with `cores` cores for
+// the devices (common/device.h: available_cores()).
+Planning plan_search(const Config& c, const graph::Model& model, const PlanSpace& space,
+                     const PlanCosts& costs, int cores);
+
+// The space, the costs and the search in one call.
+Planning plan(const Config& c, const graph::Model& model, const Source& source,
+              const std::set<std::string>& fixed = {}, int repeats = 3, Job* job = nullptr);
+
+// The planning as text: the best `top` configurations that fit (rank, samples/s, step time,
+// largest planned peak per device, flags), those that do not fit grouped by reason, and the
+// chosen configuration's whole command line ("tandem train ...").
+std::string planning_table(const Planning& p, const Config& c, int top = 10);
+// The same as JSON, every configuration included.
+std::string planning_json(const Planning& p, const Config& c);
+// "tandem train" and every option of `c` that differs from Config{}'s, as flags.
+std::string command_line(const Config& c);
+
+}  // namespace tandem::train

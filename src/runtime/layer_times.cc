@@ -1,0 +1,159 @@
+// Measuring each layer's forward and backward times for the planner (layer_times.h).
+#include "tandem/runtime/layer_times.h"
+
+#include <ATen/Parallel.h>
+#include <torch/autograd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "tandem/common/check.h"
+#include "tandem/graph/call_context.h"
+
+namespace tandem::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t mid = v.size() / 2;
+  return v.size() % 2 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
+}
+
+// One layer's times, each repetition on a fresh forward.
+struct Samples {
+  std::vector<double> forward, backward, input, weight;
+};
+
+// What a backward of the layer's outputs asks for: the outputs that require a gradient, a seed
+// for each, the inputs and the parameters that take one.
+struct BackwardOf {
+  std::vector<torch::Tensor> roots, seeds, inputs, params;
+};
+
+BackwardOf backward_of(const graph::Layer& layer, const graph::Tensors& inputs,
+                       const graph::Tensors& outputs) {
+  BackwardOf b;
+  for (const auto& y : outputs) {
+    if (!y.requires_grad()) continue;
+    b.roots.push_back(y);
+    b.seeds.push_back(torch::ones_like(y));
+  }
+  for (const auto& x : inputs)
+    if (x.requires_grad()) b.inputs.push_back(x);
+  for (const auto& p : graph::named_parameters(layer))
+    if (p.second.requires_grad()) b.params.push_back(p.second);
+  return b;
+}
+
+// Seconds of one gradient call (nothing to ask for: none).
+double timed_grad(const BackwardOf& b, const std::vector<torch::Tensor>& wrt, bool retain) {
+  if (b.roots.empty() || wrt.empty()) return 0;
+  const Clock::time_point start = Clock::now();
+  torch::autograd::grad(b.roots, wrt, b.seeds, retain, /*create_graph=*/false,
+                        /*allow_unused=*/true);
+  return seconds_since(start);
+}
+
+}  // namespace
+
+LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& micro_input,
+                               spatial::Group* group, int64_t workspace_bound, int repeats,
+                               int threads) {
+  TANDEM_CHECK(micro_input.defined() && micro_input.device().is_cpu(),
+               "timing layers needs a micro-batch on the CPU");
+  TANDEM_CHECK(repeats >= 1, "timing layers needs at least 1 repetition, not {}", repeats);
+  TANDEM_CHECK(threads >= 1, "timing layers needs at least 1 thread, not {}", threads);
+  const int threads_before = at::get_num_threads();
+  at::set_num_threads(threads);
+  std::map<std::string, size_t> last_read;
+  for (size_t i = 0; i < model.layers.size(); ++i)
+    for (const auto& name : model.layers[i].inputs) last_read[name] = i;
+  std::map<std::string, torch::Tensor> env{{model.input, micro_input}};
+  graph::CallContext call;
+  call.group = group;
+  call.workspace_bound = workspace_bound;
+  LayerTimes out;
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    const graph::Layer& layer = model.layers[i];
+    call.layer = static_cast<int>(i);
+    graph::ScopedCall scoped(call);
+    graph::Tensors inputs;
+    for (const auto& name : layer.inputs) inputs.push_back(env.at(name));
+    Samples s;
+    graph::Tensors kept;
+    for (int r = 0; r <= repeats; ++r) {  // r = 0: the warm-up, not counted
+      Clock::time_point start = Clock::now();
+      graph::Tensors outputs = layer.forward(inputs);
+      const double forward = seconds_since(start);
+      BackwardOf b = backward_of(layer, inputs, outputs);
+      std::vector<torch::Tensor> all = b.inputs;
+      all.insert(all.end(), b.params.begin(), b.params.end());
+      const double backward = timed_grad(b, all, /*retain=*/false);
+      if (r == repeats) kept = outputs;
+      outputs.clear();
+      b = {};
+      // The split backward: the inputs' gradients, then the parameters' on the same graph.
+      outputs = layer.forward(inputs);
+      b = backward_of(layer, inputs, outputs);
+      outputs.clear();
+      const double input = timed_grad(b, b.inputs, /*retain=*/!b.params.empty());
+      const double weight = timed_grad(b, b.params, /*retain=*/false);
+      if (r == 0) continue;
+      s.forward.push_back(forward);
+      s.backward.push_back(backward);
+      s.input.push_back(input);
+      s.weight.push_back(weight);
+    }
+    out.forward.push_back(median(s.forward));
+    out.backward.push_back(median(s.backward));
+    out.input.push_back(median(s.input));
+    out.weight.push_back(median(s.weight));
+    for (size_t k = 0; k < kept.size(); ++k) {
+      if (!last_read.count(layer.outputs[k])) continue;
+      env[layer.outputs[k]] = kept[k].detach().requires_grad_(kept[k].requires_grad());
+    }
+    kept.clear();
+    for (const auto& name : layer.inputs)
+      if (last_read.at(name) == i) env.erase(name);
+  }
+  at::set_num_threads(threads_before);
+  return out;
+}
+
+std::string to_json(const LayerTimes& times) {
+  nlohmann::json j;
+  j["forward"] = times.forward;
+  j["backward"] = times.backward;
+  j["input"] = times.input;
+  j["weight"] = times.weight;
+  return j.dump();
+}
+
+LayerTimes layer_times_from_json(const std::string& text) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    LayerTimes out;
+    j.at("forward").get_to(out.forward);
+    j.at("backward").get_to(out.backward);
+    j.at("input").get_to(out.input);
+    j.at("weight").get_to(out.weight);
+    const size_t n = out.forward.size();
+    TANDEM_CHECK(out.backward.size() == n && out.input.size() == n && out.weight.size() == n,
+                 "a layer time measurement has {} forwards but {}, {} and {} backwards", n,
+                 out.backward.size(), out.input.size(), out.weight.size());
+    return out;
+  } catch (const nlohmann::json::exception& e) {
+    TANDEM_CHECK(false, "not a layer time measurement: {}", e.what());
+  }
+}
+
+}  // namespace tandem::runtime

@@ -1,0 +1,466 @@
+// The planner (planner.h): the space, the measured costs, and every configuration planned.
+#include "tandem/train/planner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "memory_partition.h"
+#include "schedule/lower.h"
+#include "tandem/common/check.h"
+#include "tandem/common/device.h"
+#include "tandem/memory/bytes.h"
+#include "tandem/schedule/registry.h"
+#include "tandem/schedule/simulate.h"
+#include "tandem/spatial/slabs.h"
+#include "tandem/train/options.h"
+
+namespace tandem::train {
+namespace {
+
+// The most micro-batches the space tries unless --microbatches is given: each count of another
+// micro-batch size is one more layout to measure, and past 16 the bubble of the schedules on
+// the devices this machine lends (at most 16 groups) has shrunk below what the smaller
+// micro-batches lose in each layer's efficiency.
+constexpr int kMostMicrobatches = 16;
+
+// A sample's planes along the model's slab dimension (0: none), as plan_run reads them.
+int64_t depth_of(const graph::Model& model, const Source& source) {
+  const std::vector<int64_t> sample = source.input_shape();
+  return model.slab_dim >= 1 && model.slab_dim <= static_cast<int>(sample.size())
+             ? sample[static_cast<size_t>(model.slab_dim - 1)]
+             : 0;
+}
+
+// Whether slabs of `spatial` devices can cut the model's samples (plan_run refuses the rest).
+bool slabs_cut(const graph::Model& model, int64_t depth, int spatial) {
+  if (spatial == 1) return true;
+  if (!model.slab_refusal.empty() || model.slab_dim < 0) return false;
+  if (depth >= model.slab_multiple && depth % model.slab_multiple != 0) return false;
+  return spatial::most_slabs(depth, model.slab_multiple) >= spatial;
+}
+
+// Whether a schedule's step runs a backward (forward-only does not).
+bool trains(const std::string& name) {
+  schedule::Options o;
+  o.stages = 2;
+  o.microbatches = 2;
+  o.virtual_stages = schedule::schedule_kind(name).stages_per_device == 0 ? 2 : 1;
+  try {
+    const schedule::Schedule s = schedule::make(name, o);
+    for (const auto& actions : s.device_actions)
+      for (const schedule::Action& a : actions)
+        if (a.kind == schedule::Kind::kCompute && a.op != schedule::Op::kForward) return true;
+  } catch (const Error&) {
+    return true;  // it refuses two stages; the configurations it can run say so themselves
+  }
+  return false;
+}
+
+int64_t micro_of(int64_t batch, int microbatches) {
+  return batch / microbatches + (batch % microbatches ? 1 : 0);
+}
+
+std::string flag_and_value(const Config& c, const std::string& field) {
+  const ConfigOption o = config_option(field);
+  return o.value == OptionValue::kSwitch ? o.flag : o.flag + " " + o.get(c);
+}
+
+// The flags that say configuration `c` (the fields the planner sets).
+std::string configuration_flags(const Config& c) {
+  std::vector<std::string> words;
+  if (c.spatial > 1) words.push_back(flag_and_value(c, "spatial"));
+  words.push_back(flag_and_value(c, "schedule"));
+  if (schedule::stages_per_device(c.schedule, c.virtual_stages) > 1 &&
+      schedule::schedule_kind(c.schedule).stages_per_device == 0)
+    words.push_back(flag_and_value(c, "virtual_stages"));
+  words.push_back(flag_and_value(c, "microbatches"));
+  words.push_back(flag_and_value(c, "recompute"));
+  if (c.balance.size() > 1) words.push_back(flag_and_value(c, "balance"));
+  return fmt::format("{}", fmt::join(words, " "));
+}
+
+// Contiguous splits of `layers` layers into `stages` stages, each as its layer counts; stops
+// (returns false) once more than `most` are found.
+bool contiguous_splits(int layers, int stages, size_t most, std::vector<std::vector<int>>& out) {
+  std::vector<int> counts;
+  std::function<bool(int, int)> place = [&](int left, int stages_left) {
+    if (stages_left == 1) {
+      counts.push_back(left);
+      out.push_back(counts);
+      counts.pop_back();
+      return out.size() <= most;
+    }
+    for (int n = 1; n <= left - (stages_left - 1); ++n) {
+      counts.push_back(n);
+      const bool more = place(left - n, stages_left - 1);
+      counts.pop_back();
+      if (!more) return false;
+    }
+    return true;
+  };
+  return layers >= stages && place(layers, stages);
+}
+
+// What one configuration is planned with, apart from its split.
+struct Setting {
+  Setting(const graph::Model& m, const LayoutCosts& c, const schedule::Schedule& s)
+      : model(m), costs(c), sched(s) {}
+  const graph::Model& model;
+  const LayoutCosts& costs;
+  const schedule::Schedule& sched;
+  std::vector<int> in_flight;
+  std::vector<int> stage_group;  // the group of every stage
+  int groups = 1;
+  int spatial = 1;
+  bool recompute = false;
+  uint64_t budget = 0;  // bytes per device; 0: none
+  int cores = 1;
+  int threads = 1;
+};
+
+// A split's planned peaks and step time.
+struct Evaluated {
+  std::vector<double> device_peak;
+  double peak = 0;
+  bool fits = true;
+  double step = 0;
+};
+
+Evaluated evaluate(const Setting& s, const graph::Partition& partition) {
+  const int stages = partition.num_stages;
+  const schedule::StageGraph graph{stages, graph::analyze(s.model, partition).consumers()};
+  const schedule::Schedule lowered = schedule::lower(s.sched, graph);
+  const std::vector<double> planned =
+      runtime::planned_peaks(s.model, s.costs.bytes, partition, s.in_flight, s.recompute, &lowered);
+  Evaluated e;
+  e.device_peak.assign(static_cast<size_t>(s.groups), 0.0);
+  for (int k = 0; k < stages; ++k)
+    e.device_peak[static_cast<size_t>(s.stage_group[static_cast<size_t>(k)])] +=
+        planned[static_cast<size_t>(k)];
+  e.peak = *std::max_element(e.device_peak.begin(), e.device_peak.end());
+  e.fits = s.budget == 0 || e.peak <= static_cast<double>(s.budget);
+  // The schedule on the stages' summed times; a recomputing stage runs its forward again
+  // before each backward (before the input half of a split one).
+  const runtime::LayerTimes& t = s.costs.times;
+  schedule::Costs step;
+  for (int k = 0; k < stages; ++k) {
+    auto [begin, end] = partition.layers_of(k);
+    double f = 0, b = 0, i = 0, w = 0;
+    for (int l = begin; l < end; ++l) {
+      f += t.forward[static_cast<size_t>(l)];
+      b += t.backward[static_cast<size_t>(l)];
+      i += t.input[static_cast<size_t>(l)];
+      w += t.weight[static_cast<size_t>(l)];
+    }
+    step.forward.push_back(f);
+    step.backward.push_back(b + (s.recompute ? f : 0));
+    step.input.push_back(i + (s.recompute ? f : 0));
+    step.weight.push_back(w);
+  }
+  const schedule::Timeline timeline =
+      schedule::simulate(schedule::compute_only(s.sched), graph, step);
+  // Every device of a group runs its slab for as long as the group's stage: the step's work in
+  // core-seconds, which the machine's cores bound from below.
+  double work = 0;
+  for (double busy : timeline.busy) work += busy * s.spatial;
+  e.step = std::max(timeline.makespan, work * s.threads / std::max(1, s.cores));
+  return e;
+}
+
+// Better: fits where the other does not, then faster, then leaner.
+bool better(const Evaluated& a, const Evaluated& b) {
+  if (a.fits != b.fits) return a.fits;
+  if (a.step != b.step) return a.step < b.step;
+  return a.peak < b.peak;
+}
+
+// The splits a configuration tries: the given one (--balance); every contiguous split while
+// there are at most kEverySplit of them; else the one whose costliest stage (time) is least
+// among those whose every stage fits its share of the budget (runtime::partition_to_fit on
+// seconds). That pruning is argued here: in a step each micro-batch passes every stage, so a
+// stage of time T holds the pipeline for m x T while the others only fill and drain it; the
+// split with the least costliest stage minimizes the term that grows with the micro-batches,
+// and the simulator then judges it with the rest. Both agree on small cases
+// (tests/train/planner_test.cc holds the exhaustive search against it).
+std::vector<graph::Partition> splits_to_try(const Config& base, const Setting& s, int stages,
+                                            size_t most_splits) {
+  const graph::Model& model = s.model;
+  if (!base.balance.empty()) return {graph::partition_by_balance(model, base.balance)};
+  std::vector<std::vector<int>> all;
+  if (most_splits > 0 &&
+      contiguous_splits(static_cast<int>(model.layers.size()), stages, most_splits, all)) {
+    std::vector<graph::Partition> out;
+    for (const std::vector<int>& counts : all)
+      out.push_back(graph::partition_by_balance(model, counts));
+    return out;
+  }
+  // A stage's share of the budget: the budget over the most stages one device holds.
+  std::map<int, int> per_group;
+  int most = 1;
+  for (int g : s.stage_group) most = std::max(most, ++per_group[g]);
+  const double stage_budget =
+      s.budget > 0 ? static_cast<double>(s.budget) / most : std::numeric_limits<double>::max();
+  const runtime::LayerTimes& t = s.costs.times;
+  std::vector<double> layer_seconds;
+  for (size_t l = 0; l < model.layers.size(); ++l)
+    layer_seconds.push_back(t.forward[l] * (s.recompute ? 2 : 1) + t.backward[l]);
+  const schedule::Schedule chain = schedule::lower(s.sched, schedule::StageGraph::chain(stages));
+  return {runtime::partition_to_fit(model, s.costs.bytes, s.in_flight, s.recompute, stage_budget,
+                                    &chain, &layer_seconds)};
+}
+
+// One configuration planned on its layout's costs.
+PlannedRun plan_one(const Config& base, const graph::Model& model, const PlanSpace& space,
+                    const LayoutCosts& costs, int spatial, int microbatches,
+                    const std::string& name, bool recompute, int cores) {
+  PlannedRun run;
+  Config& c = run.config;
+  c = base;
+  c.spatial = spatial;
+  c.microbatches = microbatches;
+  c.schedule = name;
+  c.recompute = recompute;
+  if (schedule::schedule_kind(name).stages_per_device == 0) c.virtual_stages = space.virtual_stages;
+  const int groups = space.devices / spatial;
+  const bool chunked = schedule::places_own_stages(name);
+  const int stages = chunked ? groups * schedule::stages_per_device(name, c.virtual_stages)
+                     : !base.balance.empty() ? static_cast<int>(base.balance.size())
+                     : base.stages > 0       ? base.stages
+                                             : groups;
+  if (chunked) c.stages = 0;
+  run.flags = configuration_flags(c);
+  auto refuse = [&](const std::string& why) {
+    run.fits = false;
+    run.why_not = why;
+    return run;
+  };
+  if (stages < groups)
+    return refuse(fmt::format("{} stages leave {} groups of devices idle", stages, groups));
+  if (stages > static_cast<int>(model.layers.size()))
+    return refuse(fmt::format("{} stages for {} layers", stages, model.layers.size()));
+  schedule::Options o;
+  o.stages = chunked ? groups : stages;
+  o.microbatches = microbatches;
+  o.virtual_stages = c.virtual_stages;
+  schedule::Schedule sched;
+  try {
+    sched = schedule::make(name, o);
+  } catch (const Error& e) {
+    return refuse(e.what());
+  }
+  Setting s(model, costs, sched);
+  s.in_flight = schedule::peak_in_flight(sched);
+  // As the pipeline places them: the schedule's own placement, or stage k on group k mod groups.
+  s.stage_group = sched.stage_device;
+  if (!chunked)
+    for (int k = 0; k < stages; ++k) s.stage_group[static_cast<size_t>(k)] = k % groups;
+  s.groups = groups;
+  s.spatial = spatial;
+  s.recompute = recompute;
+  s.budget = base.device_memory;
+  s.cores = cores;
+  s.threads = std::max(1, base.threads_per_device);
+  std::optional<std::pair<graph::Partition, Evaluated>> best;
+  for (const graph::Partition& split : splits_to_try(base, s, stages, space.every_split)) {
+    Evaluated e = evaluate(s, split);
+    if (!best || better(e, best->second)) best.emplace(split, std::move(e));
+  }
+  c.balance = best->first.balance();
+  if (c.balance.size() == 1) c.balance.clear();
+  c.partition = PartitionBy::kParameters;  // --balance gives the split
+  run.flags = configuration_flags(c);
+  run.device_peak = best->second.device_peak;
+  run.peak = best->second.peak;
+  run.fits = best->second.fits;
+  run.step_seconds = best->second.step;
+  run.samples_per_s =
+      run.step_seconds > 0 ? static_cast<double>(base.batch) * base.replicas / run.step_seconds : 0;
+  return run;
+}
+
+std::string mib(double bytes) { return memory::format_bytes(static_cast<uint64_t>(bytes)); }
+
+}  // namespace
+
+PlanSpace plan_space(const Config& c, const graph::Model& model, const Source& source,
+                     const std::set<std::string>& fixed) {
+  const std::vector<DeviceSpec> devices = parse_devices(c.devices, c.threads_per_device);
+  for (const DeviceSpec& d : devices)
+    TANDEM_CHECK(d.device.is_cpu(),
+                 "the planner measures each layer on the CPU, so it plans CPU devices only, not "
+                 "{}; plan the same model on as many CPU devices, or give the layout yourself",
+                 d.name);
+  auto is_fixed = [&](const std::string& field) { return fixed.count(field) > 0; };
+  PlanSpace space;
+  space.devices = static_cast<int>(devices.size());
+  const int64_t depth = depth_of(model, source);
+  if (is_fixed("spatial")) {
+    space.spatial = {c.spatial};
+  } else {
+    for (int s = 1; s <= space.devices; ++s)
+      if (space.devices % s == 0 && slabs_cut(model, depth, s)) space.spatial.push_back(s);
+  }
+  if (is_fixed("microbatches")) {
+    space.microbatches = {c.microbatches};
+  } else {
+    for (int m = 1; m <= std::min(c.batch, kMostMicrobatches); ++m)
+      if (c.batch % m == 0 && (source.test_size() == 0 || source.test_size() >= m))
+        space.microbatches.push_back(m);
+  }
+  if (is_fixed("schedule")) {
+    space.schedules = {c.schedule};
+  } else {
+    for (const std::string& name : schedule::schedule_names())
+      if (trains(name)) space.schedules.push_back(name);
+  }
+  space.recompute =
+      is_fixed("recompute") ? std::vector<bool>{c.recompute} : std::vector<bool>{false, true};
+  if (is_fixed("virtual_stages")) space.virtual_stages = c.virtual_stages;
+  return space;
+}
+
+const LayoutCosts& PlanCosts::of(int spatial, int64_t micro) const {
+  for (const LayoutCosts& l : layouts)
+    if (l.spatial == spatial && l.micro == micro) return l;
+  TANDEM_CHECK(false, "no costs were measured for slabs of {} and micro-batches of {}", spatial,
+               micro);
+}
+
+PlanCosts measure_plan_costs(const Config& c, const graph::Model& model, const Source& source,
+                             const PlanSpace& space, int repeats, Job* job) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<DeviceSpec> devices = parse_devices(c.devices, c.threads_per_device);
+  PlanCosts costs;
+  for (int s : space.spatial) {
+    for (int m : space.microbatches) {
+      const int64_t micro = micro_of(c.batch, m);
+      bool measured = false;
+      for (const LayoutCosts& l : costs.layouts) measured |= l.spatial == s && l.micro == micro;
+      if (measured) continue;
+      Config layout = c;
+      layout.spatial = s;
+      layout.microbatches = m;
+      const PlanInputs in{model, layout, source, {devices.front()}, false, job};
+      LayoutCosts l;
+      l.spatial = s;
+      l.micro = micro;
+      l.bytes = measure_bytes(in);
+      l.times = measure_times(in, repeats);
+      costs.layouts.push_back(std::move(l));
+    }
+  }
+  costs.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return costs;
+}
+
+const PlannedRun* Planning::chosen() const {
+  return !runs.empty() && runs.front().fits ? &runs.front() : nullptr;
+}
+
+Planning plan_search(const Config& c, const graph::Model& model, const PlanSpace& space,
+                     const PlanCosts& costs, int cores) {
+  Planning p;
+  p.measure_seconds = costs.seconds;
+  p.layouts = static_cast<int>(costs.layouts.size());
+  for (int s : space.spatial)
+    for (int m : space.microbatches)
+      for (const std::string& name : space.schedules)
+        for (bool recompute : space.recompute)
+          p.runs.push_back(plan_one(c, model, space, costs.of(s, micro_of(c.batch, m)), s, m, name,
+                                    recompute, cores));
+  // Fitting, fastest first (the leaner of two as fast); then over the budget, leanest first;
+  // then those that cannot run. Stable: ties keep the space's order.
+  auto rank = [](const PlannedRun& r) { return !r.why_not.empty() ? 2 : r.fits ? 0 : 1; };
+  std::stable_sort(p.runs.begin(), p.runs.end(), [&](const PlannedRun& a, const PlannedRun& b) {
+    if (rank(a) != rank(b)) return rank(a) < rank(b);
+    if (rank(a) == 0 && a.samples_per_s != b.samples_per_s)
+      return a.samples_per_s > b.samples_per_s;
+    return a.peak < b.peak;
+  });
+  return p;
+}
+
+Planning plan(const Config& c, const graph::Model& model, const Source& source,
+              const std::set<std::string>& fixed, int repeats, Job* job) {
+  const PlanSpace space = plan_space(c, model, source, fixed);
+  const PlanCosts costs = measure_plan_costs(c, model, source, space, repeats, job);
+  return plan_search(c, model, space, costs, available_cores());
+}
+
+std::string command_line(const Config& c) {
+  const Config defaults;
+  std::string line = "tandem train";
+  for (const ConfigOption& o : config_options()) {
+    if (o.flag.empty() || !o.get || o.group == OptionGroup::kVerify) continue;
+    const std::string value = o.get(c);
+    if (value == o.get(defaults)) continue;
+    line += o.value == OptionValue::kSwitch ? " " + o.flag : " " + o.flag + " " + value;
+  }
+  return line;
+}
+
+std::string planning_table(const Planning& p, const Config& c, int top) {
+  std::string out = fmt::format(
+      "costs measured in {:.1f} s ({} layout{} of slabs and micro-batches); {} configuration{} "
+      "planned{}\n",
+      p.measure_seconds, p.layouts, p.layouts == 1 ? "" : "s", p.runs.size(),
+      p.runs.size() == 1 ? "" : "s",
+      c.device_memory ? fmt::format(" against --device-memory {}", mib(c.device_memory)) : "");
+  std::vector<const PlannedRun*> fit, over, cannot;
+  for (const PlannedRun& r : p.runs)
+    (!r.why_not.empty() ? cannot : r.fits ? fit : over).push_back(&r);
+  if (!fit.empty()) {
+    out += fmt::format("{:>4}  {:>10}  {:>9}  {:>12}  {}\n", "rank", "samples/s", "step ms",
+                       "peak/device", "flags");
+    for (size_t k = 0; k < fit.size() && static_cast<int>(k) < top; ++k)
+      out += fmt::format("{:>4}  {:>10.2f}  {:>9.1f}  {:>12}  {}\n", k + 1, fit[k]->samples_per_s,
+                         fit[k]->step_seconds * 1000, mib(fit[k]->peak), fit[k]->flags);
+    if (static_cast<int>(fit.size()) > top)
+      out += fmt::format("      ... and {} more that fit\n", fit.size() - top);
+  }
+  if (!over.empty())
+    out += fmt::format(
+        "over --device-memory {}: {} configuration{}, planning {} to {} on a device; the leanest: "
+        "{}\n",
+        mib(c.device_memory), over.size(), over.size() == 1 ? "" : "s", mib(over.front()->peak),
+        mib(over.back()->peak), over.front()->flags);
+  std::map<std::string, std::vector<const PlannedRun*>> why;
+  for (const PlannedRun* r : cannot) why[r->why_not].push_back(r);
+  for (const auto& [reason, runs] : why)
+    out += fmt::format("cannot run, {} configuration{} (e.g. {}): {}\n", runs.size(),
+                       runs.size() == 1 ? "" : "s", runs.front()->flags, reason);
+  if (const PlannedRun* best = p.chosen())
+    out += fmt::format("chosen: {}\n", command_line(best->config));
+  return out;
+}
+
+std::string planning_json(const Planning& p, const Config& c) {
+  nlohmann::json j;
+  j["measure_seconds"] = p.measure_seconds;
+  j["layouts"] = p.layouts;
+  j["device_memory"] = c.device_memory;
+  j["configurations"] = nlohmann::json::array();
+  for (const PlannedRun& r : p.runs) {
+    nlohmann::json e;
+    e["flags"] = r.flags;
+    e["fits"] = r.fits;
+    if (!r.why_not.empty()) {
+      e["cannot_run"] = r.why_not;
+    } else {
+      e["peak_bytes"] = r.device_peak;
+      e["step_seconds"] = r.step_seconds;
+      e["samples_per_s"] = r.samples_per_s;
+      e["command"] = command_line(r.config);
+    }
+    j["configurations"].push_back(e);
+  }
+  if (const PlannedRun* best = p.chosen()) j["chosen"] = command_line(best->config);
+  return j.dump(1);
+}
+
+}  // namespace tandem::train

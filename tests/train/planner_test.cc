@@ -1,0 +1,144 @@
+// The planner's search and cost model on the catalog's mlp with hand-set layer times: step times
+// against makespans computed by hand, the search against every split tried one by one.
+#include "tandem/train/planner.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tandem/common/check.h"
+#include "tandem/train/catalog.h"
+
+namespace tandem::train {
+namespace {
+
+struct Fixture {
+  Config config;
+  graph::Model model;
+  LayoutCosts costs;
+};
+
+// The mlp (8 layers) on 2 devices with a batch of `batch`; its bytes measured on a micro-batch
+// of `micro` samples, and each layer's times set by `forward` (B = 2F, I = W = F).
+Fixture mlp(int batch, int64_t micro, const std::function<double(int)>& forward) {
+  Fixture f{Config{}, graph::Model{}, LayoutCosts{}};
+  f.config.model = "mlp";
+  f.config.width = 32;
+  f.config.devices = "2";
+  f.config.batch = batch;
+  torch::manual_seed(0);
+  f.model = make_model(f.config, {1, 28, 28});
+  f.costs.micro = micro;
+  f.costs.bytes =
+      runtime::measure_layer_bytes(f.model, torch::randn({micro, 1, 28, 28}), 2, nullptr, 2);
+  for (int l = 0; l < static_cast<int>(f.model.layers.size()); ++l) {
+    f.costs.times.forward.push_back(forward(l));
+    f.costs.times.backward.push_back(2 * forward(l));
+    f.costs.times.input.push_back(forward(l));
+    f.costs.times.weight.push_back(forward(l));
+  }
+  return f;
+}
+
+PlanSpace one(const std::string& schedule, int microbatches, bool recompute) {
+  PlanSpace s;
+  s.devices = 2;
+  s.spatial = {1};
+  s.microbatches = {microbatches};
+  s.schedules = {schedule};
+  s.recompute = {recompute};
+  return s;
+}
+
+TEST(Planner, StepIsTheScheduleOnTheStagesTimes) {
+  Fixture f = mlp(4, 2, [](int) { return 1.0; });
+  ASSERT_EQ(f.model.layers.size(), 8u);
+  f.config.balance = {4, 4};  // F = 4, B = 8 on each stage
+  PlanCosts costs;
+  costs.layouts = {f.costs};
+  // GPipe, 2 stages, 2 micro-batches: (m + p - 1) (F + B) = 3 x 12.
+  Planning p = plan_search(f.config, f.model, one("gpipe", 2, false), costs, 16);
+  ASSERT_EQ(p.runs.size(), 1u);
+  EXPECT_DOUBLE_EQ(p.runs[0].step_seconds, 36);
+  EXPECT_DOUBLE_EQ(p.runs[0].samples_per_s, 4.0 / 36);
+  EXPECT_EQ(p.runs[0].flags, "--schedule gpipe --microbatches 2 --recompute none --balance 4,4");
+  // Recomputing runs each stage's forward again before its backward: 3 x (4 + 12).
+  p = plan_search(f.config, f.model, one("gpipe", 2, true), costs, 16);
+  EXPECT_DOUBLE_EQ(p.runs[0].step_seconds, 48);
+  // On one core the two devices take turns: the whole work, 2 stages x 2 micro-batches x 12.
+  p = plan_search(f.config, f.model, one("gpipe", 2, false), costs, 1);
+  EXPECT_DOUBLE_EQ(p.runs[0].step_seconds, 48);
+  // 1F1B, 2 stages, 4 micro-batches of 1 (their costs taken the same): as GPipe under equal
+  // costs, (m + p - 1) (F + B) = 5 x 12; stage 1 waits for stage 0's forwards in between.
+  LayoutCosts single = f.costs;
+  single.micro = 1;
+  costs.layouts.push_back(single);
+  p = plan_search(f.config, f.model, one("1f1b", 4, false), costs, 16);
+  EXPECT_DOUBLE_EQ(p.runs[0].step_seconds, 60);
+  // Costs of a layout that was not measured are refused.
+  EXPECT_THROW(plan_search(f.config, f.model, one("1f1b", 1, false), costs, 16), Error);
+}
+
+TEST(Planner, SearchFindsTheBestOfEverySplit) {
+  // Uneven layers, so the split matters; the budget rules out the fastest splits.
+  auto forward = [](int l) { return 1.0 + (l * 7 % 5); };
+  for (size_t every : {size_t{256}, size_t{0}}) {
+    Fixture f = mlp(2, 1, forward);
+    PlanCosts costs;
+    costs.layouts = {f.costs};
+    PlanSpace space;
+    space.devices = 2;
+    space.spatial = {1};
+    space.microbatches = {2};
+    space.schedules = {"1f1b", "gpipe", "zb-h1", "sequential"};
+    space.recompute = {false, true};
+    space.every_split = every;
+    const Planning free = plan_search(f.config, f.model, space, costs, 16);
+    ASSERT_NE(free.chosen(), nullptr);
+    // A budget just under the unbudgeted choice's peak.
+    f.config.device_memory = static_cast<uint64_t>(free.chosen()->peak) - 1;
+    const Planning held = plan_search(f.config, f.model, space, costs, 16);
+    // Every split given as --balance, planned alone: the best that fits.
+    double best = 0;
+    for (int k = 1; k < 8; ++k) {
+      Config given = f.config;
+      given.balance = {k, 8 - k};
+      for (const PlannedRun& r : plan_search(given, f.model, space, costs, 16).runs)
+        if (r.fits) best = std::max(best, r.samples_per_s);
+    }
+    ASSERT_GT(best, 0);
+    ASSERT_NE(held.chosen(), nullptr) << "every_split " << every;
+    EXPECT_LE(held.chosen()->peak, static_cast<double>(f.config.device_memory));
+    EXPECT_DOUBLE_EQ(held.chosen()->samples_per_s, best) << "every_split " << every;
+  }
+}
+
+TEST(Planner, NothingFitsABudgetTooSmall) {
+  Fixture f = mlp(2, 1, [](int) { return 1.0; });
+  PlanCosts costs;
+  costs.layouts = {f.costs};
+  f.config.device_memory = 1024;
+  const Planning p = plan_search(f.config, f.model, one("1f1b", 2, false), costs, 16);
+  EXPECT_EQ(p.chosen(), nullptr);
+  ASSERT_EQ(p.runs.size(), 1u);
+  EXPECT_FALSE(p.runs[0].fits);
+  EXPECT_GT(p.runs[0].peak, 1024);
+}
+
+TEST(Planner, JsonListsEveryConfigurationAndTheChoice) {
+  Fixture f = mlp(2, 1, [](int l) { return 1.0 + l; });
+  PlanCosts costs;
+  costs.layouts = {f.costs};
+  PlanSpace space = one("1f1b", 2, false);
+  space.schedules = {"1f1b", "interleaved"};
+  const Planning p = plan_search(f.config, f.model, space, costs, 16);
+  const nlohmann::json j = nlohmann::json::parse(planning_json(p, f.config));
+  ASSERT_EQ(j.at("configurations").size(), p.runs.size());
+  EXPECT_EQ(j.at("chosen"), command_line(p.chosen()->config));
+  EXPECT_NE(command_line(p.chosen()->config).find("--balance"), std::string::npos);
+  const std::string table = planning_table(p, f.config);
+  EXPECT_NE(table.find("chosen: tandem train --width 32 --devices 2"), std::string::npos) << table;
+}
+
+}  // namespace
+}  // namespace tandem::train
