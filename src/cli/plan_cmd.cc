@@ -24,20 +24,38 @@ std::set<std::string> fixed_fields(const CLI::App& cmd) {
   return fixed;
 }
 
-train::Planning plan_here(const train::Config& c, train::Job& job,
-                          const std::set<std::string>& fixed, int repeats) {
+namespace {
+
+// What the planner starts from: `c` with one micro-batch where --microbatches was not given (the
+// default count need not fit the batch: the search chooses it).
+train::Config planned_config(const train::Config& c, const train::Job& job,
+                             const std::set<std::string>& fixed) {
   TANDEM_CHECK(!job.mpi(),
                "the planner measures and plans in one process for this machine's CPU devices: "
                "run it without mpirun, then launch the chosen layout");
-  // The default micro-batch count need not fit the batch: the search chooses it.
   train::Config base = c;
   if (!fixed.count("microbatches")) base.microbatches = 1;
   train::check_config(base);
-  const std::unique_ptr<train::Source> source = train::make_source(base, train::model_needs(base));
-  train::check_sample(base, source->input_shape());
-  torch::manual_seed(base.seed);
-  const graph::Model model = train::make_model(base, source->input_shape());
-  return train::plan(base, model, *source, fixed, repeats, &job);
+  return base;
+}
+
+// The model and data of `c`, made as the trainer makes them.
+train::ModelAndData made_for(const train::Config& c) {
+  train::ModelAndData m;
+  m.source = train::make_source(c, train::model_needs(c));
+  train::check_sample(c, m.source->input_shape());
+  torch::manual_seed(c.seed);
+  m.model = train::make_model(c, m.source->input_shape());
+  return m;
+}
+
+}  // namespace
+
+train::Planning plan_here(const train::Config& c, train::Job& job,
+                          const std::set<std::string>& fixed, int repeats) {
+  const train::Config base = planned_config(c, job, fixed);
+  const train::ModelAndData m = made_for(base);
+  return train::plan(base, m.model, *m.source, fixed, repeats, &job);
 }
 
 void require_a_fit(const train::Planning& p, const train::Config& c) {
@@ -49,7 +67,9 @@ void require_a_fit(const train::Planning& p, const train::Config& c) {
       lean = &r;
       leanest = r.peak;
     }
-  TANDEM_CHECK(lean, "no configuration of the search can run on these devices");
+  TANDEM_CHECK(lean, "no configuration of the search can run on these devices ({}: {})",
+               p.runs.empty() ? "none planned" : p.runs.front().flags,
+               p.runs.empty() ? "" : p.runs.front().why_not);
   const double tenth = 0.1 * 1024 * 1024;
   throw memory::DoesNotFit(fmt::format(
       "no configuration fits --device-memory {} on these devices: the leanest ({}) plans {} per "
@@ -63,17 +83,75 @@ namespace {
 
 struct PlanArgs {
   RunArgs run;
+  std::string volume;  // --volume: a side, or max
   int top = 10;
   int repeats = 3;
   std::string json;
   CLI::App* cmd = nullptr;
 };
 
+// --volume S: a side in [1, 4096].
+int side_of(const std::string& text) {
+  size_t used = 0;
+  int side = 0;
+  try {
+    side = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  TANDEM_CHECK(used == text.size() && side >= 1 && side <= 4096,
+               "--volume {}: give a side from 1 to 4096, or max for the largest that fits", text);
+  return side;
+}
+
+// --volume max: the largest volume of the model's grid that trains under the budget.
+int plan_largest_volume(PlanArgs& args, train::Job& job) {
+  const std::set<std::string> fixed = fixed_fields(*args.cmd);
+  const train::Config base = planned_config(args.run.config, job, fixed);
+  TANDEM_CHECK(base.device_memory > 0,
+               "--volume max finds the largest volume under a budget: give --device-memory");
+  const train::ModelAndData first = made_for(base);
+  TANDEM_CHECK(first.model.slab_dim >= 0, "--volume max: model {} takes no volume; use --model {}",
+               base.model, train::one_of(train::models_that(base, [](const train::ModelNeeds& n) {
+                 return n.volumes;
+               })));
+  const int64_t grid = std::max<int64_t>(1, first.model.slab_multiple);
+  const train::LargestVolume v = train::largest_volume(
+      base, grid,
+      [&](int64_t side) {
+        train::Config at = base;
+        at.volume = static_cast<int>(side);
+        return made_for(at);
+      },
+      fixed, args.repeats, &job);
+  std::vector<std::string> tried;
+  for (const auto& [side, fit] : v.tried)
+    tried.push_back(fmt::format("{} {}", side, fit ? "fits" : "does not"));
+  std::cout << fmt::format("volumes tried on the grid of {} (bytes measured): {}\n", grid,
+                           fmt::join(tried, ", "));
+  if (v.volume == 0)
+    throw memory::DoesNotFit(fmt::format("no volume fits --device-memory {}: {}",
+                                         memory::format_bytes(base.device_memory), v.limit));
+  train::Config at = base;
+  at.volume = static_cast<int>(v.volume);
+  std::cout << fmt::format("largest volume: {} ({}^3 voxels per sample){}\n", v.volume, v.volume,
+                           v.limit.empty() ? "" : "; " + v.limit)
+            << train::planning_table(v.planning, at, args.top) << std::flush;
+  if (!args.json.empty()) {
+    std::ofstream out(args.json);
+    out << train::planning_json(v.planning, at) << "\n";
+    TANDEM_CHECK(out.good(), "--json {}: could not write the file", args.json);
+  }
+  return 0;
+}
+
 int run_plan(PlanArgs& args) {
   Session session;
   if (const int status = join_job(args.run, session)) return status;
   return run_guarded(session, [&] {
-    const train::Config& c = args.run.config;
+    train::Config& c = args.run.config;
+    if (args.volume == "max") return plan_largest_volume(args, *session.job);
+    if (!args.volume.empty()) c.volume = side_of(args.volume);
     const train::Planning p = plan_here(c, *session.job, fixed_fields(*args.cmd), args.repeats);
     std::cout << train::planning_table(p, c, args.top) << std::flush;
     if (!args.json.empty()) {
@@ -101,6 +179,11 @@ Runner add_plan(CLI::App& app) {
   for (G group :
        {G::kModel, G::kData, G::kPlacement, G::kRecompute, G::kBatch, G::kOptimizer, G::kRun})
     add_option_group(*cmd, args->run, group);
+  // --volume takes max here: the largest volume that fits.
+  cmd->remove_option(cmd->get_option("--volume"));
+  cmd->add_option("--volume", args->volume,
+                  "side S of the S^3 input volumes, or max: the largest volume on the model's "
+                  "grid that trains on these devices under --device-memory, and its plan");
   cmd->add_option("--top", args->top, "how many of the configurations that fit to list")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));

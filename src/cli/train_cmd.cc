@@ -3,6 +3,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "commands.h"
 #include "planning.h"
@@ -60,7 +61,9 @@ int run_train(TrainArgs& args) {
     trace::Progress progress(main_process ? c.progress : trace::Progress::Mode::kNone,
                              trainer.total_steps());
     train::Observers observers(args.observe, trainer, *session.job);
+    std::vector<double> step_seconds;  // each step's, for --auto's measured step time
     auto on_step = [&](int64_t step, int64_t, const runtime::StepStats& s, double sps) {
+      step_seconds.push_back(s.seconds);
       progress.update(step, {{"loss", s.loss}, {"samples/s", sps}});
       observers.after_step(step, s, sps);
     };
@@ -84,12 +87,18 @@ int run_train(TrainArgs& args) {
         uint64_t measured_peak = 0;
         for (const train::MemoryPeak& m : memory)
           measured_peak = std::max(measured_peak, m.peak_bytes);
+        // The steps after the first (which also makes the optimizer's state), their median.
+        std::vector<double> later(step_seconds.begin() + (step_seconds.size() > 1 ? 1 : 0),
+                                  step_seconds.end());
+        std::sort(later.begin(), later.end());
+        const double median = later.empty() ? 0 : later[later.size() / 2];
         std::cout << fmt::format(
             "{}auto: predicted {:.1f} ms per step and {} on the fullest device; measured {:.1f} "
-            "ms per step (the first included) and {}\n",
+            "ms per step (median of {} step{}{}) and {}\n",
             prefix, predicted->step_seconds * 1000,
-            memory::format_bytes(static_cast<uint64_t>(predicted->peak)),
-            r.steps > 0 ? r.seconds / r.steps * 1000 : 0.0, memory::format_bytes(measured_peak));
+            memory::format_bytes(static_cast<uint64_t>(predicted->peak)), median * 1000,
+            later.size(), later.size() == 1 ? "" : "s",
+            step_seconds.size() > 1 ? " after the first" : "", memory::format_bytes(measured_peak));
       }
     }
     return 0;

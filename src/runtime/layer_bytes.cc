@@ -11,6 +11,7 @@
 #include "runtime/probe.h"
 #include "tandem/common/check.h"
 #include "tandem/graph/call_context.h"
+#include "tandem/graph/deferred.h"
 #include "tandem/memory/context.h"
 #include "tandem/memory/tracker.h"
 #include "tandem/runtime/memory_plan.h"
@@ -85,6 +86,50 @@ uint64_t backward_workspace(const graph::Layer& layer, const graph::Tensors& inp
   return peak > start ? peak - start : 0;
 }
 
+// What `layer` holds between the halves of a split backward: it runs the layer again, under
+// `call` with a deferred queue, on copies of `inputs` (the stage frees its own after the input
+// half, unless the deferred work keeps them) with fresh gradients for its outputs, runs the
+// input half, drops every handle of its own, and counts what the queued work still holds. The
+// queue is dropped unrun: the parameters' gradients stay untouched.
+uint64_t deferred_bytes(const graph::Layer& layer, const graph::Tensors& inputs,
+                        const std::vector<bool>& needs_grad, graph::CallContext call) {
+  auto& tracker = memory::Tracker::global();
+  graph::DeferredWeightGrads queue;
+  call.deferred = &queue;
+  graph::ScopedCall scoped(call);
+  const uint64_t start = tracker.current(kProbeDevice);
+  {
+    graph::Tensors copies;
+    std::vector<torch::Tensor> wrt;
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      torch::Tensor c = inputs[k].detach().clone();
+      if (c.is_floating_point() && needs_grad[k]) {
+        c.requires_grad_(true);
+        wrt.push_back(c);
+      }
+      copies.push_back(c);
+    }
+    for (const auto& p : graph::named_parameters(layer))
+      if (p.second.requires_grad()) wrt.push_back(p.second);
+    graph::Tensors outputs = layer.forward(copies);
+    std::vector<torch::Tensor> roots, seeds;
+    for (const auto& y : outputs) {
+      if (!y.requires_grad()) continue;
+      roots.push_back(y);
+      seeds.push_back(torch::ones_like(y));
+    }
+    outputs.clear();
+    copies.clear();
+    if (roots.empty() || wrt.empty()) return 0;
+    queue.set_deferring(true);
+    torch::autograd::grad(roots, wrt, seeds, /*retain_graph=*/false, /*create_graph=*/false,
+                          /*allow_unused=*/true);
+    queue.set_deferring(false);
+  }
+  const uint64_t held = tracker.current(kProbeDevice);
+  return queue.size() > 0 && held > start ? held - start : 0;
+}
+
 }  // namespace
 
 LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& micro_input,
@@ -151,6 +196,7 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
       backward_released.push_back(
           backward_workspace(layer, inputs, needs_grad, Outputs::kReleased));
       backward_kept.push_back(backward_workspace(layer, inputs, needs_grad, Outputs::kKept));
+      out.deferred.push_back(deferred_bytes(layer, inputs, needs_grad, call));
       for (size_t k = 0; k < outputs.size(); ++k) {
         out.tensors[layer.outputs[k]] = tensor_bytes(outputs[k]);
         kept[layer.outputs[k]] = held_beyond(outputs[k], 1);
@@ -206,6 +252,7 @@ std::string to_json(const LayerBytes& bytes) {
   j["backward"] = bytes.backward;
   j["backward_held"] = bytes.backward_held;
   j["halo"] = bytes.halo;
+  j["deferred"] = bytes.deferred;
   j["state"] = bytes.state;
   j["step"] = bytes.step;
   j["tensors"] = bytes.tensors;
@@ -222,13 +269,15 @@ LayerBytes layer_bytes_from_json(const std::string& text) {
     j.at("backward").get_to(out.backward);
     j.at("backward_held").get_to(out.backward_held);
     j.at("halo").get_to(out.halo);
+    if (j.contains("deferred")) j.at("deferred").get_to(out.deferred);
     j.at("state").get_to(out.state);
     j.at("step").get_to(out.step);
     j.at("tensors").get_to(out.tensors);
     const size_t n = out.activations.size();
     TANDEM_CHECK(out.transient.size() == n && out.forward.size() == n && out.backward.size() == n &&
                      out.backward_held.size() == n && out.halo.size() == n &&
-                     out.state.size() == n && (out.step.empty() || out.step.size() == n),
+                     out.state.size() == n && (out.step.empty() || out.step.size() == n) &&
+                     (out.deferred.empty() || out.deferred.size() == n),
                  "a layer memory measurement has {} activations but {}, {}, {} and {} "
                  "workspaces, {} halos, {} states and {} optimizer steps",
                  n, out.transient.size(), out.forward.size(), out.backward.size(),

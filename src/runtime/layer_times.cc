@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/common/check.h"
+#include "tandem/common/device.h"
 #include "tandem/graph/call_context.h"
 
 namespace tandem::runtime {
@@ -72,8 +73,11 @@ LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& m
                "timing layers needs a micro-batch on the CPU");
   TANDEM_CHECK(repeats >= 1, "timing layers needs at least 1 repetition, not {}", repeats);
   TANDEM_CHECK(threads >= 1, "timing layers needs at least 1 thread, not {}", threads);
+  // The device's threads, for ATen and BLAS alike (a pipeline sets both: core_share.cc); BLAS
+  // is left at them, as a pipeline built afterwards sets it anyway.
   const int threads_before = at::get_num_threads();
   at::set_num_threads(threads);
+  set_blas_threads(threads);
   std::map<std::string, size_t> last_read;
   for (size_t i = 0; i < model.layers.size(); ++i)
     for (const auto& name : model.layers[i].inputs) last_read[name] = i;
@@ -135,6 +139,7 @@ std::string to_json(const LayerTimes& times) {
   j["backward"] = times.backward;
   j["input"] = times.input;
   j["weight"] = times.weight;
+  j["step"] = times.step;
   return j.dump();
 }
 
@@ -146,10 +151,13 @@ LayerTimes layer_times_from_json(const std::string& text) {
     j.at("backward").get_to(out.backward);
     j.at("input").get_to(out.input);
     j.at("weight").get_to(out.weight);
+    j.at("step").get_to(out.step);
     const size_t n = out.forward.size();
-    TANDEM_CHECK(out.backward.size() == n && out.input.size() == n && out.weight.size() == n,
-                 "a layer time measurement has {} forwards but {}, {} and {} backwards", n,
-                 out.backward.size(), out.input.size(), out.weight.size());
+    TANDEM_CHECK(out.backward.size() == n && out.input.size() == n && out.weight.size() == n &&
+                     (out.step.empty() || out.step.size() == n),
+                 "a layer time measurement has {} forwards but {}, {} and {} backwards and {} "
+                 "optimizer steps",
+                 n, out.backward.size(), out.input.size(), out.weight.size(), out.step.size());
     return out;
   } catch (const nlohmann::json::exception& e) {
     TANDEM_CHECK(false, "not a layer time measurement: {}", e.what());

@@ -56,10 +56,11 @@ std::vector<double> peaks(const graph::Model& model, const LayerBytes& bytes,
   const TensorUses uses = index_tensors(model, bytes);
   const Messages m = message_bytes(model, bytes, partition, recompute, lowered);
   std::vector<double> out;
+  const bool split = splits_backward(lowered);
   for (int s = 0; s < partition.num_stages; ++s) {
     auto [begin, end] = partition.layers_of(s);
-    out.push_back(stage_parts(uses, bytes, begin, end, recompute, &partition)
-                      .peak(in_flight[s], m.ahead[s] + (late ? m.late[s] : 0.0)));
+    const StageParts p = stage_parts(uses, bytes, begin, end, recompute, &partition, split);
+    out.push_back(p.peak(in_flight[s], m.ahead[s] + (late ? m.late[s] : 0.0)));
   }
   return out;
 }
@@ -78,6 +79,46 @@ std::vector<double> planned_peaks(const graph::Model& model, const LayerBytes& b
                                   const std::vector<int>& in_flight, bool recompute,
                                   const schedule::Schedule* lowered) {
   return peaks(model, bytes, partition, in_flight, recompute, lowered, false);
+}
+
+std::vector<double> device_peaks(const graph::Model& model, const LayerBytes& bytes,
+                                 const graph::Partition& partition, bool recompute,
+                                 const schedule::Schedule& lowered) {
+  TANDEM_CHECK(lowered.num_stages == partition.num_stages,
+               "the schedule has {} stages but the partition {}", lowered.num_stages,
+               partition.num_stages);
+  const TensorUses uses = index_tensors(model, bytes);
+  const Messages m = message_bytes(model, bytes, partition, recompute, &lowered);
+  const bool split = splits_backward(&lowered);
+  std::vector<StageParts> parts;
+  for (int s = 0; s < partition.num_stages; ++s) {
+    auto [begin, end] = partition.layers_of(s);
+    parts.push_back(stage_parts(uses, bytes, begin, end, recompute, &partition, split));
+  }
+  std::vector<double> out;
+  for (const auto& actions : lowered.device_actions) {
+    std::map<int, int> held;  // micro-batches each stage of the device holds
+    double state = 0, ahead = 0, step = 0, most = 0;
+    std::set<int> stages;
+    for (const schedule::Action& a : actions) {
+      if (a.kind != schedule::Kind::kCompute) continue;
+      if (stages.insert(a.stage).second) {
+        state += parts[a.stage].state;
+        ahead += m.ahead[a.stage];
+        step = std::max(step, parts[a.stage].step);
+      }
+      const StageParts& p = parts[a.stage];
+      if (a.op == schedule::Op::kForward) ++held[a.stage];
+      // The acting stage's running micro-batch at its worst, the rest as they are kept.
+      double kept = p.running() - p.per_microbatch;
+      for (const auto& [stage, count] : held) kept += count * parts[stage].per_microbatch;
+      most = std::max(most, kept + (held[a.stage] > 1 ? p.in_transit : 0.0));
+      // A micro-batch is let go by its backward, or by its W where the backward is split.
+      if (a.op == schedule::Op::kBackward || a.op == schedule::Op::kWeight) --held[a.stage];
+    }
+    out.push_back(state + std::max(most + ahead, step));
+  }
+  return out;
 }
 
 std::optional<FlopForecast> flop_forecast(const graph::Model& model,
@@ -123,8 +164,9 @@ std::function<double(int, int, int)> search_peak(const graph::Model& model, cons
   auto uses = std::make_shared<const TensorUses>(index_tensors(model, bytes));
   auto ahead =
       std::make_shared<const ChainAhead>(chain_ahead(chain, static_cast<int>(in_flight.size())));
-  return [uses, ahead, &bytes, in_flight, recompute](int stage, int begin, int end) {
-    const StageParts p = stage_parts(*uses, bytes, begin, end, recompute, nullptr);
+  const bool split = splits_backward(chain);
+  return [uses, ahead, &bytes, in_flight, recompute, split](int stage, int begin, int end) {
+    const StageParts p = stage_parts(*uses, bytes, begin, end, recompute, nullptr, split);
     // Inputs have the bytes it receives; gradients, the bytes it sends on.
     return p.peak(in_flight[stage],
                   ahead->inputs[stage] * p.received + ahead->gradients[stage] * p.sent_on);

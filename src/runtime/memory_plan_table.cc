@@ -20,9 +20,10 @@ std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes
   auto mib = [](double b) { return memory::format_bytes(static_cast<uint64_t>(b)); };
   const double total_flops = forward_flops(model, 0, static_cast<int>(model.layers.size()));
   std::vector<uint64_t> planned_bytes, at_most_bytes;
+  const bool split = splits_backward(lowered);
   for (int s = 0; s < partition.num_stages; ++s) {
     auto [begin, end] = partition.layers_of(s);
-    const StageParts p = stage_parts(uses, bytes, begin, end, recompute, &partition);
+    const StageParts p = stage_parts(uses, bytes, begin, end, recompute, &partition, split);
     const double planned = p.peak(in_flight[s], m.ahead[s]);
     planned_bytes.push_back(static_cast<uint64_t>(planned));
     at_most_bytes.push_back(static_cast<uint64_t>(planned + m.late[s]));

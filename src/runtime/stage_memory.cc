@@ -48,9 +48,27 @@ TensorUses index_tensors(const graph::Model& model, const LayerBytes& bytes) {
   return u;
 }
 
+bool splits_backward(const schedule::Schedule* schedule) {
+  if (!schedule) return false;
+  for (const auto& actions : schedule->device_actions)
+    for (const schedule::Action& a : actions)
+      if (a.kind == schedule::Kind::kCompute && a.op == schedule::Op::kInput) return true;
+  return false;
+}
+
 StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, int end,
-                       bool recompute, const graph::Partition* partition) {
+                       bool recompute, const graph::Partition* partition, bool split_backward) {
   StageParts out;
+  // Under a split backward the I half leaves each layer's deferred W work behind it: at layer
+  // i's backward, what the later layers' work keeps is held too (deferred_after[i - begin]).
+  std::vector<double> deferred_after(end - begin + 1, 0);
+  if (split_backward && !bytes.deferred.empty())
+    for (int i = end - 1; i > begin; --i)
+      deferred_after[i - 1 - begin] =
+          deferred_after[i - begin] + static_cast<double>(bytes.deferred[i]);
+  const double deferred_total = split_backward && !bytes.deferred.empty() && end > begin
+                                    ? deferred_after[0] + static_cast<double>(bytes.deferred[begin])
+                                    : 0.0;
   // The micro-batch that runs holds, at layer i's backward: what layers begin..i left alive (a
   // backward frees the later layers' tensors first: autograd runs nodes in reverse creation
   // order); the tensors it sent, which later layers made (kept until its backward ends); the
@@ -125,17 +143,20 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
         activations + static_cast<double>(bytes.forward[i]) + (recompute ? sent : 0.0);
     const uint64_t backward = outputs_kept[i - begin] ? bytes.backward_held[i] : bytes.backward[i];
     largest_at_a_layer = std::max(
-        {largest_at_a_layer, forward, activations + held + static_cast<double>(backward) + sent});
+        {largest_at_a_layer, forward,
+         activations + held + static_cast<double>(backward) + sent + deferred_after[i - begin]});
   }
   out.workspace = largest_at_a_layer - activations;
   out.received = received;
   out.sent_on = sent_on;
-  if (!recompute) {
-    out.per_microbatch = activations + received;
-    return out;
-  }
-  // Kept per micro-batch in flight: only the tensors the stage reads from before it.
-  out.per_microbatch = received;
+  // Kept per micro-batch in flight: its activations and what it received (with recomputation,
+  // only what it received); under a split backward, between its I and W, what its deferred work
+  // keeps instead (received tensors included), where that is more. The workspace stays what it
+  // is above the activations: a W action holds every deferred micro-batch and its own workspace.
+  out.kept = recompute ? received : activations + received;
+  out.deferred = deferred_total;
+  out.per_microbatch = std::max(out.kept, deferred_total);
+  if (!recompute) return out;
   out.recomputed = activations;
   out.in_transit = sent_on;
   return out;

@@ -31,15 +31,28 @@ struct StageParts {
   // takes it when its own work allows). Without recomputation the stage keeps what it sent
   // until the backward anyway.
   double in_transit = 0;
+  // Under a split backward: what a micro-batch's deferred W work keeps (0 without one), and
+  // what a micro-batch keeps without it (per_microbatch is the larger of the two).
+  double deferred = 0;
+  double kept = 0;
+  // The running micro-batch at its worst: its kept tensors, its recomputed activations and the
+  // workspace, or (its backward split) its deferred work and a W action's workspace.
+  double running() const {
+    return std::max(kept + recomputed + workspace, deferred > 0 ? deferred + workspace : 0.0);
+  }
   // `messages`: bytes of messages held in a backward besides the above (held_messages.h).
-  // The larger of the step's moments (a layer's forward or backward) and the optimizer's step,
-  // which runs once every micro-batch's backward is done.
+  // The larger of the step's moments (a layer's forward or backward, with the other
+  // micro-batches in flight) and the optimizer's step, which runs once every micro-batch's
+  // backward is done.
   double peak(int in_flight, double messages) const {
-    return state + std::max(in_flight * per_microbatch + (in_flight > 1 ? in_transit : 0.0) +
-                                messages + recomputed + workspace,
-                            step);
+    const double moments =
+        in_flight >= 1 ? (in_flight - 1) * per_microbatch + running() : recomputed + workspace;
+    return state + std::max(moments + (in_flight > 1 ? in_transit : 0.0) + messages, step);
   }
 };
+
+// Whether `schedule` (may be null) splits backwards into I and W actions.
+bool splits_backward(const schedule::Schedule* schedule);
 
 // Who makes and who reads every named tensor, by index: what a stage's prediction needs,
 // built once per model so that a partition search costs O(layers) per candidate stage.
@@ -55,8 +68,11 @@ TensorUses index_tensors(const graph::Model& model, const LayerBytes& bytes);
 
 // The parts of the peak of layers [begin, end) as one stage; `partition` (null while partitions
 // are searched) says which stages read what it sends.
+// `split_backward`: the schedule splits backwards into I and W (splits_backward), so each
+// micro-batch between the two holds what its layers' deferred W work keeps.
 StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, int end,
-                       bool recompute, const graph::Partition* partition);
+                       bool recompute, const graph::Partition* partition,
+                       bool split_backward = false);
 
 // Per stage: bytes of messages it holds in a backward besides its activations, under `lowered`
 // on `partition` (null: none).

@@ -1,6 +1,11 @@
 #include "memory_partition.h"
 
+#include <ATen/Parallel.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/sgd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -69,6 +74,47 @@ MeasuredSample measured_sample(const graph::Model& model, const Config& c, const
   return m;
 }
 
+// Seconds of the optimizer's step over each layer's parameters (copies, with gradients of
+// their size), the median of `repeats` after a warm-up, with `threads` threads.
+std::vector<double> optimizer_step_times(const graph::Model& model, const Config& c, int repeats,
+                                         int threads) {
+  const int threads_before = at::get_num_threads();
+  at::set_num_threads(threads);
+  set_blas_threads(threads);
+  std::vector<double> out;
+  for (const graph::Layer& layer : model.layers) {
+    std::vector<torch::Tensor> params;
+    for (const auto& p : graph::named_parameters(layer)) {
+      if (!p.second.requires_grad()) continue;
+      torch::Tensor copy = p.second.detach().clone().requires_grad_(true);
+      copy.mutable_grad() = torch::randn_like(copy);
+      params.push_back(copy);
+    }
+    if (params.empty()) {
+      out.push_back(0);
+      continue;
+    }
+    std::unique_ptr<torch::optim::Optimizer> opt;
+    if (c.optimizer == OptimizerKind::kAdam)
+      opt = std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(c.lr));
+    else
+      opt = std::make_unique<torch::optim::SGD>(
+          params, torch::optim::SGDOptions(c.lr).momentum(c.momentum));
+    std::vector<double> seconds;
+    for (int r = 0; r <= repeats; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      opt->step();
+      if (r > 0)
+        seconds.push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    std::sort(seconds.begin(), seconds.end());
+    out.push_back(seconds[seconds.size() / 2]);
+  }
+  at::set_num_threads(threads_before);
+  return out;
+}
+
 // The group of a measured slab: its `slabs` members, none of them there (spatial/group.h).
 spatial::Group dry_group(int slabs, const MeasuredSample& m) {
   std::vector<int> members(slabs);
@@ -115,12 +161,15 @@ runtime::LayerTimes measure_times(const PlanInputs& in, int repeats) {
     const MeasuredSample m = measured_sample(in.model, c, in.source);
     const int threads = in.devices.empty() ? 1 : in.devices.front().threads;
     const int64_t bound = graph::workspace_bound(c.device_memory);
-    if (c.spatial == 1)
-      return runtime::to_json(
-          runtime::measure_layer_times(in.model, m.input, nullptr, bound, repeats, threads));
-    spatial::Group dry = dry_group(c.spatial, m);
-    return runtime::to_json(
-        runtime::measure_layer_times(in.model, m.input, &dry, bound, repeats, threads));
+    runtime::LayerTimes t;
+    if (c.spatial == 1) {
+      t = runtime::measure_layer_times(in.model, m.input, nullptr, bound, repeats, threads);
+    } else {
+      spatial::Group dry = dry_group(c.spatial, m);
+      t = runtime::measure_layer_times(in.model, m.input, &dry, bound, repeats, threads);
+    }
+    t.step = optimizer_step_times(in.model, c, repeats, threads);
+    return runtime::to_json(t);
   };
   return runtime::layer_times_from_json(once_for_the_job(in.job, measure));
 }

@@ -8,8 +8,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
+#include <unordered_map>
 
 #include "memory_partition.h"
+#include "schedule/index.h"
 #include "schedule/lower.h"
 #include "tandem/common/check.h"
 #include "tandem/common/device.h"
@@ -126,10 +129,75 @@ struct Setting {
 // A split's planned peaks and step time.
 struct Evaluated {
   std::vector<double> device_peak;
+  std::vector<double> device_state;
   double peak = 0;
   bool fits = true;
   double step = 0;
 };
+
+// The step on `cores` cores: every device of the schedule is a group of `spatial` devices of
+// `threads` threads each, whose compute actions take spatial x threads cores at once (all of
+// them, and proportionally longer, where there are fewer). Actions run in the order of the
+// earliest start their inputs and their device allow, each on the cores free soonest, as the
+// pipeline's core share hands out cores to the devices that wait (runtime/core_share.h); then
+// every device steps its optimizer (`optimizer`, per device) on its cores.
+double contended_step(const schedule::Schedule& sched, const schedule::StageGraph& graph,
+                      const schedule::Costs& costs, const std::vector<double>& optimizer,
+                      int spatial, int threads, int cores) {
+  const schedule::ScheduleIndex index(sched, graph);
+  const int devices = sched.num_devices;
+  const int want = spatial * threads;
+  const int take = std::min(want, cores);
+  const double stretch = static_cast<double>(want) / take;
+  std::vector<double> core_free(static_cast<size_t>(cores), 0.0);
+  std::vector<size_t> pos(static_cast<size_t>(devices), 0);
+  std::vector<double> device_free(static_cast<size_t>(devices), 0.0);
+  std::unordered_map<schedule::Action, double, schedule::ActionHash> end;
+  // Runs `seconds` of work on device d from `earliest`; returns its end.
+  auto run = [&](double earliest, double seconds) {
+    std::sort(core_free.begin(), core_free.end());
+    const double start = std::max(earliest, core_free[static_cast<size_t>(take - 1)]);
+    const double finish = start + seconds * stretch;
+    for (int k = 0; k < take; ++k) core_free[static_cast<size_t>(k)] = finish;
+    return finish;
+  };
+  for (;;) {
+    int best = -1;
+    double best_start = 0;
+    for (int d = 0; d < devices; ++d) {
+      const auto& row = sched.device_actions[static_cast<size_t>(d)];
+      if (pos[static_cast<size_t>(d)] == row.size()) continue;
+      const schedule::Action& a = row[pos[static_cast<size_t>(d)]];
+      double t = device_free[static_cast<size_t>(d)];
+      bool ready = true;
+      for (const schedule::Action& need : index.inputs(a)) {
+        const auto it = end.find(need);
+        if (it == end.end()) {
+          ready = false;
+          break;
+        }
+        t = std::max(t, it->second);
+      }
+      if (ready && (best < 0 || t < best_start)) {
+        best = d;
+        best_start = t;
+      }
+    }
+    if (best < 0) break;
+    const schedule::Action& a =
+        sched.device_actions[static_cast<size_t>(best)][pos[static_cast<size_t>(best)]++];
+    const double finish = run(best_start, schedule::cost_of(costs, a));
+    end[a] = finish;
+    device_free[static_cast<size_t>(best)] = finish;
+  }
+  double last = 0;
+  for (int d = 0; d < devices; ++d)
+    last = std::max(
+        last,
+        run(device_free[static_cast<size_t>(d)],
+            d < static_cast<int>(optimizer.size()) ? optimizer[static_cast<size_t>(d)] : 0.0));
+  return last;
+}
 
 Evaluated evaluate(const Setting& s, const graph::Partition& partition) {
   const int stages = partition.num_stages;
@@ -139,9 +207,20 @@ Evaluated evaluate(const Setting& s, const graph::Partition& partition) {
       runtime::planned_peaks(s.model, s.costs.bytes, partition, s.in_flight, s.recompute, &lowered);
   Evaluated e;
   e.device_peak.assign(static_cast<size_t>(s.groups), 0.0);
-  for (int k = 0; k < stages; ++k)
-    e.device_peak[static_cast<size_t>(s.stage_group[static_cast<size_t>(k)])] +=
-        planned[static_cast<size_t>(k)];
+  e.device_state.assign(static_cast<size_t>(s.groups), 0.0);
+  // Where the schedule runs on the groups themselves (one stage each, or its own placement of
+  // several), each group's peak as it runs its actions in order; else (more stages than
+  // groups, placed round-robin) the sum of its stages' peaks.
+  const bool on_groups = lowered.num_devices == s.groups;
+  if (on_groups)
+    e.device_peak = runtime::device_peaks(s.model, s.costs.bytes, partition, s.recompute, lowered);
+  for (int k = 0; k < stages; ++k) {
+    const size_t g = static_cast<size_t>(s.stage_group[static_cast<size_t>(k)]);
+    if (!on_groups) e.device_peak[g] += planned[static_cast<size_t>(k)];
+    auto [begin, end] = partition.layers_of(k);
+    for (int l = begin; l < end; ++l)
+      e.device_state[g] += static_cast<double>(s.costs.bytes.state[static_cast<size_t>(l)]);
+  }
   e.peak = *std::max_element(e.device_peak.begin(), e.device_peak.end());
   e.fits = s.budget == 0 || e.peak <= static_cast<double>(s.budget);
   // The schedule on the stages' summed times; a recomputing stage runs its forward again
@@ -162,13 +241,16 @@ Evaluated evaluate(const Setting& s, const graph::Partition& partition) {
     step.input.push_back(i + (s.recompute ? f : 0));
     step.weight.push_back(w);
   }
-  const schedule::Timeline timeline =
-      schedule::simulate(schedule::compute_only(s.sched), graph, step);
-  // Every device of a group runs its slab for as long as the group's stage: the step's work in
-  // core-seconds, which the machine's cores bound from below.
-  double work = 0;
-  for (double busy : timeline.busy) work += busy * s.spatial;
-  e.step = std::max(timeline.makespan, work * s.threads / std::max(1, s.cores));
+  // Then every device steps its optimizer over its stages' parameters.
+  std::vector<double> optimizer(static_cast<size_t>(s.sched.num_devices), 0.0);
+  for (int k = 0; k < stages && !t.step.empty(); ++k) {
+    auto [begin, end] = partition.layers_of(k);
+    for (int l = begin; l < end; ++l)
+      optimizer[static_cast<size_t>(s.sched.stage_device[static_cast<size_t>(k)])] +=
+          t.step[static_cast<size_t>(l)];
+  }
+  e.step = contended_step(schedule::compute_only(s.sched), graph, step, optimizer, s.spatial,
+                          s.threads, s.cores);
   return e;
 }
 
@@ -225,7 +307,9 @@ PlannedRun plan_one(const Config& base, const graph::Model& model, const PlanSpa
   c.microbatches = microbatches;
   c.schedule = name;
   c.recompute = recompute;
-  if (schedule::schedule_kind(name).stages_per_device == 0) c.virtual_stages = space.virtual_stages;
+  // Virtual stages belong to the schedule that takes them; the others run with none.
+  c.virtual_stages =
+      schedule::schedule_kind(name).stages_per_device == 0 ? space.virtual_stages : 1;
   const int groups = space.devices / spatial;
   const bool chunked = schedule::places_own_stages(name);
   const int stages = chunked ? groups * schedule::stages_per_device(name, c.virtual_stages)
@@ -275,6 +359,7 @@ PlannedRun plan_one(const Config& base, const graph::Model& model, const PlanSpa
   c.partition = PartitionBy::kParameters;  // --balance gives the split
   run.flags = configuration_flags(c);
   run.device_peak = best->second.device_peak;
+  run.device_state = best->second.device_state;
   run.peak = best->second.peak;
   run.fits = best->second.fits;
   run.step_seconds = best->second.step;
@@ -390,6 +475,141 @@ Planning plan(const Config& c, const graph::Model& model, const Source& source,
   const PlanSpace space = plan_space(c, model, source, fixed);
   const PlanCosts costs = measure_plan_costs(c, model, source, space, repeats, job);
   return plan_search(c, model, space, costs, available_cores());
+}
+
+namespace {
+
+// Whether any configuration of `space` fits at c.volume, measuring bytes alone, the leanest
+// layouts first; `dead` holds the layouts that fit nothing, each with the smallest volume where
+// it did not (skipped at that volume and above; set where none fits here). `leanest`: the
+// leanest configuration planned.
+struct VolumeFit {
+  bool fits = false;
+  std::optional<PlannedRun> leanest;
+};
+
+VolumeFit fits_at(const Config& c, const graph::Model& model, const Source& source,
+                  const PlanSpace& space, std::map<std::pair<int, int64_t>, int64_t>& dead,
+                  Job* job) {
+  const std::vector<DeviceSpec> devices = parse_devices(c.devices, c.threads_per_device);
+  std::vector<std::pair<int, int>> layouts;  // (spatial, micro-batches), leanest first
+  for (auto s = space.spatial.rbegin(); s != space.spatial.rend(); ++s)
+    for (auto m = space.microbatches.rbegin(); m != space.microbatches.rend(); ++m)
+      layouts.emplace_back(*s, *m);
+  VolumeFit out;
+  std::set<std::pair<int, int64_t>> measured;
+  for (const auto& [s, m] : layouts) {
+    const std::pair<int, int64_t> key{s, micro_of(c.batch, m)};
+    const auto gone = dead.find(key);
+    if ((gone != dead.end() && c.volume >= gone->second) || measured.count(key)) continue;
+    measured.insert(key);
+    Config layout = c;
+    layout.spatial = s;
+    layout.microbatches = m;
+    LayoutCosts l;
+    l.spatial = s;
+    l.micro = key.second;
+    l.bytes = measure_bytes(PlanInputs{model, layout, source, {devices.front()}, false, job});
+    // Bytes decide whether it fits: no times (every split then costs the same).
+    const size_t n = model.layers.size();
+    l.times.forward.assign(n, 0.0);
+    l.times.backward.assign(n, 0.0);
+    l.times.input.assign(n, 0.0);
+    l.times.weight.assign(n, 0.0);
+    PlanSpace one = space;
+    one.spatial = {s};
+    one.microbatches.clear();
+    for (int k : space.microbatches)
+      if (micro_of(c.batch, k) == key.second) one.microbatches.push_back(k);
+    PlanCosts costs;
+    costs.layouts = {l};
+    const Planning p = plan_search(c, model, one, costs, 1);
+    for (const PlannedRun& r : p.runs)
+      if (r.why_not.empty() && (!out.leanest || r.peak < out.leanest->peak)) out.leanest = r;
+    if (p.chosen()) {
+      out.fits = true;
+      return out;
+    }
+    dead[key] = gone == dead.end() ? c.volume : std::min<int64_t>(gone->second, c.volume);
+  }
+  return out;
+}
+
+}  // namespace
+
+LargestVolume largest_volume(const Config& c, int64_t grid,
+                             const std::function<ModelAndData(int64_t)>& make,
+                             const std::set<std::string>& fixed, int repeats, Job* job) {
+  TANDEM_CHECK(grid >= 1, "the grid of volumes must be at least 1, not {}", grid);
+  TANDEM_CHECK(c.device_memory > 0,
+               "the largest volume is the largest under a budget: give Config::device_memory");
+  constexpr int64_t kMost = 4096;  // Config::volume's largest
+  LargestVolume out;
+  std::map<std::pair<int, int64_t>, int64_t> dead;
+  std::map<int64_t, std::string> why;  // a volume that does not fit: why
+  auto fits = [&](int64_t v) {
+    Config at = c;
+    at.volume = static_cast<int>(v);
+    bool ok = false;
+    try {
+      const ModelAndData made = make(v);
+      const PlanSpace space = plan_space(at, made.model, *made.source, fixed);
+      const VolumeFit f = fits_at(at, made.model, *made.source, space, dead, job);
+      ok = f.fits;
+      if (!ok && f.leanest) {
+        const PlannedRun& r = *f.leanest;
+        const size_t g = static_cast<size_t>(
+            std::max_element(r.device_peak.begin(), r.device_peak.end()) - r.device_peak.begin());
+        why[v] = fmt::format(
+            "at volume {} the leanest configuration ({}) plans {} on its fullest device, over "
+            "the budget of {}: the weights, their gradients and the optimizer's state take {} of "
+            "it, activations, messages and workspaces the rest",
+            v, r.flags, mib(r.peak), mib(c.device_memory), mib(r.device_state.at(g)));
+      } else if (!ok) {
+        why[v] =
+            fmt::format("at volume {} every layout was over the budget at a smaller volume", v);
+      }
+    } catch (const Error& e) {
+      why[v] = fmt::format("volume {} is refused: {}", v, e.what());
+    }
+    out.tried.emplace_back(v, ok);
+    return ok;
+  };
+  int64_t lo = 0, hi = 0;  // the largest that fits, the smallest that does not (0: none yet)
+  int64_t v = std::max(grid, c.volume / grid * grid);
+  if (fits(v)) {
+    lo = v;
+    while (hi == 0) {
+      const int64_t next = std::min(kMost / grid * grid, 2 * lo);
+      if (next <= lo) break;  // the largest volume there is fits
+      if (fits(next))
+        lo = next;
+      else
+        hi = next;
+    }
+  } else {
+    hi = v;
+    if (v > grid && fits(grid)) lo = grid;
+  }
+  if (lo == 0) {
+    out.limit = why.count(hi) ? why[hi] : std::string();
+    if (hi != grid && why.count(grid)) out.limit = why[grid];
+    return out;
+  }
+  while (hi != 0 && hi - lo > grid) {
+    const int64_t mid = (lo + hi) / 2 / grid * grid;
+    if (fits(mid))
+      lo = mid;
+    else
+      hi = mid;
+  }
+  out.volume = lo;
+  if (hi != 0) out.limit = why[hi];
+  const ModelAndData made = make(lo);
+  Config at = c;
+  at.volume = static_cast<int>(lo);
+  out.planning = plan(at, made.model, *made.source, fixed, repeats, job);
+  return out;
 }
 
 std::string command_line(const Config& c) {

@@ -19,6 +19,9 @@ struct LayerTimes {
   std::vector<double> backward;  // B: the gradients of the inputs and parameters in one call
   std::vector<double> input;     // I: the gradients of the inputs alone
   std::vector<double> weight;    // W: the gradients of the parameters, after I on the same graph
+  // The optimizer's step over the layer's parameters, once per training step (filled by the
+  // caller, which knows the optimizer; empty: not measured).
+  std::vector<double> step;
 };
 
 // Runs `micro_input` (one micro-batch, on the CPU) through `model` layer by layer and times each

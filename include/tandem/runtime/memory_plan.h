@@ -54,6 +54,11 @@ struct LayerBytes {
   // that reach them are counted apart (a stage that sends its outputs holds them, and the
   // gradient messages for them, until its backward ends).
   std::vector<uint64_t> backward_held;
+  // Per layer: what it holds for its weight gradient between the two halves of a split backward
+  // (schedules with I and W actions): the tensors its deferred W work keeps (its input, the
+  // gradient of its output), with everything else of the micro-batch's graph freed. 0 for a
+  // layer that does not split.
+  std::vector<uint64_t> deferred;
   // Per layer: bytes of the halo planes its forward receives on a slab of a spatial split (0 on
   // whole samples); the layer holds them while it runs, and keeps none of them.
   std::vector<uint64_t> halo;
@@ -122,6 +127,17 @@ std::vector<double> planned_peaks(const graph::Model& model, const LayerBytes& b
                                   const graph::Partition& partition,
                                   const std::vector<int>& in_flight, bool recompute,
                                   const schedule::Schedule* lowered = nullptr);
+
+// The planned peak of every device of `lowered` (the schedule that runs on `partition`,
+// lowered on its stage graph) where a device runs several stages (interleaved, zb-v, more
+// stages than devices): its stages' state, plus the most its stages keep at any one compute
+// action as the device runs its list in order (the micro-batches each stage holds then, the
+// acting stage's workspace and, recomputing, its activations), plus the messages each stage
+// receives ahead. Below the sum of its stages' planned peaks, which assumes every stage at its
+// worst at once.
+std::vector<double> device_peaks(const graph::Model& model, const LayerBytes& bytes,
+                                 const graph::Partition& partition, bool recompute,
+                                 const schedule::Schedule& lowered);
 
 // How long a step of `schedule` (lowered or not) would take on `partition` if every forward cost
 // its stage's FLOPs, a backward twice that and messages nothing, against the same work on all

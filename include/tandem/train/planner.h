@@ -23,6 +23,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -81,12 +83,13 @@ PlanCosts measure_plan_costs(const Config& c, const graph::Model& model, const S
 struct PlannedRun {
   Config config;      // c with this configuration's options (and --balance of its partition)
   std::string flags;  // those options as flags: "--spatial 2 --schedule 1f1b ..."
-  std::vector<double> device_peak;  // planned peak bytes of each device group's memory
-  double peak = 0;                  // the largest of them
-  double step_seconds = 0;          // predicted
-  double samples_per_s = 0;         // predicted: the global batch over step_seconds
-  bool fits = true;                 // within Config::device_memory (always without one)
-  std::string why_not;              // not empty: why it cannot run (a schedule's refusal)
+  std::vector<double> device_peak;   // planned peak bytes of each device group's memory
+  std::vector<double> device_state;  // of which parameters, gradients and optimizer state
+  double peak = 0;                   // the largest of them
+  double step_seconds = 0;           // predicted
+  double samples_per_s = 0;          // predicted: the global batch over step_seconds
+  bool fits = true;                  // within Config::device_memory (always without one)
+  std::string why_not;               // not empty: why it cannot run (a schedule's refusal)
 };
 
 struct Planning {
@@ -107,6 +110,32 @@ Planning plan_search(const Config& c, const graph::Model& model, const PlanSpace
 // The space, the costs and the search in one call.
 Planning plan(const Config& c, const graph::Model& model, const Source& source,
               const std::set<std::string>& fixed = {}, int repeats = 3, Job* job = nullptr);
+
+// The largest volume on the model's grid that trains under the budget (tandem plan --volume
+// max). `make(v)` makes the model and its data for volumes of side v (Config::volume = v, as
+// the trainer would); `grid`: the step between volumes the model takes (its slab multiple).
+// Volumes are tried by doubling from c.volume and then halving the interval between the
+// largest that fits and the smallest that does not. Whether a volume fits needs bytes alone: at
+// each, the layouts are measured leanest first (the most slabs, the smallest micro-batches)
+// until one has a configuration that fits, and a layout with none at a volume is not measured
+// at larger ones (its bytes only grow with the voxels). The volume found is then planned in
+// full, times measured.
+struct ModelAndData {
+  graph::Model model;
+  std::unique_ptr<Source> source;
+};
+struct LargestVolume {
+  int64_t volume = 0;  // 0: not even the smallest volume of the grid fits
+  Planning planning;   // at `volume`
+  // Why the next volume of the grid does not fit: the leanest configuration there and what its
+  // fullest device holds, or the error that refused it.
+  std::string limit;
+  std::vector<std::pair<int64_t, bool>> tried;  // every volume tried and whether it fit
+};
+LargestVolume largest_volume(const Config& c, int64_t grid,
+                             const std::function<ModelAndData(int64_t)>& make,
+                             const std::set<std::string>& fixed = {}, int repeats = 3,
+                             Job* job = nullptr);
 
 // The planning as text: the best `top` configurations that fit (rank, samples/s, step time,
 // largest planned peak per device, flags), those that do not fit grouped by reason, and the
