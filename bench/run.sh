@@ -174,6 +174,13 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo
   bash bench/partition.sh "$build" 5
   echo
+  echo "## The planner against measured runs"
+  echo
+  echo "Command: \`OMP_WAIT_POLICY=passive bench/planner.sh $build/tandem 5\`: each configuration trained"
+  echo "with \`train --auto\` and every searched option given, then \`--auto\` with none given."
+  echo
+  OMP_WAIT_POLICY=passive bash bench/planner.sh "$build/tandem" 5
+  echo
   echo "## MPI: transfer through tandem against raw MPI, and 2 ranks against one process"
   echo
   echo "Command: \`bench/mpi.sh $build 5\`"

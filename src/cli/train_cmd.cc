@@ -48,6 +48,8 @@ int run_train(TrainArgs& args) {
         p.runs.size(), p.measure_seconds, best.flags, best.step_seconds * 1000,
         memory::format_bytes(static_cast<uint64_t>(best.peak)));
     predicted = Prediction{best.step_seconds, best.peak};
+    args.observe.predicted =
+        train::ObserveOptions::Prediction{best.flags, best.step_seconds, best.device_peak};
     c = best.config;
   };
   if (const int status = start_session(args.run, session, outputs, choose)) return status;

@@ -12,6 +12,7 @@
 #include "tandem/common/check.h"
 #include "tandem/common/device.h"
 #include "tandem/graph/call_context.h"
+#include "tandem/graph/deferred.h"
 
 namespace tandem::runtime {
 namespace {
@@ -81,6 +82,12 @@ LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& m
   std::map<std::string, size_t> last_read;
   for (size_t i = 0; i < model.layers.size(); ++i)
     for (const auto& name : model.layers[i].inputs) last_read[name] = i;
+  // The deferred weight work adds to the parameters' gradients: kept aside, put back at the end.
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> grads;
+  for (const auto& layer : model.layers)
+    for (const auto& p : graph::named_parameters(layer))
+      grads.emplace_back(p.second,
+                         p.second.grad().defined() ? p.second.grad().clone() : torch::Tensor());
   std::map<std::string, torch::Tensor> env{{model.input, micro_input}};
   graph::CallContext call;
   call.group = group;
@@ -105,12 +112,25 @@ LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& m
       if (r == repeats) kept = outputs;
       outputs.clear();
       b = {};
-      // The split backward: the inputs' gradients, then the parameters' on the same graph.
-      outputs = layer.forward(inputs);
+      // The split backward as a pipeline runs it: the input half with the layer's weight work
+      // deferred (a layer that defers none runs its whole backward there), then that work.
+      graph::DeferredWeightGrads queue;
+      {
+        graph::CallContext deferring = call;
+        deferring.deferred = &queue;
+        graph::ScopedCall in_queue(deferring);
+        outputs = layer.forward(inputs);
+      }
       b = backward_of(layer, inputs, outputs);
       outputs.clear();
-      const double input = timed_grad(b, b.inputs, /*retain=*/!b.params.empty());
-      const double weight = timed_grad(b, b.params, /*retain=*/false);
+      all = b.inputs;
+      all.insert(all.end(), b.params.begin(), b.params.end());
+      queue.set_deferring(true);
+      const double input = timed_grad(b, all, /*retain=*/false);
+      queue.set_deferring(false);
+      start = Clock::now();
+      queue.run_all();
+      const double weight = seconds_since(start);
       if (r == 0) continue;
       s.forward.push_back(forward);
       s.backward.push_back(backward);
@@ -129,6 +149,7 @@ LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& m
     for (const auto& name : layer.inputs)
       if (last_read.at(name) == i) env.erase(name);
   }
+  for (auto& [param, grad] : grads) param.mutable_grad() = grad;
   at::set_num_threads(threads_before);
   return out;
 }

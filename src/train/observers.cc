@@ -60,6 +60,7 @@ bool Observers::tracing(int64_t step) const {
 }
 
 void Observers::after_step(int64_t step, const runtime::StepStats& stats, double samples_per_s) {
+  step_seconds_.push_back(stats.seconds);
   const auto& p = trainer_.pipeline();
   const bool want_trace =
       !options_.trace.empty() || !options_.timeline.empty() || !options_.report.empty();
@@ -267,6 +268,17 @@ void Observers::write_report(const Result& r, const std::vector<MemoryPeak>& mem
     memories.push_back(e);
   }
   j["memory"] = memories;
+  if (options_.predicted) {
+    // The steps after the first (which also makes the optimizer's state): their median.
+    std::vector<double> later(step_seconds_.begin() + (step_seconds_.size() > 1 ? 1 : 0),
+                              step_seconds_.end());
+    std::sort(later.begin(), later.end());
+    j["auto"] = {{"flags", options_.predicted->flags},
+                 {"predicted_step_seconds", options_.predicted->step_seconds},
+                 {"measured_step_seconds", later.empty() ? 0.0 : later[later.size() / 2]},
+                 {"predicted_peak_bytes", options_.predicted->peak_bytes},
+                 {"measured_peak_bytes", device_peaks}};
+  }
   write_output_file(options_.report, j.dump(2) + "\n");
   std::printf("%sreport: bubble measured=%.4f predicted=%.4f flops_per_s=%.3g (%s)\n",
               job_.prefix().c_str(), measured / n, predicted / n, seconds > 0 ? flops / seconds : 0,

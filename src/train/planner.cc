@@ -1,6 +1,8 @@
 // The planner (planner.h): the space, the measured costs, and every configuration planned.
 #include "tandem/train/planner.h"
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
 #include <chrono>
 #include <functional>
@@ -9,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <thread>
 #include <unordered_map>
 
 #include "memory_partition.h"
@@ -124,6 +127,7 @@ struct Setting {
   uint64_t budget = 0;  // bytes per device; 0: none
   int cores = 1;
   int threads = 1;
+  double efficiency = 1;  // PlanCosts::core_efficiency
 };
 
 // A split's planned peaks and step time.
@@ -143,7 +147,7 @@ struct Evaluated {
 // every device steps its optimizer (`optimizer`, per device) on its cores.
 double contended_step(const schedule::Schedule& sched, const schedule::StageGraph& graph,
                       const schedule::Costs& costs, const std::vector<double>& optimizer,
-                      int spatial, int threads, int cores) {
+                      int spatial, int threads, int cores, double efficiency) {
   const schedule::ScheduleIndex index(sched, graph);
   const int devices = sched.num_devices;
   const int want = spatial * threads;
@@ -153,11 +157,17 @@ double contended_step(const schedule::Schedule& sched, const schedule::StageGrap
   std::vector<size_t> pos(static_cast<size_t>(devices), 0);
   std::vector<double> device_free(static_cast<size_t>(devices), 0.0);
   std::unordered_map<schedule::Action, double, schedule::ActionHash> end;
-  // Runs `seconds` of work on device d from `earliest`; returns its end.
+  // Runs `seconds` of work from `earliest` on the cores free soonest; returns its end. Its
+  // cores run slower the more of the others are busy when it starts: at `efficiency` of their
+  // speed alone when all are.
   auto run = [&](double earliest, double seconds) {
     std::sort(core_free.begin(), core_free.end());
     const double start = std::max(earliest, core_free[static_cast<size_t>(take - 1)]);
-    const double finish = start + seconds * stretch;
+    int busy = take;
+    for (int k = take; k < cores; ++k) busy += core_free[static_cast<size_t>(k)] > start;
+    const double speed =
+        cores > 1 ? 1 - (1 - efficiency) * (busy - 1) / static_cast<double>(cores - 1) : 1.0;
+    const double finish = start + seconds * stretch / speed;
     for (int k = 0; k < take; ++k) core_free[static_cast<size_t>(k)] = finish;
     return finish;
   };
@@ -250,7 +260,7 @@ Evaluated evaluate(const Setting& s, const graph::Partition& partition) {
           t.step[static_cast<size_t>(l)];
   }
   e.step = contended_step(schedule::compute_only(s.sched), graph, step, optimizer, s.spatial,
-                          s.threads, s.cores);
+                          s.threads, s.cores, s.efficiency);
   return e;
 }
 
@@ -299,7 +309,7 @@ std::vector<graph::Partition> splits_to_try(const Config& base, const Setting& s
 // One configuration planned on its layout's costs.
 PlannedRun plan_one(const Config& base, const graph::Model& model, const PlanSpace& space,
                     const LayoutCosts& costs, int spatial, int microbatches,
-                    const std::string& name, bool recompute, int cores) {
+                    const std::string& name, bool recompute, int cores, double efficiency) {
   PlannedRun run;
   Config& c = run.config;
   c = base;
@@ -349,6 +359,7 @@ PlannedRun plan_one(const Config& base, const graph::Model& model, const PlanSpa
   s.budget = base.device_memory;
   s.cores = cores;
   s.threads = std::max(1, base.threads_per_device);
+  s.efficiency = efficiency;
   std::optional<std::pair<graph::Partition, Evaluated>> best;
   for (const graph::Partition& split : splits_to_try(base, s, stages, space.every_split)) {
     Evaluated e = evaluate(s, split);
@@ -416,11 +427,40 @@ const LayoutCosts& PlanCosts::of(int spatial, int64_t micro) const {
                micro);
 }
 
+double measured_core_efficiency(int cores) {
+  if (cores < 2) return 1;
+  // One thread's products, with one thread for ATen and BLAS (as a device of one thread has).
+  auto products = [] {
+    at::set_num_threads(1);
+    const torch::Tensor a = torch::randn({384, 384}), b = torch::randn({384, 384});
+    torch::Tensor c = torch::mm(a, b);  // warm
+    const auto start = std::chrono::steady_clock::now();
+    for (int k = 0; k < 40; ++k) c = torch::mm(a, c.clamp(-1, 1));
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  const int threads_before = at::get_num_threads();
+  set_blas_threads(1);
+  std::vector<double> rounds;
+  for (int r = 0; r < 3; ++r) {
+    const double alone = products();
+    std::vector<double> together(static_cast<size_t>(cores), 0.0);
+    std::vector<std::thread> running;
+    for (int k = 0; k < cores; ++k)
+      running.emplace_back([&, k] { together[static_cast<size_t>(k)] = products(); });
+    for (std::thread& t : running) t.join();
+    rounds.push_back(alone / *std::max_element(together.begin(), together.end()));
+  }
+  at::set_num_threads(threads_before);
+  std::sort(rounds.begin(), rounds.end());
+  return std::min(1.0, rounds[1]);
+}
+
 PlanCosts measure_plan_costs(const Config& c, const graph::Model& model, const Source& source,
                              const PlanSpace& space, int repeats, Job* job) {
   const auto start = std::chrono::steady_clock::now();
   const std::vector<DeviceSpec> devices = parse_devices(c.devices, c.threads_per_device);
   PlanCosts costs;
+  costs.core_efficiency = measured_core_efficiency(available_cores());
   for (int s : space.spatial) {
     for (int m : space.microbatches) {
       const int64_t micro = micro_of(c.batch, m);
@@ -452,12 +492,13 @@ Planning plan_search(const Config& c, const graph::Model& model, const PlanSpace
   Planning p;
   p.measure_seconds = costs.seconds;
   p.layouts = static_cast<int>(costs.layouts.size());
+  p.core_efficiency = costs.core_efficiency;
   for (int s : space.spatial)
     for (int m : space.microbatches)
       for (const std::string& name : space.schedules)
         for (bool recompute : space.recompute)
           p.runs.push_back(plan_one(c, model, space, costs.of(s, micro_of(c.batch, m)), s, m, name,
-                                    recompute, cores));
+                                    recompute, cores, costs.core_efficiency));
   // Fitting, fastest first (the leaner of two as fast); then over the budget, leanest first;
   // then those that cannot run. Stable: ties keep the space's order.
   auto rank = [](const PlannedRun& r) { return !r.why_not.empty() ? 2 : r.fits ? 0 : 1; };
@@ -626,10 +667,10 @@ std::string command_line(const Config& c) {
 
 std::string planning_table(const Planning& p, const Config& c, int top) {
   std::string out = fmt::format(
-      "costs measured in {:.1f} s ({} layout{} of slabs and micro-batches); {} configuration{} "
-      "planned{}\n",
-      p.measure_seconds, p.layouts, p.layouts == 1 ? "" : "s", p.runs.size(),
-      p.runs.size() == 1 ? "" : "s",
+      "costs measured in {:.1f} s ({} layout{} of slabs and micro-batches; the cores compute "
+      "at {:.0f}% of their speed alone when all are busy); {} configuration{} planned{}\n",
+      p.measure_seconds, p.layouts, p.layouts == 1 ? "" : "s", 100 * p.core_efficiency,
+      p.runs.size(), p.runs.size() == 1 ? "" : "s",
       c.device_memory ? fmt::format(" against --device-memory {}", mib(c.device_memory)) : "");
   std::vector<const PlannedRun*> fit, over, cannot;
   for (const PlannedRun& r : p.runs)
@@ -663,6 +704,7 @@ std::string planning_json(const Planning& p, const Config& c) {
   nlohmann::json j;
   j["measure_seconds"] = p.measure_seconds;
   j["layouts"] = p.layouts;
+  j["core_efficiency"] = p.core_efficiency;
   j["device_memory"] = c.device_memory;
   j["configurations"] = nlohmann::json::array();
   for (const PlannedRun& r : p.runs) {

@@ -17,8 +17,11 @@ namespace tandem::runtime {
 struct LayerTimes {
   std::vector<double> forward;   // F: the forward with gradients recorded
   std::vector<double> backward;  // B: the gradients of the inputs and parameters in one call
-  std::vector<double> input;     // I: the gradients of the inputs alone
-  std::vector<double> weight;    // W: the gradients of the parameters, after I on the same graph
+  // The backward split as a pipeline runs it (zb-h1, zb-v): I, the backward with the layer's
+  // weight-gradient work deferred (graph/deferred.h), and W, that work; a layer that defers
+  // none runs its whole backward in I.
+  std::vector<double> input;
+  std::vector<double> weight;
   // The optimizer's step over the layer's parameters, once per training step (filled by the
   // caller, which knows the optimizer; empty: not measured).
   std::vector<double> step;
@@ -26,10 +29,11 @@ struct LayerTimes {
 
 // Runs `micro_input` (one micro-batch, on the CPU) through `model` layer by layer and times each
 // layer's forward, its whole backward (B) and its backward split in two (I, then W), `repeats`
-// times after a warm-up, with `threads` intra-op threads (a CPU device's). `group` (null: whole
-// samples): a dry slab group when `micro_input` is one slab of a spatial split, as for
-// measure_layer_bytes (its halos are zeros from no neighbour: the exchange's transfer is not
-// timed). `workspace_bound`: the layers' (graph::CallContext::workspace_bound).
+// times after a warm-up (the parameters' gradients are left as they were), with `threads` intra-op
+// threads (a CPU device's). `group` (null: whole samples): a dry slab group when `micro_input` is
+// one slab of a spatial split, as for measure_layer_bytes (its halos are zeros from no neighbour:
+// the exchange's transfer is not timed). `workspace_bound`: the layers'
+// (graph::CallContext::workspace_bound).
 LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& micro_input,
                                spatial::Group* group = nullptr, int64_t workspace_bound = 0,
                                int repeats = 3, int threads = 1);

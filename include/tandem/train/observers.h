@@ -12,6 +12,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "tandem/trace/event.h"
@@ -27,6 +28,14 @@ struct ObserveOptions {
   // not written.
   std::string trace, timeline, report, tensorboard;
   int trace_steps = 3;
+  // What a planner predicted for this run (train --auto): the report sets it beside the
+  // measured step time (the median of the steps after the first) and every device's peak.
+  struct Prediction {
+    std::string flags;  // the configuration chosen
+    double step_seconds = 0;
+    std::vector<double> peak_bytes;  // per device group
+  };
+  std::optional<Prediction> predicted;
 };
 
 // The peak of every memory the run used. Under MPI every rank's peaks, gathered (collective):
@@ -61,6 +70,7 @@ class Observers {
   std::unique_ptr<trace::EventWriter> tensorboard_;
   trace::Trace trace_;
   std::vector<StepReport> reports_;
+  std::vector<double> step_seconds_;  // every step's
   // Under MPI: this rank's timings of each traced step, and when the step started (steady
   // clock, µs).
   struct TracedStep {

@@ -70,9 +70,18 @@ struct LayoutCosts {
 struct PlanCosts {
   std::vector<LayoutCosts> layouts;
   double seconds = 0;  // spent measuring
+  // How fast the machine's cores compute all at once, each against one alone (1: they do not
+  // slow each other; virtual cores that share a physical one, or a shared memory bus, less):
+  // measured_core_efficiency().
+  double core_efficiency = 1;
   // The layout's costs; throws tandem::Error when they were not measured.
   const LayoutCosts& of(int spatial, int64_t micro) const;
 };
+
+// Runs the same products (single-threaded matrix products of 384 x 384) on one thread alone and
+// then on `cores` threads at once, and returns the time alone over the slowest thread's at
+// once: the median of 3 rounds, at most 1.
+double measured_core_efficiency(int cores);
 
 // Measures every layout of `space` once (train/memory_partition.h: measure_bytes and
 // measure_times, `repeats` timed repetitions). One process of `job` measures (null: this one).
@@ -97,7 +106,8 @@ struct Planning {
   // then those over the budget, leanest first, then those that cannot run.
   std::vector<PlannedRun> runs;
   double measure_seconds = 0;
-  int layouts = 0;  // measured
+  int layouts = 0;             // measured
+  double core_efficiency = 1;  // PlanCosts::core_efficiency
   // The choice, or null when nothing fits.
   const PlannedRun* chosen() const;
 };
