@@ -104,7 +104,7 @@ std::vector<double> device_peaks(const graph::Model& model, const LayerBytes& by
       if (a.kind != schedule::Kind::kCompute) continue;
       if (stages.insert(a.stage).second) {
         state += parts[a.stage].state;
-        ahead += m.ahead[a.stage];
+        ahead += m.ahead[a.stage] + m.late[a.stage];
         step = std::max(step, parts[a.stage].step);
       }
       const StageParts& p = parts[a.stage];

@@ -214,7 +214,7 @@ Evaluated evaluate(const Setting& s, const graph::Partition& partition) {
   const schedule::StageGraph graph{stages, graph::analyze(s.model, partition).consumers()};
   const schedule::Schedule lowered = schedule::lower(s.sched, graph);
   const std::vector<double> planned =
-      runtime::planned_peaks(s.model, s.costs.bytes, partition, s.in_flight, s.recompute, &lowered);
+      runtime::stage_peaks(s.model, s.costs.bytes, partition, s.in_flight, s.recompute, &lowered);
   Evaluated e;
   e.device_peak.assign(static_cast<size_t>(s.groups), 0.0);
   e.device_state.assign(static_cast<size_t>(s.groups), 0.0);

@@ -133,8 +133,8 @@ std::vector<double> planned_peaks(const graph::Model& model, const LayerBytes& b
 // stages than devices): its stages' state, plus the most its stages keep at any one compute
 // action as the device runs its list in order (the micro-batches each stage holds then, the
 // acting stage's workspace and, recomputing, its activations), plus the messages each stage
-// receives ahead. Below the sum of its stages' planned peaks, which assumes every stage at its
-// worst at once.
+// receives ahead and those a late receiver may leave with it: "at most", as stage_peaks. Below
+// the sum of its stages' peaks, which assumes every stage at its worst at once.
 std::vector<double> device_peaks(const graph::Model& model, const LayerBytes& bytes,
                                  const graph::Partition& partition, bool recompute,
                                  const schedule::Schedule& lowered);

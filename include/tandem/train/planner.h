@@ -10,11 +10,12 @@
 //    memory plan measures them (runtime::measure_layer_bytes) and its forward, backward and
 //    split backward times (runtime::measure_layer_times, the median of warm repetitions);
 //  - each configuration: its stages split (every contiguous split where there are few, else by
-//    measured time under the budget), its planned peak per device as the memory plan plans
-//    it, and its step time from the schedule simulator on the stages' summed times (a
-//    recomputing stage runs its forward again before each backward), but never less than the
-//    step's whole work over the machine's cores: in-process CPU devices share the cores, so
-//    more devices than cores wait for them.
+//    measured time under the budget), its peak per device as the memory plan's "at most" (the
+//    messages a late receiver may leave included: no timing of the run goes above it), and its step
+//    time from the schedule simulator on the stages' summed times (a recomputing stage runs its
+//    forward again before each backward), but never less than the step's whole work over the
+//    machine's cores: in-process CPU devices share the cores, so more devices than cores wait for
+//    them.
 //
 // The search is exhaustive over the space, and over the splits of a configuration's layers up to
 // PlanSpace::every_split of them (planner.cc argues the pruning beyond). Left out of the time: the
@@ -92,7 +93,7 @@ PlanCosts measure_plan_costs(const Config& c, const graph::Model& model, const S
 struct PlannedRun {
   Config config;      // c with this configuration's options (and --balance of its partition)
   std::string flags;  // those options as flags: "--spatial 2 --schedule 1f1b ..."
-  std::vector<double> device_peak;   // planned peak bytes of each device group's memory
+  std::vector<double> device_peak;   // each device group's memory at most (its peak bytes)
   std::vector<double> device_state;  // of which parameters, gradients and optimizer state
   double peak = 0;                   // the largest of them
   double step_seconds = 0;           // predicted
