@@ -90,6 +90,14 @@ struct PlanArgs {
   CLI::App* cmd = nullptr;
 };
 
+// --json FILE: the planning as JSON (nothing where `path` is empty).
+void write_json(const std::string& path, const train::Planning& p, const train::Config& c) {
+  if (path.empty()) return;
+  std::ofstream out(path);
+  out << train::planning_json(p, c) << "\n";
+  TANDEM_CHECK(out.good(), "--json {}: could not write the file", path);
+}
+
 // --volume S: a side in [1, 4096].
 int side_of(const std::string& text) {
   size_t used = 0;
@@ -137,11 +145,7 @@ int plan_largest_volume(PlanArgs& args, train::Job& job) {
   std::cout << fmt::format("largest volume: {} ({}^3 voxels per sample){}\n", v.volume, v.volume,
                            v.limit.empty() ? "" : "; " + v.limit)
             << train::planning_table(v.planning, at, args.top) << std::flush;
-  if (!args.json.empty()) {
-    std::ofstream out(args.json);
-    out << train::planning_json(v.planning, at) << "\n";
-    TANDEM_CHECK(out.good(), "--json {}: could not write the file", args.json);
-  }
+  write_json(args.json, v.planning, at);
   return 0;
 }
 
@@ -154,11 +158,7 @@ int run_plan(PlanArgs& args) {
     if (!args.volume.empty()) c.volume = side_of(args.volume);
     const train::Planning p = plan_here(c, *session.job, fixed_fields(*args.cmd), args.repeats);
     std::cout << train::planning_table(p, c, args.top) << std::flush;
-    if (!args.json.empty()) {
-      std::ofstream out(args.json);
-      out << train::planning_json(p, c) << "\n";
-      TANDEM_CHECK(out.good(), "--json {}: could not write the file", args.json);
-    }
+    write_json(args.json, p, c);
     require_a_fit(p, c);
     return 0;
   });

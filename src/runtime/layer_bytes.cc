@@ -49,22 +49,35 @@ enum class Outputs {
 // the layer again on copies of `inputs` cut from the graph and asks for the gradients of its
 // parameters and of the inputs in `needs_grad` (the model's own input needs none), without
 // accumulating them into the parameters.
+// What a layer's backward is run on alone: `inputs` cut from the graph (copies of their own
+// where `copy`), those in `needs_grad` asking for a gradient, and the tensors to ask gradients
+// for: those inputs and the layer's parameters.
+struct Leaves {
+  graph::Tensors inputs;
+  std::vector<torch::Tensor> wrt;
+};
+Leaves leaves_of(const graph::Layer& layer, const graph::Tensors& inputs,
+                 const std::vector<bool>& needs_grad, bool copy) {
+  Leaves l;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    torch::Tensor d = copy ? inputs[k].detach().clone() : inputs[k].detach();
+    if (d.is_floating_point() && needs_grad[k]) {
+      d.requires_grad_(true);
+      l.wrt.push_back(d);
+    }
+    l.inputs.push_back(d);
+  }
+  for (const auto& p : graph::named_parameters(layer))
+    if (p.second.requires_grad()) l.wrt.push_back(p.second);
+  return l;
+}
+
 uint64_t backward_workspace(const graph::Layer& layer, const graph::Tensors& inputs,
                             const std::vector<bool>& needs_grad, Outputs outputs_are) {
   auto& tracker = memory::Tracker::global();
-  graph::Tensors detached;
-  std::vector<torch::Tensor> wrt;
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    torch::Tensor d = inputs[k].detach();
-    if (d.is_floating_point() && needs_grad[k]) {
-      d.requires_grad_(true);
-      wrt.push_back(d);
-    }
-    detached.push_back(d);
-  }
-  for (const auto& p : graph::named_parameters(layer))
-    if (p.second.requires_grad()) wrt.push_back(p.second);
-  graph::Tensors outputs = layer.forward(detached);
+  const Leaves leaves = leaves_of(layer, inputs, needs_grad, /*copy=*/false);
+  const std::vector<torch::Tensor>& wrt = leaves.wrt;
+  graph::Tensors outputs = layer.forward(leaves.inputs);
   std::vector<torch::Tensor> roots, seeds;
   for (const auto& y : outputs) {
     if (!y.requires_grad()) continue;
@@ -99,19 +112,9 @@ uint64_t deferred_bytes(const graph::Layer& layer, const graph::Tensors& inputs,
   graph::ScopedCall scoped(call);
   const uint64_t start = tracker.current(kProbeDevice);
   {
-    graph::Tensors copies;
-    std::vector<torch::Tensor> wrt;
-    for (size_t k = 0; k < inputs.size(); ++k) {
-      torch::Tensor c = inputs[k].detach().clone();
-      if (c.is_floating_point() && needs_grad[k]) {
-        c.requires_grad_(true);
-        wrt.push_back(c);
-      }
-      copies.push_back(c);
-    }
-    for (const auto& p : graph::named_parameters(layer))
-      if (p.second.requires_grad()) wrt.push_back(p.second);
-    graph::Tensors outputs = layer.forward(copies);
+    Leaves copies = leaves_of(layer, inputs, needs_grad, /*copy=*/true);
+    std::vector<torch::Tensor> wrt = std::move(copies.wrt);
+    graph::Tensors outputs = layer.forward(copies.inputs);
     std::vector<torch::Tensor> roots, seeds;
     for (const auto& y : outputs) {
       if (!y.requires_grad()) continue;
@@ -119,7 +122,7 @@ uint64_t deferred_bytes(const graph::Layer& layer, const graph::Tensors& inputs,
       seeds.push_back(torch::ones_like(y));
     }
     outputs.clear();
-    copies.clear();
+    copies.inputs.clear();
     if (roots.empty() || wrt.empty()) return 0;
     queue.set_deferring(true);
     torch::autograd::grad(roots, wrt, seeds, /*retain_graph=*/false, /*create_graph=*/false,
