@@ -181,6 +181,10 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo
   OMP_WAIT_POLICY=passive bash bench/planner.sh "$build/tandem" 5
   echo
+  echo "### \`tandem plan --volume max\` against training"
+  echo
+  OMP_WAIT_POLICY=passive bash bench/planner-volume.sh "$build/tandem" 4 192MiB
+  echo
   echo "## MPI: transfer through tandem against raw MPI, and 2 ranks against one process"
   echo
   echo "Command: \`bench/mpi.sh $build 5\`"

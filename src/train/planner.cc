@@ -521,9 +521,9 @@ Planning plan(const Config& c, const graph::Model& model, const Source& source,
 namespace {
 
 // Whether any configuration of `space` fits at c.volume, measuring bytes alone, the leanest
-// layouts first; `dead` holds the layouts that fit nothing, each with the smallest volume where
-// it did not (skipped at that volume and above; set where none fits here). `leanest`: the
-// leanest configuration planned.
+// layouts first (and, where the leanest fits nothing for its activations, only that one); `dead`
+// holds the layouts that fit nothing, each with the smallest volume where it did not (skipped at
+// that volume and above; set where none fits here). `leanest`: the leanest configuration planned.
 struct VolumeFit {
   bool fits = false;
   std::optional<PlannedRun> leanest;
@@ -572,6 +572,17 @@ VolumeFit fits_at(const Config& c, const graph::Model& model, const Source& sour
       return out;
     }
     dead[key] = gone == dead.end() ? c.volume : std::min<int64_t>(gone->second, c.volume);
+    // The leanest layout fits nothing, and its fullest device is mostly activations: layouts of
+    // fewer slabs hold more of every activation on a device (their stages split the layers,
+    // which cuts weights, but a stage's micro-batches in flight keep its activations whole), so
+    // the volume is taken as too large without measuring them. Where the weights and their
+    // state are half of it or more, fewer slabs and more stages may fit: they are measured.
+    if (out.leanest) {
+      const PlannedRun& r = *out.leanest;
+      const size_t g = static_cast<size_t>(
+          std::max_element(r.device_peak.begin(), r.device_peak.end()) - r.device_peak.begin());
+      if (r.device_state.at(g) < 0.5 * r.peak) return out;
+    }
   }
   return out;
 }

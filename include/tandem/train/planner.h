@@ -128,8 +128,10 @@ Planning plan(const Config& c, const graph::Model& model, const Source& source,
 // Volumes are tried by doubling from c.volume and then halving the interval between the
 // largest that fits and the smallest that does not. Whether a volume fits needs bytes alone: at
 // each, the layouts are measured leanest first (the most slabs, the smallest micro-batches)
-// until one has a configuration that fits, and a layout with none at a volume is not measured
-// at larger ones (its bytes only grow with the voxels). The volume found is then planned in
+// until one has a configuration that fits; a layout with none at a volume is not measured at
+// larger ones (its bytes only grow with the voxels), and where the leanest layout fits nothing
+// and its fullest device holds mostly activations, the others are not measured either (fewer
+// slabs hold more of every activation: planner.cc). The volume found is then planned in
 // full, times measured.
 struct ModelAndData {
   graph::Model model;
