@@ -1,7 +1,6 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,18 +23,11 @@ struct TrainArgs {
   CLI::App* cmd = nullptr;
 };
 
-// --auto: what the planner predicted for the configuration it chose.
-struct Prediction {
-  double step_seconds = 0;
-  double peak = 0;
-};
-
 int run_train(TrainArgs& args) {
   Session session;
   auto outputs = [&args](const Session& s) {
     train::check_outputs(args.observe, *s.trainer, *s.job);
   };
-  std::optional<Prediction> predicted;
   auto choose = [&](train::Config& c, train::Job& job) {
     if (!args.automatic) return;
     const train::Planning p = plan_here(c, job, fixed_fields(*args.cmd), /*repeats=*/3);
@@ -43,11 +35,9 @@ int run_train(TrainArgs& args) {
     const train::PlannedRun& best = *p.chosen();
     std::cout << fmt::format(
         "auto: chose the fastest that fits of {} configurations (costs measured in {:.1f} s): {}; "
-        "predicted "
-        "{:.1f} ms per step, at most {} per device\n",
+        "predicted {:.1f} ms per step, at most {} per device\n",
         p.runs.size(), p.measure_seconds, best.flags, best.step_seconds * 1000,
         memory::format_bytes(static_cast<uint64_t>(best.peak)));
-    predicted = Prediction{best.step_seconds, best.peak};
     args.observe.predicted =
         train::ObserveOptions::Prediction{best.flags, best.step_seconds, best.device_peak};
     c = best.config;
@@ -63,9 +53,7 @@ int run_train(TrainArgs& args) {
     trace::Progress progress(main_process ? c.progress : trace::Progress::Mode::kNone,
                              trainer.total_steps());
     train::Observers observers(args.observe, trainer, *session.job);
-    std::vector<double> step_seconds;  // each step's, for --auto's measured step time
     auto on_step = [&](int64_t step, int64_t, const runtime::StepStats& s, double sps) {
-      step_seconds.push_back(s.seconds);
       progress.update(step, {{"loss", s.loss}, {"samples/s", sps}});
       observers.after_step(step, s, sps);
     };
@@ -85,22 +73,20 @@ int run_train(TrainArgs& args) {
           "{}result: steps={} loss={} {} samples_per_s={:.1f} seconds={:.2f}{} weights={}\n",
           prefix, r.steps, loss, test_metric_field(r.metric_name, r.test_metric), r.samples_per_s,
           r.seconds, mem, r.weights);
-      if (predicted) {
+      if (const auto& predicted = args.observe.predicted) {
         uint64_t measured_peak = 0;
         for (const train::MemoryPeak& m : memory)
           measured_peak = std::max(measured_peak, m.peak_bytes);
-        // The steps after the first (which also makes the optimizer's state), their median.
-        std::vector<double> later(step_seconds.begin() + (step_seconds.size() > 1 ? 1 : 0),
-                                  step_seconds.end());
-        std::sort(later.begin(), later.end());
-        const double median = later.empty() ? 0 : later[later.size() / 2];
+        const double peak =
+            *std::max_element(predicted->peak_bytes.begin(), predicted->peak_bytes.end());
+        const int64_t later = std::max<int64_t>(1, r.steps - 1);
         std::cout << fmt::format(
             "{}auto: predicted {:.1f} ms per step and {} on the fullest device; measured {:.1f} "
             "ms per step (median of {} step{}{}) and {}\n",
             prefix, predicted->step_seconds * 1000,
-            memory::format_bytes(static_cast<uint64_t>(predicted->peak)), median * 1000,
-            later.size(), later.size() == 1 ? "" : "s",
-            step_seconds.size() > 1 ? " after the first" : "", memory::format_bytes(measured_peak));
+            memory::format_bytes(static_cast<uint64_t>(peak)),
+            observers.measured_step_seconds() * 1000, later, later == 1 ? "" : "s",
+            r.steps > 1 ? " after the first" : "", memory::format_bytes(measured_peak));
       }
     }
     return 0;

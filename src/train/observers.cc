@@ -203,6 +203,14 @@ void Observers::gather_reports() {
   }
 }
 
+double Observers::measured_step_seconds() const {
+  std::vector<double> later(step_seconds_.begin() + (step_seconds_.size() > 1 ? 1 : 0),
+                            step_seconds_.end());
+  if (later.empty()) return 0;
+  std::sort(later.begin(), later.end());
+  return later[later.size() / 2];
+}
+
 void Observers::write_report(const Result& r, const std::vector<MemoryPeak>& memory) {
   const auto& p = trainer_.pipeline();
   nlohmann::json j;
@@ -269,13 +277,9 @@ void Observers::write_report(const Result& r, const std::vector<MemoryPeak>& mem
   }
   j["memory"] = memories;
   if (options_.predicted) {
-    // The steps after the first (which also makes the optimizer's state): their median.
-    std::vector<double> later(step_seconds_.begin() + (step_seconds_.size() > 1 ? 1 : 0),
-                              step_seconds_.end());
-    std::sort(later.begin(), later.end());
     j["auto"] = {{"flags", options_.predicted->flags},
                  {"predicted_step_seconds", options_.predicted->step_seconds},
-                 {"measured_step_seconds", later.empty() ? 0.0 : later[later.size() / 2]},
+                 {"measured_step_seconds", measured_step_seconds()},
                  {"predicted_peak_bytes", options_.predicted->peak_bytes},
                  {"measured_peak_bytes", device_peaks}};
   }

@@ -55,6 +55,9 @@ class Observers {
   void after_step(int64_t step, const runtime::StepStats& stats, double samples_per_s);
   // After training and evaluation, with the run's memories (run_memory); collective under MPI.
   void finish(const Result& result, const std::vector<MemoryPeak>& memory);
+  // The median of the steps' seconds after the first (which also makes the optimizer's state);
+  // the first alone after one step, 0 before any.
+  double measured_step_seconds() const;
 
  private:
   bool tracing(int64_t step) const;
