@@ -1,17 +1,13 @@
-// The planner (planner.h): the space, the measured costs, and every configuration planned.
+// The planner (planner.h): the space and every configuration planned. Its costs are measured in
+// plan_costs.cc, the largest volume searched in largest_volume.cc, the text in planner_output.cc.
 #include "tandem/train/planner.h"
 
-#include <ATen/Parallel.h>
-
 #include <algorithm>
-#include <chrono>
 #include <functional>
 #include <limits>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-#include <thread>
 #include <unordered_map>
 
 #include "memory_partition.h"
@@ -19,7 +15,6 @@
 #include "schedule/lower.h"
 #include "tandem/common/check.h"
 #include "tandem/common/device.h"
-#include "tandem/memory/bytes.h"
 #include "tandem/schedule/registry.h"
 #include "tandem/schedule/simulate.h"
 #include "tandem/spatial/slabs.h"
@@ -379,8 +374,6 @@ PlannedRun plan_one(const Config& base, const graph::Model& model, const PlanSpa
   return run;
 }
 
-std::string mib(double bytes) { return memory::format_bytes(static_cast<uint64_t>(bytes)); }
-
 }  // namespace
 
 PlanSpace plan_space(const Config& c, const graph::Model& model, const Source& source,
@@ -420,69 +413,6 @@ PlanSpace plan_space(const Config& c, const graph::Model& model, const Source& s
   return space;
 }
 
-const LayoutCosts& PlanCosts::of(int spatial, int64_t micro) const {
-  for (const LayoutCosts& l : layouts)
-    if (l.spatial == spatial && l.micro == micro) return l;
-  TANDEM_CHECK(false, "no costs were measured for slabs of {} and micro-batches of {}", spatial,
-               micro);
-}
-
-double measured_core_efficiency(int cores) {
-  if (cores < 2) return 1;
-  // One thread's products, with one thread for ATen and BLAS (as a device of one thread has).
-  auto products = [] {
-    at::set_num_threads(1);
-    const torch::Tensor a = torch::randn({384, 384}), b = torch::randn({384, 384});
-    torch::Tensor c = torch::mm(a, b);  // warm
-    const auto start = std::chrono::steady_clock::now();
-    for (int k = 0; k < 40; ++k) c = torch::mm(a, c.clamp(-1, 1));
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  const int threads_before = at::get_num_threads();
-  set_blas_threads(1);
-  std::vector<double> rounds;
-  for (int r = 0; r < 3; ++r) {
-    const double alone = products();
-    std::vector<double> together(static_cast<size_t>(cores), 0.0);
-    std::vector<std::thread> running;
-    for (int k = 0; k < cores; ++k)
-      running.emplace_back([&, k] { together[static_cast<size_t>(k)] = products(); });
-    for (std::thread& t : running) t.join();
-    rounds.push_back(alone / *std::max_element(together.begin(), together.end()));
-  }
-  at::set_num_threads(threads_before);
-  std::sort(rounds.begin(), rounds.end());
-  return std::min(1.0, rounds[1]);
-}
-
-PlanCosts measure_plan_costs(const Config& c, const graph::Model& model, const Source& source,
-                             const PlanSpace& space, int repeats, Job* job) {
-  const auto start = std::chrono::steady_clock::now();
-  const std::vector<DeviceSpec> devices = parse_devices(c.devices, c.threads_per_device);
-  PlanCosts costs;
-  costs.core_efficiency = measured_core_efficiency(available_cores());
-  for (int s : space.spatial) {
-    for (int m : space.microbatches) {
-      const int64_t micro = micro_of(c.batch, m);
-      bool measured = false;
-      for (const LayoutCosts& l : costs.layouts) measured |= l.spatial == s && l.micro == micro;
-      if (measured) continue;
-      Config layout = c;
-      layout.spatial = s;
-      layout.microbatches = m;
-      const PlanInputs in{model, layout, source, {devices.front()}, false, job};
-      LayoutCosts l;
-      l.spatial = s;
-      l.micro = micro;
-      l.bytes = measure_bytes(in);
-      l.times = measure_times(in, repeats);
-      costs.layouts.push_back(std::move(l));
-    }
-  }
-  costs.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return costs;
-}
-
 const PlannedRun* Planning::chosen() const {
   return !runs.empty() && runs.front().fits ? &runs.front() : nullptr;
 }
@@ -516,224 +446,6 @@ Planning plan(const Config& c, const graph::Model& model, const Source& source,
   const PlanSpace space = plan_space(c, model, source, fixed);
   const PlanCosts costs = measure_plan_costs(c, model, source, space, repeats, job);
   return plan_search(c, model, space, costs, available_cores());
-}
-
-namespace {
-
-// Whether any configuration of `space` fits at c.volume, measuring bytes alone, the leanest
-// layouts first (and, where the leanest fits nothing for its activations, only that one); `dead`
-// holds the layouts that fit nothing, each with the smallest volume where it did not (skipped at
-// that volume and above; set where none fits here). `leanest`: the leanest configuration planned.
-struct VolumeFit {
-  bool fits = false;
-  std::optional<PlannedRun> leanest;
-};
-
-VolumeFit fits_at(const Config& c, const graph::Model& model, const Source& source,
-                  const PlanSpace& space, std::map<std::pair<int, int64_t>, int64_t>& dead,
-                  Job* job) {
-  const std::vector<DeviceSpec> devices = parse_devices(c.devices, c.threads_per_device);
-  std::vector<std::pair<int, int>> layouts;  // (spatial, micro-batches), leanest first
-  for (auto s = space.spatial.rbegin(); s != space.spatial.rend(); ++s)
-    for (auto m = space.microbatches.rbegin(); m != space.microbatches.rend(); ++m)
-      layouts.emplace_back(*s, *m);
-  VolumeFit out;
-  std::set<std::pair<int, int64_t>> measured;
-  for (const auto& [s, m] : layouts) {
-    const std::pair<int, int64_t> key{s, micro_of(c.batch, m)};
-    const auto gone = dead.find(key);
-    if ((gone != dead.end() && c.volume >= gone->second) || measured.count(key)) continue;
-    measured.insert(key);
-    Config layout = c;
-    layout.spatial = s;
-    layout.microbatches = m;
-    LayoutCosts l;
-    l.spatial = s;
-    l.micro = key.second;
-    l.bytes = measure_bytes(PlanInputs{model, layout, source, {devices.front()}, false, job});
-    // Bytes decide whether it fits: no times (every split then costs the same).
-    const size_t n = model.layers.size();
-    l.times.forward.assign(n, 0.0);
-    l.times.backward.assign(n, 0.0);
-    l.times.input.assign(n, 0.0);
-    l.times.weight.assign(n, 0.0);
-    PlanSpace one = space;
-    one.spatial = {s};
-    one.microbatches.clear();
-    for (int k : space.microbatches)
-      if (micro_of(c.batch, k) == key.second) one.microbatches.push_back(k);
-    PlanCosts costs;
-    costs.layouts = {l};
-    const Planning p = plan_search(c, model, one, costs, 1);
-    for (const PlannedRun& r : p.runs)
-      if (r.why_not.empty() && (!out.leanest || r.peak < out.leanest->peak)) out.leanest = r;
-    if (p.chosen()) {
-      out.fits = true;
-      return out;
-    }
-    dead[key] = gone == dead.end() ? c.volume : std::min<int64_t>(gone->second, c.volume);
-    // The leanest layout fits nothing, and its fullest device is mostly activations: layouts of
-    // fewer slabs hold more of every activation on a device (their stages split the layers,
-    // which cuts weights, but a stage's micro-batches in flight keep its activations whole), so
-    // the volume is taken as too large without measuring them. Where the weights and their
-    // state are half of it or more, fewer slabs and more stages may fit: they are measured.
-    if (out.leanest) {
-      const PlannedRun& r = *out.leanest;
-      const size_t g = static_cast<size_t>(
-          std::max_element(r.device_peak.begin(), r.device_peak.end()) - r.device_peak.begin());
-      if (r.device_state.at(g) < 0.5 * r.peak) return out;
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
-LargestVolume largest_volume(const Config& c, int64_t grid,
-                             const std::function<ModelAndData(int64_t)>& make,
-                             const std::set<std::string>& fixed, int repeats, Job* job) {
-  TANDEM_CHECK(grid >= 1, "the grid of volumes must be at least 1, not {}", grid);
-  TANDEM_CHECK(c.device_memory > 0,
-               "the largest volume is the largest under a budget: give Config::device_memory");
-  constexpr int64_t kMost = 4096;  // Config::volume's largest
-  LargestVolume out;
-  std::map<std::pair<int, int64_t>, int64_t> dead;
-  std::map<int64_t, std::string> why;  // a volume that does not fit: why
-  auto fits = [&](int64_t v) {
-    Config at = c;
-    at.volume = static_cast<int>(v);
-    bool ok = false;
-    try {
-      const ModelAndData made = make(v);
-      const PlanSpace space = plan_space(at, made.model, *made.source, fixed);
-      const VolumeFit f = fits_at(at, made.model, *made.source, space, dead, job);
-      ok = f.fits;
-      if (!ok && f.leanest) {
-        const PlannedRun& r = *f.leanest;
-        const size_t g = static_cast<size_t>(
-            std::max_element(r.device_peak.begin(), r.device_peak.end()) - r.device_peak.begin());
-        why[v] = fmt::format(
-            "at volume {} the leanest configuration ({}) plans {} on its fullest device, over "
-            "the budget of {}: the weights, their gradients and the optimizer's state take {} of "
-            "it, activations, messages and workspaces the rest",
-            v, r.flags, mib(r.peak), mib(c.device_memory), mib(r.device_state.at(g)));
-      } else if (!ok) {
-        why[v] =
-            fmt::format("at volume {} every layout was over the budget at a smaller volume", v);
-      }
-    } catch (const Error& e) {
-      why[v] = fmt::format("volume {} is refused: {}", v, e.what());
-    }
-    out.tried.emplace_back(v, ok);
-    return ok;
-  };
-  int64_t lo = 0, hi = 0;  // the largest that fits, the smallest that does not (0: none yet)
-  int64_t v = std::max(grid, c.volume / grid * grid);
-  if (fits(v)) {
-    lo = v;
-    while (hi == 0) {
-      const int64_t next = std::min(kMost / grid * grid, 2 * lo);
-      if (next <= lo) break;  // the largest volume there is fits
-      if (fits(next))
-        lo = next;
-      else
-        hi = next;
-    }
-  } else {
-    hi = v;
-    if (v > grid && fits(grid)) lo = grid;
-  }
-  if (lo == 0) {
-    out.limit = why.count(hi) ? why[hi] : std::string();
-    if (hi != grid && why.count(grid)) out.limit = why[grid];
-    return out;
-  }
-  while (hi != 0 && hi - lo > grid) {
-    const int64_t mid = (lo + hi) / 2 / grid * grid;
-    if (fits(mid))
-      lo = mid;
-    else
-      hi = mid;
-  }
-  out.volume = lo;
-  if (hi != 0) out.limit = why[hi];
-  const ModelAndData made = make(lo);
-  Config at = c;
-  at.volume = static_cast<int>(lo);
-  out.planning = plan(at, made.model, *made.source, fixed, repeats, job);
-  return out;
-}
-
-std::string command_line(const Config& c) {
-  const Config defaults;
-  std::string line = "tandem train";
-  for (const ConfigOption& o : config_options()) {
-    if (o.flag.empty() || !o.get || o.group == OptionGroup::kVerify) continue;
-    const std::string value = o.get(c);
-    if (value == o.get(defaults)) continue;
-    line += o.value == OptionValue::kSwitch ? " " + o.flag : " " + o.flag + " " + value;
-  }
-  return line;
-}
-
-std::string planning_table(const Planning& p, const Config& c, int top) {
-  std::string out = fmt::format(
-      "costs measured in {:.1f} s ({} layout{} of slabs and micro-batches; the cores compute "
-      "at {:.0f}% of their speed alone when all are busy); {} configuration{} planned{}\n",
-      p.measure_seconds, p.layouts, p.layouts == 1 ? "" : "s", 100 * p.core_efficiency,
-      p.runs.size(), p.runs.size() == 1 ? "" : "s",
-      c.device_memory ? fmt::format(" against --device-memory {}", mib(c.device_memory)) : "");
-  std::vector<const PlannedRun*> fit, over, cannot;
-  for (const PlannedRun& r : p.runs)
-    (!r.why_not.empty() ? cannot : r.fits ? fit : over).push_back(&r);
-  if (!fit.empty()) {
-    out += fmt::format("{:>4}  {:>10}  {:>9}  {:>12}  {}\n", "rank", "samples/s", "step ms",
-                       "peak/device", "flags");
-    for (size_t k = 0; k < fit.size() && static_cast<int>(k) < top; ++k)
-      out += fmt::format("{:>4}  {:>10.2f}  {:>9.1f}  {:>12}  {}\n", k + 1, fit[k]->samples_per_s,
-                         fit[k]->step_seconds * 1000, mib(fit[k]->peak), fit[k]->flags);
-    if (static_cast<int>(fit.size()) > top)
-      out += fmt::format("      ... and {} more that fit\n", fit.size() - top);
-  }
-  if (!over.empty())
-    out += fmt::format(
-        "over --device-memory {}: {} configuration{}, planning {} to {} on a device; the leanest: "
-        "{}\n",
-        mib(c.device_memory), over.size(), over.size() == 1 ? "" : "s", mib(over.front()->peak),
-        mib(over.back()->peak), over.front()->flags);
-  std::map<std::string, std::vector<const PlannedRun*>> why;
-  for (const PlannedRun* r : cannot) why[r->why_not].push_back(r);
-  for (const auto& [reason, runs] : why)
-    out += fmt::format("cannot run, {} configuration{} (e.g. {}): {}\n", runs.size(),
-                       runs.size() == 1 ? "" : "s", runs.front()->flags, reason);
-  if (const PlannedRun* best = p.chosen())
-    out += fmt::format("chosen: {}\n", command_line(best->config));
-  return out;
-}
-
-std::string planning_json(const Planning& p, const Config& c) {
-  nlohmann::json j;
-  j["measure_seconds"] = p.measure_seconds;
-  j["layouts"] = p.layouts;
-  j["core_efficiency"] = p.core_efficiency;
-  j["device_memory"] = c.device_memory;
-  j["configurations"] = nlohmann::json::array();
-  for (const PlannedRun& r : p.runs) {
-    nlohmann::json e;
-    e["flags"] = r.flags;
-    e["fits"] = r.fits;
-    if (!r.why_not.empty()) {
-      e["cannot_run"] = r.why_not;
-    } else {
-      e["peak_bytes"] = r.device_peak;
-      e["step_seconds"] = r.step_seconds;
-      e["samples_per_s"] = r.samples_per_s;
-      e["command"] = command_line(r.config);
-    }
-    j["configurations"].push_back(e);
-  }
-  if (const PlannedRun* best = p.chosen()) j["chosen"] = command_line(best->config);
-  return j.dump(1);
 }
 
 }  // namespace tandem::train
