@@ -296,6 +296,7 @@ tandem_cli_test(plan_nothing_fits 3 "no configuration fits --device-memory 100.0
 tandem_cli_test(plan_slabs_under_a_budget 0 "chosen: tandem train .*--spatial 2" plan --model unet3d --data spheres --levels 2 --filters 4 --volume 32 --batch 2 --devices 2 --repeats 1 --device-memory 5MiB)
 add_test(NAME cli_plan_auto_keeps_the_budget
   COMMAND ${CMAKE_COMMAND} -DTANDEM=$<TARGET_FILE:tandem_cli>
+          -DDIR=${CMAKE_CURRENT_BINARY_DIR}/plan_auto
           -P ${CMAKE_CURRENT_LIST_DIR}/plan_auto.cmake
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_plan_auto_keeps_the_budget PROPERTIES TIMEOUT 300)

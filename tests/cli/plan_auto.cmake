@@ -1,4 +1,4 @@
-# cmake -DTANDEM=path -P plan_auto.cmake
+# cmake -DTANDEM=path -DDIR=folder -P plan_auto.cmake
 # The planner's refusal names a budget; `train --auto` under that budget trains, and every
 # device's measured peak stays within it.
 include(${CMAKE_CURRENT_LIST_DIR}/run_ok.cmake)
@@ -14,7 +14,8 @@ endif()
 set(whole ${CMAKE_MATCH_1})
 set(tenth ${CMAKE_MATCH_2})
 math(EXPR budget "(${whole} * 10 + ${tenth}) * 1048576 / 10")
-set(report ${CMAKE_CURRENT_BINARY_DIR}/plan_auto_report.json)
+file(MAKE_DIRECTORY ${DIR})
+set(report ${DIR}/report.json)
 file(REMOVE ${report})
 run_ok("${TANDEM};train;${model};--auto;--device-memory;${whole}.${tenth}MiB;--steps;2;--progress;none;--report;${report}")
 if(NOT out MATCHES "auto: chose the fastest that fits of [0-9]+ configurations")
