@@ -39,7 +39,10 @@ torch::Tensor DepthFold::slabs(const torch::Tensor& x) const {
   // Rows [0, half + slab) of x padded along depth: `depth_padding` zero rows in front, the rest
   // behind.
   const int64_t behind = half_ + slab_ - depth_ - depth_padding_;
-  const torch::Tensor padded = torch::constant_pad_nd(x, {0, 0, 0, 0, depth_padding_, behind});
+  const torch::Tensor padded =
+      depth_padding_ == 0 && behind == 0
+          ? x
+          : torch::constant_pad_nd(x, {0, 0, 0, 0, depth_padding_, behind});
   return torch::cat({padded.narrow(2, 0, slab_), padded.narrow(2, half_, slab_)}, 0);
 }
 

@@ -24,10 +24,15 @@ struct Padding {
   std::vector<int64_t> sizes() const { return {depth, other, other}; }
 };
 
-torch::Tensor conv_forward(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+// `x` by value: where the fold copies it into its two slabs, x is dropped before the convolution
+// runs (a chunk's piece moved in is then never held beside its slabs and oneDNN's copy of them).
+torch::Tensor conv_forward(torch::Tensor x, const torch::Tensor& w, const torch::Tensor& b,
                            Padding pad) {
-  if (auto fold = DepthFold::of(x, w, pad.depth, pad.other))
-    return fold->join(torch::conv3d(fold->slabs(x), w, b, 1, fold->slab_padding()));
+  if (auto fold = DepthFold::of(x, w, pad.depth, pad.other)) {
+    torch::Tensor slabs = fold->slabs(x);
+    x = torch::Tensor();
+    return fold->join(torch::conv3d(slabs, w, b, 1, fold->slab_padding()));
+  }
   return torch::conv3d(x, w, b, 1, pad.sizes());
 }
 
@@ -127,9 +132,9 @@ class SplitConv3d : public torch::autograd::Function<SplitConv3d> {
 class FoldedKernels : public spatial::ConvKernels {
  public:
   explicit FoldedKernels(int64_t padding) : padding_(padding) {}
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& weight,
-                        const torch::Tensor& bias, int64_t depth_padding) const override {
-    return conv_forward(x, weight, bias, {depth_padding, padding_});
+  torch::Tensor forward(torch::Tensor x, const torch::Tensor& weight, const torch::Tensor& bias,
+                        int64_t depth_padding) const override {
+    return conv_forward(std::move(x), weight, bias, {depth_padding, padding_});
   }
   std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> backward(
       const torch::Tensor& grad, const torch::Tensor& x, const torch::Tensor& weight,
@@ -156,8 +161,8 @@ bool chunked(const torch::Tensor& x, const torch::Tensor& weight, int64_t paddin
 // The convolution of `parts` concatenated, chunk by chunk (spatial/forward_chunks.h).
 torch::Tensor in_chunks(const std::vector<torch::Tensor>& parts, const torch::Tensor& weight,
                         const torch::Tensor& bias, int64_t padding) {
-  return spatial::conv_in_chunks(parts, padding, [&](const torch::Tensor& x) {
-    return conv_forward(x, weight, bias, {0, padding});
+  return spatial::conv_in_chunks(parts, padding, [&](torch::Tensor x) {
+    return conv_forward(std::move(x), weight, bias, {0, padding});
   });
 }
 

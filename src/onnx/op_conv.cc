@@ -41,8 +41,8 @@ class AtenKernels : public spatial::ConvKernels {
         dilations_(std::move(dilations)),
         groups_(groups) {}
 
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& weight,
-                        const torch::Tensor& bias, int64_t depth_padding) const override {
+  torch::Tensor forward(torch::Tensor x, const torch::Tensor& weight, const torch::Tensor& bias,
+                        int64_t depth_padding) const override {
     return at::convolution(x, weight, bias, strides_, padding_with(depth_padding), dilations_,
                            /*transposed=*/false, zeros(), groups_);
   }
@@ -106,9 +106,9 @@ Op conv(const Node& n) {
         weight.size(2) == 2 * padding[0] + 1 &&
         spatial::chunks_forward(input.numel() / input.size(1) * weight.size(0) *
                                 input.element_size())) {
-      return graph::Tensors{spatial::conv_in_chunks(
-          {input}, padding[0],
-          [&](const torch::Tensor& piece) { return kernels->forward(piece, weight, bias, 0); })};
+      return graph::Tensors{spatial::conv_in_chunks({input}, padding[0], [&](torch::Tensor piece) {
+        return kernels->forward(std::move(piece), weight, bias, 0);
+      })};
     }
     return graph::Tensors{kernels->forward(input, weight, bias, padding[0])};
   };

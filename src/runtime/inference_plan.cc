@@ -75,11 +75,10 @@ std::vector<double> inference_peaks(const graph::Model& model, const InferenceBy
   std::vector<double> peaks;
   for (int s = 0; s < partition.num_stages; ++s) {
     const auto [begin, end] = partition.layers_of(s);
-    double parameters = 0, halo_ahead = 0;
+    double parameters = 0;
     std::set<std::string> made;
     for (int i = begin; i < end; ++i) {
       parameters += static_cast<double>(bytes.parameters[static_cast<size_t>(i)]);
-      halo_ahead = std::max(halo_ahead, static_cast<double>(bytes.halo[static_cast<size_t>(i)]));
       for (const auto& name : model.layers[static_cast<size_t>(i)].outputs) made.insert(name);
     }
     // Alive before the stage's first layer and until its forward ends: what it receives (the
@@ -92,11 +91,17 @@ std::vector<double> inference_peaks(const graph::Model& model, const InferenceBy
           alive[name] = size(name);
           received.insert(name);
         }
-    double peak = 0;
+    double peak = 0, sent = 0;  // sent: the planes of the stage's last exchange
     for (int i = begin; i < end; ++i) {
       double in_use = 0;
       for (const auto& [name, b] : alive) in_use += b;
-      peak = std::max(peak, in_use + static_cast<double>(bytes.held[static_cast<size_t>(i)]));
+      const auto halo = static_cast<double>(bytes.halo[static_cast<size_t>(i)]);
+      // A layer that exchanges none may run while a neighbour has yet to take the planes sent at
+      // the last exchange (as many as were received there, or fewer at the volume's ends).
+      const double pending = halo > 0 ? 0 : sent;
+      peak = std::max(peak,
+                      in_use + static_cast<double>(bytes.held[static_cast<size_t>(i)]) + pending);
+      if (halo > 0) sent = halo;
       const graph::Layer& layer = model.layers[static_cast<size_t>(i)];
       for (const auto& name : layer.outputs)
         if (last_read.count(name) || name == model.output) alive[name] = size(name);
@@ -109,7 +114,7 @@ std::vector<double> inference_peaks(const graph::Model& model, const InferenceBy
         it = needed ? std::next(it) : alive.erase(it);
       }
     }
-    peaks.push_back(parameters + peak + halo_ahead);
+    peaks.push_back(parameters + peak);
   }
   return peaks;
 }

@@ -32,7 +32,7 @@ bool chunks_forward(int64_t bytes, bool local) {
 }
 
 torch::Tensor conv_in_chunks(const std::vector<torch::Tensor>& parts, int64_t padding,
-                             const std::function<torch::Tensor(const torch::Tensor&)>& conv) {
+                             const std::function<torch::Tensor(torch::Tensor)>& conv) {
   TANDEM_ASSERT(!parts.empty() && padding >= 0, "a chunked convolution of {} parts, padding {}",
                 parts.size(), padding);
   const int64_t depth = parts.front().size(kDepthDim);
@@ -51,7 +51,7 @@ torch::Tensor conv_in_chunks(const std::vector<torch::Tensor>& parts, int64_t pa
       pad[pad.size() - 1] = after;
       x = torch::constant_pad_nd(x, pad);
     }
-    const torch::Tensor y = conv(x);
+    const torch::Tensor y = conv(std::move(x));
     TANDEM_ASSERT(y.size(kDepthDim) == count, "a chunk of {} planes gave {}", count,
                   y.size(kDepthDim));
     if (!out.defined()) out = output_like(y, depth);

@@ -28,11 +28,6 @@ struct HaloConvState : torch::CustomClassHolder {
 // Planes are numbered as in x with halos: before [0, w), x [w, w + d), after [w + d, d + 2w).
 // Output plane o reads planes [o, o + 2w]; plane p is read by outputs [p - 2w, p].
 
-// The two edge pieces, [0, 3w) and [d - w, d + 2w): the planes the w output planes read that
-// read one halo.
-int64_t edge_begin(const Halo& h, bool low) { return low ? 0 : h.depth - h.width; }
-int64_t edge_end(const Halo& h, bool low) { return low ? 3 * h.width : h.depth + 2 * h.width; }
-
 // d(loss)/dy's planes that read the halo below (`low`) or above.
 torch::Tensor edge_grad(const Halo& h, const torch::Tensor& grad, bool low) {
   return grad.narrow(kDepthDim, low ? 0 : h.depth - h.width, h.width).contiguous();
@@ -198,8 +193,7 @@ torch::Tensor chunked_output(const std::vector<c10::intrusive_ptr<Halo>>& halos,
     const int64_t b = std::min(d, a + chunk);
     torch::Tensor piece = parts.size() == 1 ? with_halo_planes(h, parts.front(), a, b + 2 * w)
                                             : concatenated_halo_planes(halos, parts, a, b + 2 * w);
-    torch::Tensor part = kernels.forward(piece, weight, bias, 0);
-    piece = torch::Tensor();
+    torch::Tensor part = kernels.forward(std::move(piece), weight, bias, 0);
     TANDEM_ASSERT(part.size(kDepthDim) == b - a, "a halo convolution of {} planes gave {}", b - a,
                   part.size(kDepthDim));
     if (b - a == d) return part;

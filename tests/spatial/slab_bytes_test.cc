@@ -158,9 +158,10 @@ TEST(SlabBytes, AStepOnASlabHoldsPerVoxelWhatOneDeviceHolds) {
 // Forward only (tandem predict): a slab's planned peak per voxel against one device's whole
 // sample, for the U-Net on a sample of 128 x 64 x 64: slabs of 64 and 32 planes, whose layers'
 // outputs are large enough to run in chunks as the whole sample's do (spatial::
-// kForwardChunkBytes). Measured: 0.96x on 2 slabs, 1.095x on 4 (the halo planes of the
+// kForwardChunkBytes). Measured: 0.97x on 2 slabs, 1.08x on 4 (the halo planes of the
 // decoder's two parts, 4 of 32 planes). The decoder's convolution of [up, skip] once made each
-// part's full output and their sum on a slab: 1.2-1.3x.
+// part's full output and their sum on a slab: 1.2-1.3x; a chunk's piece held beside the depth
+// fold's copy of it, and the plan's halo planes sent ahead: 1.095x on 4.
 TEST(SlabBytes, AForwardOnASlabHoldsPerVoxelWhatOneDeviceHolds) {
   const graph::Model m = make(Net::kUnet);
   torch::manual_seed(3);

@@ -8,9 +8,11 @@
 // worst layer, that layer's bytes on top of the tensors alive before it: those it received (until
 // their last reader in the stage), those it made that a later layer of the stage reads, and
 // those it sends to later stages (held until its forward ends: a receiver may take them late).
-// On a slab, a neighbour that runs ahead may have sent the halo planes of the stage's next
-// convolution while the stage still works on the current one: each stage adds the most halo
-// bytes any of its layers receives.
+// On a slab, a layer's bytes include the halo planes it sends (a copy held until the neighbour
+// takes it) and those it receives. A neighbour may take the planes late: a layer that exchanges
+// none adds the planes sent at the stage's last exchange. Planes a neighbour sends ahead are
+// charged to that neighbour until they are received (in process; under MPI the progress thread
+// holds them, charged to no device, as every message that arrives early), so they add nothing.
 #pragma once
 
 #include <torch/torch.h>

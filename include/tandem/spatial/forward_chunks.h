@@ -31,9 +31,10 @@ bool chunks_forward(int64_t bytes, bool local = false);
 
 // A convolution of stride 1 along depth with `padding` zero planes before and after it (a
 // kernel of 2 x padding + 1 planes) of `parts` concatenated along the channels (dimension 1),
-// chunk by chunk: `conv` computes the convolution of its input without padding along depth.
+// chunk by chunk: `conv` computes the convolution of its input without padding along depth. The
+// chunk's piece is moved into `conv`, which may drop it early (spatial::ConvKernels::forward).
 torch::Tensor conv_in_chunks(const std::vector<torch::Tensor>& parts, int64_t padding,
-                             const std::function<torch::Tensor(const torch::Tensor&)>& conv);
+                             const std::function<torch::Tensor(torch::Tensor)>& conv);
 
 // A layer whose output planes [f x first, f x (first + count)) come from its input planes
 // [first, first + count) alone (a transposed convolution whose kernel equals its stride f along

@@ -45,7 +45,9 @@ namespace tandem::spatial {
 class ConvKernels {
  public:
   virtual ~ConvKernels() = default;
-  virtual torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& weight,
+  // `x` by value: a caller that moves its piece in lets the kernels drop it as soon as they have
+  // made what they convolve from it (a copy in another layout), so the two are never held at once.
+  virtual torch::Tensor forward(torch::Tensor x, const torch::Tensor& weight,
                                 const torch::Tensor& bias, int64_t depth_padding) const = 0;
   // The input, weight and bias gradients selected by `mask` (undefined where not selected);
   // `bias` may be undefined (no bias gradient then).
