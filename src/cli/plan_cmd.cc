@@ -58,7 +58,44 @@ train::Planning plan_here(const train::Config& c, train::Job& job,
   return train::plan(base, m.model, *m.source, fixed, repeats, &job);
 }
 
-void require_a_fit(const train::Planning& p, const train::Config& c) {
+namespace {
+
+// The largest volume on the grid of the model of `base` (made by made_for) that fits its budget
+// (train::largest_volume).
+train::LargestVolume largest_here(const train::Config& base, int64_t grid, train::Job& job,
+                                  const std::set<std::string>& fixed, int repeats) {
+  return train::largest_volume(
+      base, grid,
+      [&](int64_t side) {
+        train::Config at = base;
+        at.volume = static_cast<int>(side);
+        return made_for(at);
+      },
+      fixed, repeats, &job);
+}
+
+// "; the largest volume that fits ..." for a model of volumes (nothing for the others), searched
+// as --volume max searches it.
+std::string largest_that_fits(const train::Config& c, train::Job& job,
+                              const std::set<std::string>& fixed, int repeats) {
+  const train::Config base = planned_config(c, job, fixed);
+  const graph::Model model = made_for(base).model;
+  if (model.slab_dim < 0) return "";
+  const train::LargestVolume v =
+      largest_here(base, std::max<int64_t>(1, model.slab_multiple), job, fixed, repeats);
+  const std::string budget = memory::format_bytes(c.device_memory);
+  if (v.volume == 0)
+    return fmt::format("; no volume of the model's grid fits --device-memory {} either", budget);
+  const train::PlannedRun* best = v.planning.chosen();
+  return fmt::format(
+      "; the largest volume that fits --device-memory {} on these devices is --volume {}{}", budget,
+      v.volume, best ? fmt::format(" (the fastest layout there: {})", best->flags) : "");
+}
+
+}  // namespace
+
+void require_a_fit(const train::Planning& p, const train::Config& c, train::Job& job,
+                   const std::set<std::string>& fixed, int repeats) {
   if (p.chosen()) return;
   double leanest = 0;
   const train::PlannedRun* lean = nullptr;
@@ -71,12 +108,13 @@ void require_a_fit(const train::Planning& p, const train::Config& c) {
                p.runs.empty() ? "none planned" : p.runs.front().flags,
                p.runs.empty() ? "" : p.runs.front().why_not);
   const double tenth = 0.1 * 1024 * 1024;
-  throw memory::DoesNotFit(fmt::format(
+  const std::string message = fmt::format(
       "no configuration fits --device-memory {} on these devices: the leanest ({}) plans {} per "
       "device; give --device-memory {:.1f}MiB or more, or more devices",
       memory::format_bytes(c.device_memory), lean->flags,
       memory::format_bytes(static_cast<uint64_t>(leanest)),
-      std::ceil(leanest / tenth) * tenth / (1024 * 1024)));
+      std::ceil(leanest / tenth) * tenth / (1024 * 1024));
+  throw memory::DoesNotFit(message + largest_that_fits(c, job, fixed, repeats));
 }
 
 namespace {
@@ -124,14 +162,7 @@ int plan_largest_volume(PlanArgs& args, train::Job& job) {
                  return n.volumes;
                })));
   const int64_t grid = std::max<int64_t>(1, first.model.slab_multiple);
-  const train::LargestVolume v = train::largest_volume(
-      base, grid,
-      [&](int64_t side) {
-        train::Config at = base;
-        at.volume = static_cast<int>(side);
-        return made_for(at);
-      },
-      fixed, args.repeats, &job);
+  const train::LargestVolume v = largest_here(base, grid, job, fixed, args.repeats);
   std::vector<std::string> tried;
   for (const auto& [side, fit] : v.tried)
     tried.push_back(fmt::format("{} {}", side, fit ? "fits" : "does not"));
@@ -156,10 +187,11 @@ int run_plan(PlanArgs& args) {
     train::Config& c = args.run.config;
     if (args.volume == "max") return plan_largest_volume(args, *session.job);
     if (!args.volume.empty()) c.volume = side_of(args.volume);
-    const train::Planning p = plan_here(c, *session.job, fixed_fields(*args.cmd), args.repeats);
+    const std::set<std::string> fixed = fixed_fields(*args.cmd);
+    const train::Planning p = plan_here(c, *session.job, fixed, args.repeats);
     std::cout << train::planning_table(p, c, args.top) << std::flush;
     write_json(args.json, p, c);
-    require_a_fit(p, c);
+    require_a_fit(p, c, *session.job, fixed, args.repeats);
     return 0;
   });
 }

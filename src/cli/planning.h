@@ -22,7 +22,10 @@ train::Planning plan_here(const train::Config& c, train::Job& job,
                           const std::set<std::string>& fixed, int repeats);
 
 // Throws memory::DoesNotFit (status 3) when nothing of `p` fits c's budget, naming the smallest
-// budget per device under which its leanest configuration fits.
-void require_a_fit(const train::Planning& p, const train::Config& c);
+// budget per device under which its leanest configuration fits and, for a model of volumes, the
+// largest volume that fits the budget (train::largest_volume, with `fixed` and `repeats` as
+// `p` was planned).
+void require_a_fit(const train::Planning& p, const train::Config& c, train::Job& job,
+                   const std::set<std::string>& fixed, int repeats);
 
 }  // namespace tandem::cli

@@ -30,8 +30,9 @@ int run_train(TrainArgs& args) {
   };
   auto choose = [&](train::Config& c, train::Job& job) {
     if (!args.automatic) return;
-    const train::Planning p = plan_here(c, job, fixed_fields(*args.cmd), /*repeats=*/3);
-    require_a_fit(p, c);
+    const std::set<std::string> fixed = fixed_fields(*args.cmd);
+    const train::Planning p = plan_here(c, job, fixed, /*repeats=*/3);
+    require_a_fit(p, c, job, fixed, /*repeats=*/3);
     const train::PlannedRun& best = *p.chosen();
     std::cout << fmt::format(
         "auto: chose the fastest that fits of {} configurations (costs measured in {:.1f} s): {}; "

@@ -141,12 +141,19 @@ LargestVolume largest_volume(const Config& c, int64_t grid,
         hi = next;
     }
   } else {
+    // Halving down to the grid's first volume, which the data may refuse (a source's smallest
+    // side) where a larger one would fit.
     hi = v;
-    if (v > grid && fits(grid)) lo = grid;
+    for (int64_t down = v / 2 / grid * grid; down >= grid && lo == 0;
+         down = down / 2 / grid * grid) {
+      if (fits(down))
+        lo = down;
+      else
+        hi = down;
+    }
   }
-  if (lo == 0) {
+  if (lo == 0) {  // why the smallest volume tried does not fit
     out.limit = why.count(hi) ? why[hi] : std::string();
-    if (hi != grid && why.count(grid)) out.limit = why[grid];
     return out;
   }
   while (hi != 0 && hi - lo > grid) {

@@ -305,6 +305,11 @@ add_test(NAME cli_plan_largest_volume_trains
           -P ${CMAKE_CURRENT_LIST_DIR}/plan_volume.cmake
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli_plan_largest_volume_trains PROPERTIES TIMEOUT 300)
+add_test(NAME cli_plan_nothing_fits_names_a_volume_that_does
+  COMMAND ${CMAKE_COMMAND} -DTANDEM=$<TARGET_FILE:tandem_cli>
+          -P ${CMAKE_CURRENT_LIST_DIR}/plan_nothing_fits.cmake
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli_plan_nothing_fits_names_a_volume_that_does PROPERTIES TIMEOUT 300)
 find_program(TANDEM_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
 add_test(NAME cli_spatial_resume
   COMMAND ${CMAKE_COMMAND} -DTANDEM=$<TARGET_FILE:tandem_cli> -DPYTHON=${TANDEM_PYTHON3}

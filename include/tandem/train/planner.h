@@ -125,8 +125,9 @@ Planning plan(const Config& c, const graph::Model& model, const Source& source,
 // The largest volume on the model's grid that trains under the budget (tandem plan --volume
 // max). `make(v)` makes the model and its data for volumes of side v (Config::volume = v, as
 // the trainer would); `grid`: the step between volumes the model takes (its slab multiple).
-// Volumes are tried by doubling from c.volume and then halving the interval between the
-// largest that fits and the smallest that does not. Whether a volume fits needs bytes alone: at
+// Volumes are tried by doubling from c.volume (by halving it, when it does not fit, down to the
+// grid's first volume) and then halving the interval between the largest that fits and the
+// smallest that does not. Whether a volume fits needs bytes alone: at
 // each, the layouts are measured leanest first (the most slabs, the smallest micro-batches)
 // until one has a configuration that fits; a layout with none at a volume is not measured at
 // larger ones (its bytes only grow with the voxels), and where the leanest layout fits nothing
