@@ -26,8 +26,10 @@ struct Padding {
 
 // `x` by value: where the fold copies it into its two slabs, x is dropped before the convolution
 // runs (a chunk's piece moved in is then never held beside its slabs and oneDNN's copy of them).
+// `groups`: a grouped convolution (never folded), for a slab's halo terms (spatial/halo_conv.cc).
 torch::Tensor conv_forward(torch::Tensor x, const torch::Tensor& w, const torch::Tensor& b,
-                           Padding pad) {
+                           Padding pad, int64_t groups = 1) {
+  if (groups != 1) return torch::conv3d(x, w, b, 1, pad.sizes(), 1, groups);
   if (auto fold = DepthFold::of(x, w, pad.depth, pad.other)) {
     torch::Tensor slabs = fold->slabs(x);
     x = torch::Tensor();
@@ -40,13 +42,14 @@ torch::Tensor conv_forward(torch::Tensor x, const torch::Tensor& w, const torch:
 // A single sample that DepthFold takes goes through the backward as its two slabs.
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> conv_grads(
     const torch::Tensor& g, const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
-    Padding pad, std::array<bool, 3> mask) {
+    Padding pad, std::array<bool, 3> mask, int64_t groups = 1) {
   std::vector<int64_t> bias_sizes{w.size(0)};
   auto backward = [&](const torch::Tensor& grad, const torch::Tensor& input, at::IntArrayRef p) {
     return at::convolution_backward(
         grad, input, w, b.defined() ? at::OptionalIntArrayRef(bias_sizes) : c10::nullopt, {1, 1, 1},
-        p, {1, 1, 1}, false, {0, 0, 0}, 1, {mask[0], mask[1], mask[2] && b.defined()});
+        p, {1, 1, 1}, false, {0, 0, 0}, groups, {mask[0], mask[1], mask[2] && b.defined()});
   };
+  if (groups != 1) return backward(g, x, pad.sizes());
   if (auto fold = DepthFold::of(x, w, pad.depth, pad.other)) {
     auto [gx, gw, gb] = backward(fold->split(g), fold->slabs(x), fold->slab_padding());
     return {mask[0] ? fold->add_slabs(gx) : gx, gw, gb};
@@ -133,13 +136,14 @@ class FoldedKernels : public spatial::ConvKernels {
  public:
   explicit FoldedKernels(int64_t padding) : padding_(padding) {}
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& weight, const torch::Tensor& bias,
-                        int64_t depth_padding) const override {
-    return conv_forward(std::move(x), weight, bias, {depth_padding, padding_});
+                        int64_t depth_padding, int64_t groups) const override {
+    return conv_forward(std::move(x), weight, bias, {depth_padding, padding_}, groups);
   }
   std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> backward(
       const torch::Tensor& grad, const torch::Tensor& x, const torch::Tensor& weight,
-      const torch::Tensor& bias, int64_t depth_padding, std::array<bool, 3> mask) const override {
-    return conv_grads(grad, x, weight, bias, {depth_padding, padding_}, mask);
+      const torch::Tensor& bias, int64_t depth_padding, std::array<bool, 3> mask,
+      int64_t groups) const override {
+    return conv_grads(grad, x, weight, bias, {depth_padding, padding_}, mask, groups);
   }
   // Two: a single sample's convolution of one output plane takes LibTorch's im2col path on the
   // CPU (2.5-15x slower per plane than oneDNN's, and its columns outweigh a thin slab's output),

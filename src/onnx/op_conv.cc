@@ -42,19 +42,20 @@ class AtenKernels : public spatial::ConvKernels {
         groups_(groups) {}
 
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& weight, const torch::Tensor& bias,
-                        int64_t depth_padding) const override {
+                        int64_t depth_padding, int64_t groups) const override {
     return at::convolution(x, weight, bias, strides_, padding_with(depth_padding), dilations_,
-                           /*transposed=*/false, zeros(), groups_);
+                           /*transposed=*/false, zeros(), groups_ * groups);
   }
 
   std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> backward(
       const torch::Tensor& grad, const torch::Tensor& x, const torch::Tensor& weight,
-      const torch::Tensor& bias, int64_t depth_padding, std::array<bool, 3> mask) const override {
+      const torch::Tensor& bias, int64_t depth_padding, std::array<bool, 3> mask,
+      int64_t groups) const override {
     std::vector<int64_t> bias_sizes{weight.size(0)};
     return at::convolution_backward(
         grad, x, weight, bias.defined() ? at::OptionalIntArrayRef(bias_sizes) : c10::nullopt,
-        strides_, padding_with(depth_padding), dilations_, /*transposed=*/false, zeros(), groups_,
-        {mask[0], mask[1], mask[2] && bias.defined()});
+        strides_, padding_with(depth_padding), dilations_, /*transposed=*/false, zeros(),
+        groups_ * groups, {mask[0], mask[1], mask[2] && bias.defined()});
   }
 
  private:
@@ -94,7 +95,8 @@ Op conv(const Node& n) {
       input = pad_spatial(input, p, 0.0);
       padding.assign(dims, 0);
     }
-    auto kernels = std::make_shared<AtenKernels>(w.strides, padding, w.dilations, groups);
+    std::shared_ptr<const spatial::ConvKernels> kernels =
+        std::make_shared<AtenKernels>(w.strides, padding, w.dilations, groups);
     const torch::Tensor bias = in.size() > 2 ? in[2] : torch::Tensor();
     if (slab) {
       return graph::Tensors{

@@ -5,6 +5,7 @@
 #include <array>
 #include <tuple>
 
+#include "halo_terms.h"
 #include "tandem/common/check.h"
 #include "tandem/graph/call_context.h"
 #include "tandem/graph/deferred.h"
@@ -27,11 +28,6 @@ struct HaloConvState : torch::CustomClassHolder {
 
 // Planes are numbered as in x with halos: before [0, w), x [w, w + d), after [w + d, d + 2w).
 // Output plane o reads planes [o, o + 2w]; plane p is read by outputs [p - 2w, p].
-
-// d(loss)/dy's planes that read the halo below (`low`) or above.
-torch::Tensor edge_grad(const Halo& h, const torch::Tensor& grad, bool low) {
-  return grad.narrow(kDepthDim, low ? 0 : h.depth - h.width, h.width).contiguous();
-}
 
 // d(loss)/dy's planes [lo, hi), zeros where they fall outside [0, d) (outputs of the
 // neighbours, whose gradients reach x through their own halos).
@@ -103,30 +99,6 @@ double element_bytes(const torch::Tensor& t) { return static_cast<double>(t.elem
 // volume's ends.
 std::array<bool, 2> neighbours(const Halo& h) {
   return {h.group->index() > 0, h.group->index() < h.group->size() - 1};
-}
-
-// Both edge pieces as one batch (low first), [2B,C,3w,...], with only the halo's planes in them
-// and x's planes zero (`values` false: any values, for a pass that reads only their shape).
-// Both, even at the volume's ends, and as one call: a piece of one output plane per sample would
-// take LibTorch's slow single-sample path on the CPU.
-torch::Tensor edge_pieces(const Halo& h, const torch::Tensor& x, bool values) {
-  const int64_t b = x.size(0), w = h.width;
-  std::vector<int64_t> sizes = x.sizes().vec();
-  sizes[0] = 2 * b;
-  sizes[kDepthDim] = 3 * w;
-  const auto options = x.options().requires_grad(false);
-  if (!values) return torch::empty(sizes, options);
-  torch::Tensor pieces = torch::zeros(sizes, options);
-  // The low piece [0, 3w) holds `before` in its first w planes; the high one [d - w, d + 2w),
-  // `after` in its last w.
-  pieces.narrow(0, 0, b).narrow(kDepthDim, 0, w).copy_(h.before);
-  pieces.narrow(0, b, b).narrow(kDepthDim, 2 * w, w).copy_(h.after);
-  return pieces;
-}
-
-// d(loss)/dy's planes that read either halo, as one batch matching edge_pieces.
-torch::Tensor edge_grads(const Halo& h, const torch::Tensor& grad) {
-  return torch::cat({edge_grad(h, grad, true), edge_grad(h, grad, false)}, 0);
 }
 
 // Planes [lo, hi) of every part with its halos, concatenated along the channels: one tensor
@@ -208,8 +180,8 @@ torch::Tensor chunked_output(const std::vector<c10::intrusive_ptr<Halo>>& halos,
 }
 
 // y = the convolution of x with halos. Whole: x's convolution with zero planes for padding (one
-// device's), plus the halos' terms of the edge planes from the edge pieces; no copy of x with
-// halos. Under a bound, chunk by chunk along depth.
+// device's), plus the halos' terms of the edge planes (halo_terms); no copy of x with halos. Under
+// a bound, chunk by chunk along depth.
 torch::Tensor output(const HaloConvState& s, const torch::Tensor& x, const torch::Tensor& weight,
                      const torch::Tensor& bias) {
   const Halo& h = *s.halo;
@@ -220,11 +192,9 @@ torch::Tensor output(const HaloConvState& s, const torch::Tensor& x, const torch
   if (w == 0) return y;
   const std::array<bool, 2> real = neighbours(h);
   if (!real[0] && !real[1]) return y;
-  const torch::Tensor terms =
-      s.kernels->forward(edge_pieces(h, x, true), weight, torch::Tensor(), 0);
-  const int64_t b = x.size(0);
-  if (real[0]) y.narrow(kDepthDim, 0, w).add_(terms.narrow(0, 0, b));
-  if (real[1]) y.narrow(kDepthDim, d - w, w).add_(terms.narrow(0, b, b));
+  const auto [low, high] = halo_terms(*s.kernels, h, x, weight);
+  if (real[0]) y.narrow(kDepthDim, 0, w).add_(low);
+  if (real[1]) y.narrow(kDepthDim, d - w, w).add_(high);
   return y;
 }
 
@@ -267,14 +237,6 @@ void release(Halo& h) {
   h.sent.clear();
 }
 
-// Sends the halos' gradients, the first w planes of the low edge piece's input gradient and the
-// last w of the high one's ([2B,C,3w,...], edge_pieces' batch), and adds the neighbours' to gx.
-void send_halo_grads(const Halo& h, const torch::Tensor& pieces, torch::Tensor& gx) {
-  const int64_t b = gx.size(0), w = h.width;
-  return_halo_grads(h, pieces.narrow(0, 0, b).narrow(kDepthDim, 0, w),
-                    pieces.narrow(0, b, b).narrow(kDepthDim, 2 * w, w), gx);
-}
-
 // d(loss)/dx with the neighbours' gradients of x's boundary planes added, after sending them
 // the gradients of their planes.
 torch::Tensor input_grad_with_halos(const HaloConvState& s, const torch::Tensor& grad,
@@ -283,11 +245,9 @@ torch::Tensor input_grad_with_halos(const HaloConvState& s, const torch::Tensor&
   torch::Tensor gx = input_grad(s, grad, x, weight);
   if (w == 0) return gx;
   if (input_grad_chunk(s, grad, x) >= d) {
-    // The halos' gradients are the edge pieces' input gradients, whose values they do not read.
-    const torch::Tensor pieces =
-        std::get<0>(s.kernels->backward(edge_grads(*s.halo, grad), edge_pieces(*s.halo, x, false),
-                                        weight, torch::Tensor(), 0, {true, false, false}));
-    send_halo_grads(*s.halo, pieces, gx);
+    // The halos' gradients, which do not read the halos' values.
+    const auto [before, after] = halo_grads(*s.kernels, *s.halo, grad, x, weight, true, nullptr);
+    return_halo_grads(*s.halo, before, after, gx);
     return gx;
   }
   const torch::Tensor before = input_grad_planes(s, grad, x, weight, 0, w);
@@ -296,8 +256,8 @@ torch::Tensor input_grad_with_halos(const HaloConvState& s, const torch::Tensor&
   return gx;
 }
 
-// All three gradients of a whole pass in one call each for the slab and for its edge pieces (one
-// device's pass, plus the halos' terms). Refetches the halos and releases them.
+// All three gradients of a whole pass in one call each for the slab and for its halos (one
+// device's pass, plus the halos' terms: halo_grads). Refetches the halos and releases them.
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> whole_grads(
     const HaloConvState& s, const torch::Tensor& grad, const torch::Tensor& x,
     const torch::Tensor& weight, const torch::Tensor& bias, bool needs_x) {
@@ -306,19 +266,15 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> whole_grads(
   auto [gx, gw, gb] =
       s.kernels->backward(grad, x, weight, bias, h.width, {needs_x, true, bias.defined()});
   if (h.width > 0) {
-    auto [pieces, gw_edge, unused] =
-        s.kernels->backward(edge_grads(h, grad), edge_pieces(h, x, true), weight, torch::Tensor(),
-                            0, {needs_x, true, false});
-    gw.add_(gw_edge);
-    if (needs_x) send_halo_grads(h, pieces, gx);
+    const auto [before, after] = halo_grads(*s.kernels, h, grad, x, weight, needs_x, &gw);
+    if (needs_x) return_halo_grads(h, before, after, gx);
   }
   release(h);
   return {gx, gw, gb};
 }
 
-// The weight (and bias) gradients alone: the zero-padded convolution's, plus the terms of each
-// halo from its edge piece with only the halo's planes in it. Refetches the halos and releases
-// them.
+// The weight (and bias) gradients alone: the zero-padded convolution's, plus the halos' terms.
+// Refetches the halos and releases them.
 std::pair<torch::Tensor, torch::Tensor> weight_grads(const HaloConvState& s,
                                                      const torch::Tensor& grad,
                                                      const torch::Tensor& x,

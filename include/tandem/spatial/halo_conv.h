@@ -8,16 +8,17 @@
 // stride 1 and reach 2w + 1 along depth ("same" padding w; w = 0 for a kernel of one plane),
 // and any stride, dilation, padding and groups on the other dimensions (the kernels' business).
 // Output [B,C',d,...]. Planes of "x with halos" [before, x, after] are numbered from 0; output
-// plane o reads planes [o, o + 2w]. The edge pieces [0, 3w) and [d - w, d + 2w), with only the
-// halo's planes in them, hold each halo's own terms: the w output planes at either end read
-// them.
+// plane o reads planes [o, o + 2w]. Each halo's own terms reach the w output planes at its end:
+// for w = 1 (a kernel of three planes), one call of two groups convolves [before, after] (along
+// the channels) with the kernel's first and last planes; for wider kernels, one call on the edge
+// pieces [0, 3w) and [d - w, d + 2w) with only the halo's planes in them (zeros elsewhere).
 //
-// - forward, whole: x's convolution padded with w zero planes along depth, plus the edge
-//   pieces' convolutions added to the first and last w planes. In chunks: a chunk of outputs
-//   [a, b) is the convolution, without padding along depth, of planes [a, b + 2w).
+// - forward, whole: x's convolution padded with w zero planes along depth, plus the halos' terms
+//   added to the first and last w planes. In chunks: a chunk of outputs [a, b) is the
+//   convolution, without padding along depth, of planes [a, b + 2w).
 // - backward, whole: one call gives d(loss)/dx from this slab's outputs and the weight gradient
-//   of x padded with zero planes; one call on the edge pieces gives the halos' gradients (sent
-//   to their owners, halo.h: return_halo_grads) and the halos' terms of the weight gradient (the
+//   of x padded with zero planes; the halos' call backward gives the halos' gradients (sent to
+//   their owners, halo.h: return_halo_grads) and the halos' terms of the weight gradient (the
 //   neighbours send the halos again for it, halo.h: refetch_halo).
 // - backward, in chunks: d(loss)/dx chunk by chunk, the gradient of planes [p, q) being that of
 //   their outputs [p - 2w, q) through a convolution that pads 2w along depth (an input gradient
@@ -26,7 +27,7 @@
 // - forward only (no autograd: tandem predict, an evaluation): in chunks of at most half the
 //   result, as whole samples run forward-only convolutions in chunks (forward_chunks.h).
 //
-// The edge pieces add a second sum to the edge planes and to the weight gradient where one
+// The halos' terms add a second sum to the edge planes and to the weight gradient where one
 // device's convolution adds one: the results differ from one device's in float rounding, as any
 // split's sums do.
 #pragma once
@@ -47,13 +48,17 @@ class ConvKernels {
   virtual ~ConvKernels() = default;
   // `x` by value: a caller that moves its piece in lets the kernels drop it as soon as they have
   // made what they convolve from it (a copy in another layout), so the two are never held at once.
+  // `groups`: times the layer's own groups (the weight then holds that many more output channels
+  // and as many fewer input channels per group).
   virtual torch::Tensor forward(torch::Tensor x, const torch::Tensor& weight,
-                                const torch::Tensor& bias, int64_t depth_padding) const = 0;
+                                const torch::Tensor& bias, int64_t depth_padding,
+                                int64_t groups = 1) const = 0;
   // The input, weight and bias gradients selected by `mask` (undefined where not selected);
   // `bias` may be undefined (no bias gradient then).
   virtual std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> backward(
       const torch::Tensor& grad, const torch::Tensor& x, const torch::Tensor& weight,
-      const torch::Tensor& bias, int64_t depth_padding, std::array<bool, 3> mask) const = 0;
+      const torch::Tensor& bias, int64_t depth_padding, std::array<bool, 3> mask,
+      int64_t groups = 1) const = 0;
   // The fewest planes a chunk of a pass should have: more where thinner pieces take a slow path.
   virtual int64_t least_planes() const { return 1; }
 };
