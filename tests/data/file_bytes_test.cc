@@ -8,13 +8,14 @@
 #include <vector>
 
 #include "expect_error.h"
+#include "scratch.h"
 #include "tandem/common/check.h"
 
 namespace tandem::data {
 namespace {
 
 std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "tandem_file_bytes_" + std::to_string(::getpid()) + "_" + name;
+  return testing::scratch_path("tandem_file_bytes_", name);
 }
 
 std::vector<uint8_t> some_bytes(size_t n) {

@@ -8,13 +8,14 @@
 
 #include "data/file_bytes.h"
 #include "expect_error.h"
+#include "scratch.h"
 #include "tandem/common/check.h"
 
 namespace tandem::data {
 namespace {
 
 std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "tandem_idx_" + std::to_string(::getpid()) + "_" + name;
+  return testing::scratch_path("tandem_idx_", name);
 }
 
 class IdxRoundTrip : public ::testing::TestWithParam<std::tuple<torch::ScalarType, bool>> {};

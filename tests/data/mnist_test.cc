@@ -11,6 +11,7 @@
 
 #include "data/file_bytes.h"
 #include "expect_error.h"
+#include "scratch.h"
 #include "tandem/common/check.h"
 #include "tandem/data/idx.h"
 
@@ -19,8 +20,7 @@ namespace {
 
 // A fresh empty folder per test.
 std::string temp_dir(const std::string& name) {
-  const std::string dir =
-      ::testing::TempDir() + "tandem_mnist_" + std::to_string(::getpid()) + "_" + name;
+  const std::string dir = testing::scratch_path("tandem_mnist_", name);
   ::mkdir(dir.c_str(), 0755);
   return dir;
 }

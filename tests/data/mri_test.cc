@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "expect_error.h"
+#include "scratch.h"
 #include "tandem/common/check.h"
 #include "tandem/data/nifti.h"
 
@@ -22,7 +23,6 @@ struct Phantom {
 
 const Phantom& phantom() {
   static const Phantom p = [] {
-    const std::string base = ::testing::TempDir() + "tandem_mri_" + std::to_string(::getpid());
     torch::Tensor z = torch::arange(20, torch::kFloat32).view({20, 1, 1});
     torch::Tensor y = torch::arange(24, torch::kFloat32).view({1, 24, 1});
     torch::Tensor x = torch::arange(30, torch::kFloat32).view({1, 1, 30});
@@ -33,7 +33,8 @@ const Phantom& phantom() {
     image.data = head.to(torch::kFloat32) * (1 + x / 100) + 2 * brain.to(torch::kFloat32);
     mask.data = image.data * brain;
     image.spacing = mask.spacing = {1, 1, 1};
-    Phantom out{base + "_image.nii.gz", base + "_mask.nii"};
+    Phantom out{testing::scratch_path("tandem_mri_", "image.nii.gz"),
+                testing::scratch_path("tandem_mri_", "mask.nii")};
     write_nifti(out.image, image);
     write_nifti(out.mask, mask);
     return out;
@@ -136,8 +137,7 @@ TEST(Mri, CropTooLargeNamesSizes) {
 }
 
 TEST(Mri, ShapeMismatchNamesBothFiles) {
-  const std::string other =
-      ::testing::TempDir() + "tandem_mri_other_" + std::to_string(::getpid()) + ".nii";
+  const std::string other = testing::scratch_path("tandem_mri_other_", "other.nii");
   Volume v;
   v.data = torch::ones({20, 24, 29});
   write_nifti(other, v);

@@ -12,6 +12,7 @@
 #include "data/file_bytes.h"
 #include "data/normalize.h"
 #include "expect_error.h"
+#include "scratch.h"
 #include "tandem/common/check.h"
 #include "tandem/data/nifti.h"
 
@@ -21,8 +22,7 @@ namespace fs = std::filesystem;
 
 // An empty folder with images/ and labels/.
 std::string folder(const std::string& name) {
-  const std::string dir =
-      ::testing::TempDir() + "tandem_folder_" + std::to_string(::getpid()) + "_" + name;
+  const std::string dir = testing::scratch_path("tandem_folder_", name);
   fs::remove_all(dir);
   fs::create_directories(dir + "/images");
   fs::create_directories(dir + "/labels");

@@ -12,13 +12,14 @@
 
 #include "data/file_bytes.h"
 #include "expect_error.h"
+#include "scratch.h"
 #include "tandem/common/check.h"
 
 namespace tandem::data {
 namespace {
 
 std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "tandem_nifti_" + std::to_string(::getpid()) + "_" + name;
+  return testing::scratch_path("tandem_nifti_", name);
 }
 
 // A [Z,Y,X] = [2,3,4] volume whose voxel (i,j,k) holds 12k + 4j + i, times `scale` plus

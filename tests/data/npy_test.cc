@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "expect_error.h"
+#include "scratch.h"
 #include "tandem/common/check.h"
 
 namespace tandem::data {
@@ -18,7 +19,7 @@ namespace {
 class Npy : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = ::testing::TempDir() + "tandem_npy_" + std::to_string(::getpid());
+    dir_ = testing::scratch_path("tandem_npy_");
     const std::string command = std::string(TANDEM_FIXTURE_PYTHON) + " " + TANDEM_SOURCE_DIR +
                                 "/tests/data/make_fixtures.py npy " + dir_;
     ASSERT_EQ(std::system(command.c_str()), 0)

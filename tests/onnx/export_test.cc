@@ -1,11 +1,13 @@
 // Trained weights back into the ONNX file: export_trained() replaces the initializers by the
 // tensors of a state dict or checkpoint of the same names, and the written model loads with
 // exactly those values (bitwise: float32 in, float32 out).
+#include "tandem/onnx/export.h"
+
 #include <filesystem>
 
 #include "onnx_test_util.h"
+#include "scratch.h"
 #include "tandem/checkpoint/state_dict.h"
-#include "tandem/onnx/export.h"
 #include "tandem/onnx/load.h"
 
 namespace tandem {
@@ -21,7 +23,7 @@ std::map<std::string, torch::Tensor> tensors(const graph::Model& model) {
 }
 
 std::string temp(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("tandem_onnx_export_" + name)).string();
+  return tandem::testing::scratch_path("tandem_onnx_export_", name);
 }
 
 TEST(OnnxExport, WritesTheTrainedTensorsUnderTheInitializerNames) {
@@ -35,8 +37,7 @@ TEST(OnnxExport, WritesTheTrainedTensorsUnderTheInitializerNames) {
   EXPECT_EQ(onnx::export_trained(testing::fixture("cnn_bn.onnx"), temp("trained.pt"),
                                  temp("trained.onnx")),
             10);  // every initializer: weights, biases and both running statistics
-  const std::map<std::string, torch::Tensor> back =
-      tensors(onnx::load(temp("trained.onnx"), o));
+  const std::map<std::string, torch::Tensor> back = tensors(onnx::load(temp("trained.onnx"), o));
   for (const auto& [name, t] : trained) {
     if (name == "bn.num_batches_tracked") continue;  // no initializer: starts at 0 again
     EXPECT_TRUE(torch::equal(back.at(name), t)) << name;
@@ -58,9 +59,9 @@ TEST(OnnxExport, RefusesTheCheckpointOfAnotherModel) {
   std::map<std::string, torch::Tensor> shape{{"net.1.weight", torch::zeros({3, 3})},
                                              {"net.1.bias", torch::zeros({16})}};
   checkpoint::save_state_dict_file(shape, temp("shape.pt"));
-  EXPECT_THROW(onnx::export_trained(testing::fixture("mlp.onnx"), temp("shape.pt"),
-                                    temp("shape.onnx")),
-               Error);
+  EXPECT_THROW(
+      onnx::export_trained(testing::fixture("mlp.onnx"), temp("shape.pt"), temp("shape.onnx")),
+      Error);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 
+#include "scratch.h"
 #include "tandem/common/check.h"
 
 namespace tandem::trace {
@@ -45,9 +46,7 @@ Trace two_device_trace() {
 }
 
 // Per process: suites of two checkouts may run at once on one machine.
-std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "tandem_" + std::to_string(::getpid()) + "_" + name;
-}
+std::string temp_path(const std::string& name) { return testing::scratch_path("tandem_", name); }
 
 std::vector<json> events_with(const json& doc, const std::string& phase) {
   std::vector<json> out;

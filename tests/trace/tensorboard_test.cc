@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "scratch.h"
 #include "tandem/common/check.h"
 #include "trace/tfrecord.h"
 
@@ -40,8 +41,7 @@ std::string error_message(const std::function<void()>& body) {
 
 std::string fresh_dir(const std::string& name) {
   // Per process: suites of two checkouts may run at once on one machine.
-  const std::string dir =
-      ::testing::TempDir() + "tandem_tb_" + std::to_string(::getpid()) + "_" + name;
+  const std::string dir = testing::scratch_path("tandem_tb_", name);
   std::filesystem::remove_all(dir);
   return dir;
 }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../data/expect_error.h"
+#include "scratch.h"
 #include "tandem/graph/module_layer.h"
 #include "tandem/train/catalog.h"
 #include "tandem/train/job.h"
@@ -165,8 +166,7 @@ void expect_same_result(const train::Result& a, const train::Result& b) {
 }
 
 std::string temp_dir(const std::string& name) {
-  const std::string dir =
-      ::testing::TempDir() + "tandem_custom_" + std::to_string(::getpid()) + "_" + name;
+  const std::string dir = testing::scratch_path("tandem_custom_", name);
   std::filesystem::remove_all(dir);
   return dir;
 }

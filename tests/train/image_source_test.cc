@@ -10,6 +10,7 @@
 
 #include "data/file_bytes.h"
 #include "error_of.h"
+#include "scratch.h"
 #include "tandem/common/check.h"
 #include "tandem/data/idx.h"
 #include "tandem/train/source.h"
@@ -20,8 +21,7 @@ namespace {
 // Images of `side` x `side` pixels (the test images `test_side` when given).
 std::string mnist_dir(const std::string& name, int64_t train, int64_t test, int64_t side = 2,
                       int64_t test_side = 0) {
-  const std::string dir =
-      ::testing::TempDir() + "tandem_image_source_" + std::to_string(::getpid()) + "_" + name;
+  const std::string dir = testing::scratch_path("tandem_image_source_", name);
   ::mkdir(dir.c_str(), 0755);
   for (auto [prefix, n] : {std::pair<std::string, int64_t>{"train", train}, {"t10k", test}}) {
     const int64_t s = prefix == "t10k" && test_side > 0 ? test_side : side;

@@ -13,6 +13,7 @@
 
 #include "data/moments.h"
 #include "error_of.h"
+#include "scratch.h"
 #include "tandem/checkpoint/all.h"
 #include "tandem/common/check.h"
 #include "tandem/data/idx.h"
@@ -29,8 +30,7 @@ using data::Normalization;
 using data::Normalize;
 
 std::string temp_dir(const std::string& name) {
-  const std::string dir =
-      ::testing::TempDir() + "tandem_normalize_" + std::to_string(::getpid()) + "_" + name;
+  const std::string dir = testing::scratch_path("tandem_normalize_", name);
   ::mkdir(dir.c_str(), 0755);
   return dir;
 }

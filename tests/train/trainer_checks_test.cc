@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "error_of.h"
+#include "scratch.h"
 #include "tandem/common/check.h"
 #include "tandem/data/idx.h"
 #include "tandem/memory/out_of_memory.h"
@@ -22,8 +23,7 @@ namespace {
 // MNIST's four files with `side` x `side` training images and `test_side` x `test_side` test
 // images.
 std::string image_dir(const std::string& name, int64_t side, int64_t test_side) {
-  const std::string dir =
-      ::testing::TempDir() + "tandem_trainer_checks_" + std::to_string(::getpid()) + "_" + name;
+  const std::string dir = testing::scratch_path("tandem_trainer_checks_", name);
   ::mkdir(dir.c_str(), 0755);
   for (auto [prefix, n, s] :
        {std::tuple<std::string, int64_t, int64_t>{"train", 8, side}, {"t10k", 4, test_side}}) {
