@@ -28,7 +28,8 @@ void accumulate_grad(torch::Tensor param, const torch::Tensor& value) {
   if (param.grad().defined()) {
     param.mutable_grad().add_(value);
   } else {
-    param.mutable_grad() = value.clone();
+    // In the parameter's type (fp32) where a reduced-precision backward computed it.
+    param.mutable_grad() = value.to(param.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include "tandem/common/check.h"
 #include "tandem/graph/call_context.h"
+#include "tandem/graph/precision.h"
 #include "tandem/models/depth_fold.h"
 #include "tandem/spatial/forward_chunks.h"
 #include "tandem/spatial/group.h"
@@ -86,10 +87,15 @@ class SplitConv3d : public torch::autograd::Function<SplitConv3d> {
                                                torch::autograd::tensor_list grads) {
     auto saved = ctx->get_saved_variables();
     const size_t n = saved.size() - 2;
-    const std::vector<torch::Tensor> parts(saved.begin(), saved.begin() + static_cast<long>(n));
-    const torch::Tensor weight = saved[n], bias = saved[n + 1];
-    const int64_t padding = ctx->saved_data["padding"].toInt();
     torch::Tensor g = grads[0].contiguous();
+    // In the gradient's type: a forward under autocast saved fp32 weights (and the model's fp32
+    // input) beside its reduced-precision activations (graph/precision.h).
+    std::vector<torch::Tensor> parts(saved.begin(), saved.begin() + static_cast<long>(n));
+    for (torch::Tensor& part : parts) part = graph::reduced_to(part, g.scalar_type());
+    // `param`: where a deferred weight gradient goes; `weight`: what the passes compute with.
+    const torch::Tensor param = saved[n], bias = saved[n + 1];
+    const torch::Tensor weight = graph::reduced_to(param, g.scalar_type());
+    const int64_t padding = ctx->saved_data["padding"].toInt();
     auto* deferred = reinterpret_cast<graph::DeferredWeightGrads*>(
         static_cast<intptr_t>(ctx->saved_data["deferred"].toInt()));
     const Padding pad{padding, padding};
@@ -113,13 +119,13 @@ class SplitConv3d : public torch::autograd::Function<SplitConv3d> {
                                  ? std::get<0>(conv_grads(g, spatial::concatenated(parts), weight,
                                                           bias, pad, {true, false, false}))
                                  : torch::Tensor();
-      deferred->push([g, parts, weight, bias, pad, slice] {
+      deferred->push([g, parts, weight, param, bias, pad, slice] {
         auto [gx, gw, gb] =
             conv_grads(g, spatial::concatenated(parts), weight, bias, pad, {false, true, true});
         if (slice.whole.defined())
           graph::accumulate_grad(slice.whole, gw, /*dim=*/1, slice.first);
         else
-          graph::accumulate_grad(weight, gw);
+          graph::accumulate_grad(param, gw);
         if (bias.defined()) graph::accumulate_grad(bias, gb);
       });
       return result(grad_x, none, none);

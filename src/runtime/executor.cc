@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "tandem/graph/call_context.h"
+#include "tandem/graph/precision.h"
 #include "tandem/memory/context.h"
 #include "tandem/memory/out_of_memory.h"
 #include "tandem/runtime/pipeline.h"
@@ -215,6 +216,7 @@ graph::CallContext Executor::call_context(int stage, int mb, int layer, bool fir
   ctx.group = group();
   ctx.microbatches = static_cast<int>(plan_->slices.size());
   ctx.workspace_bound = plan_->workspace_bound;
+  ctx.precision = plan_->precision;
   return ctx;
 }
 
@@ -241,7 +243,7 @@ void Executor::run_layers(int stage, int mb, MicrobatchState& st, bool first_pas
     ctx.deferred = deferred == deferred_.end() ? nullptr : deferred->second.get();
     graph::ScopedCall call(ctx);
     memory::ScopedWhere where_layer(layer.name);
-    graph::Tensors out = layer.forward(in);
+    graph::Tensors out = graph::forward_in_precision(layer, in);
     TANDEM_CHECK(out.size() == layer.outputs.size(), "layer '{}' returned {} tensors but names {}",
                  layer.name, out.size(), layer.outputs.size());
     if (plan_->placement_log) {
@@ -271,9 +273,11 @@ void Executor::run_layers(int stage, int mb, MicrobatchState& st, bool first_pas
     }
   }
   if (stage == plan_->flow->loss_stage && plan_->predicting) {
-    result_.outputs[mb] = env.at(model.output).detach().to(torch::kCPU);
+    result_.outputs[mb] =
+        graph::reduced_to(env.at(model.output).detach(), torch::kFloat).to(torch::kCPU);
   } else if (stage == plan_->flow->loss_stage) {
-    const torch::Tensor& output = env.at(model.output);
+    // The loss and the metric in fp32 whatever the forward's precision (a differentiable cast).
+    const torch::Tensor output = graph::reduced_to(env.at(model.output), torch::kFloat);
     // The loss and the metric are one more call: on slabs they sum over the whole sample with
     // the group (spatial/group_sum.h), and every slab computes the same value.
     graph::ScopedCall call(

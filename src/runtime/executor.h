@@ -53,8 +53,9 @@ struct StepPlan {
   // (DeviceResult::outputs) and computes no loss; there is no target.
   bool predicting = false;
   bool recompute = false;
-  int64_t workspace_bound = 0;  // PipelineOptions'
-  bool split_backward = false;  // the schedule has I and W actions
+  int64_t workspace_bound = 0;              // PipelineOptions'
+  c10::ScalarType precision = c10::kFloat;  // PipelineOptions'
+  bool split_backward = false;              // the schedule has I and W actions
   // [offset, size) of each micro-batch within `input`/`target` (this replica's batch, CPU).
   std::vector<std::pair<int64_t, int64_t>> slices;
   torch::Tensor input, target;

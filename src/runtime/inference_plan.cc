@@ -9,12 +9,14 @@
 #include "runtime/probe.h"
 #include "tandem/common/check.h"
 #include "tandem/graph/call_context.h"
+#include "tandem/graph/precision.h"
 #include "tandem/memory/context.h"
 #include "tandem/memory/tracker.h"
 
 namespace tandem::runtime {
 InferenceBytes measure_inference_bytes(const graph::Model& model, const torch::Tensor& input,
-                                       spatial::Group* group, int64_t workspace_bound) {
+                                       spatial::Group* group, int64_t workspace_bound,
+                                       c10::ScalarType precision) {
   TANDEM_CHECK(input.defined() && input.device().is_cpu(),
                "measuring a forward's memory needs a batch on the CPU");
   memory::install_cpu_accounting();
@@ -31,6 +33,7 @@ InferenceBytes measure_inference_bytes(const graph::Model& model, const torch::T
   graph::CallContext call;
   call.group = group;
   call.workspace_bound = workspace_bound;
+  call.precision = precision;
   for (size_t i = 0; i < model.layers.size(); ++i) {
     const graph::Layer& layer = model.layers[i];
     call.layer = static_cast<int>(i);
@@ -41,7 +44,7 @@ InferenceBytes measure_inference_bytes(const graph::Model& model, const torch::T
     const uint64_t before = tracker.current(kProbeDevice);
     const int64_t halo_before = group ? group->halo_bytes() : 0;
     tracker.reset_peak(kProbeDevice);
-    graph::Tensors outputs = layer.forward(inputs);
+    graph::Tensors outputs = graph::forward_in_precision(layer, inputs);
     out.held.push_back(tracker.peak(kProbeDevice) - before);
     out.halo.push_back(group ? static_cast<uint64_t>(group->halo_bytes() - halo_before) : 0);
     for (size_t k = 0; k < outputs.size(); ++k) {

@@ -12,6 +12,7 @@
 #include "tandem/common/check.h"
 #include "tandem/graph/call_context.h"
 #include "tandem/graph/deferred.h"
+#include "tandem/graph/precision.h"
 #include "tandem/memory/context.h"
 #include "tandem/memory/tracker.h"
 #include "tandem/runtime/memory_plan.h"
@@ -77,7 +78,7 @@ uint64_t backward_workspace(const graph::Layer& layer, const graph::Tensors& inp
   auto& tracker = memory::Tracker::global();
   const Leaves leaves = leaves_of(layer, inputs, needs_grad, /*copy=*/false);
   const std::vector<torch::Tensor>& wrt = leaves.wrt;
-  graph::Tensors outputs = layer.forward(leaves.inputs);
+  graph::Tensors outputs = graph::forward_in_precision(layer, leaves.inputs);
   std::vector<torch::Tensor> roots, seeds;
   for (const auto& y : outputs) {
     if (!y.requires_grad()) continue;
@@ -114,7 +115,7 @@ uint64_t deferred_bytes(const graph::Layer& layer, const graph::Tensors& inputs,
   {
     Leaves copies = leaves_of(layer, inputs, needs_grad, /*copy=*/true);
     std::vector<torch::Tensor> wrt = std::move(copies.wrt);
-    graph::Tensors outputs = layer.forward(copies.inputs);
+    graph::Tensors outputs = graph::forward_in_precision(layer, copies.inputs);
     std::vector<torch::Tensor> roots, seeds;
     for (const auto& y : outputs) {
       if (!y.requires_grad()) continue;
@@ -137,7 +138,7 @@ uint64_t deferred_bytes(const graph::Layer& layer, const graph::Tensors& inputs,
 
 LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& micro_input,
                                int optimizer_slots, spatial::Group* group, int step_temporaries,
-                               int64_t workspace_bound) {
+                               int64_t workspace_bound, c10::ScalarType precision) {
   TANDEM_CHECK(micro_input.defined() && micro_input.device().is_cpu(),
                "measuring memory per layer needs a micro-batch on the CPU");
   TANDEM_CHECK(optimizer_slots >= 0, "optimizer slots {} must be >= 0", optimizer_slots);
@@ -179,6 +180,7 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
     graph::CallContext call;
     call.group = group;
     call.workspace_bound = workspace_bound;
+    call.precision = precision;
     for (size_t i = 0; i < model.layers.size(); ++i) {
       const graph::Layer& layer = model.layers[i];
       call.layer = static_cast<int>(i);
@@ -189,7 +191,7 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
       const uint64_t before = tracker.current(kProbeDevice);
       const int64_t halo_before = group ? group->halo_bytes() : 0;
       tracker.reset_peak(kProbeDevice);
-      graph::Tensors outputs = layer.forward(inputs);
+      graph::Tensors outputs = graph::forward_in_precision(layer, inputs);
       const uint64_t after = tracker.current(kProbeDevice);
       out.halo.push_back(group ? static_cast<uint64_t>(group->halo_bytes() - halo_before) : 0);
       out.activations.push_back(after > before ? after - before : 0);

@@ -13,6 +13,7 @@
 #include "tandem/common/device.h"
 #include "tandem/graph/call_context.h"
 #include "tandem/graph/deferred.h"
+#include "tandem/graph/precision.h"
 
 namespace tandem::runtime {
 namespace {
@@ -69,7 +70,7 @@ double timed_grad(const BackwardOf& b, const std::vector<torch::Tensor>& wrt, bo
 
 LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& micro_input,
                                spatial::Group* group, int64_t workspace_bound, int repeats,
-                               int threads) {
+                               int threads, c10::ScalarType precision) {
   TANDEM_CHECK(micro_input.defined() && micro_input.device().is_cpu(),
                "timing layers needs a micro-batch on the CPU");
   TANDEM_CHECK(repeats >= 1, "timing layers needs at least 1 repetition, not {}", repeats);
@@ -92,6 +93,7 @@ LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& m
   graph::CallContext call;
   call.group = group;
   call.workspace_bound = workspace_bound;
+  call.precision = precision;
   LayerTimes out;
   for (size_t i = 0; i < model.layers.size(); ++i) {
     const graph::Layer& layer = model.layers[i];
@@ -103,7 +105,7 @@ LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& m
     graph::Tensors kept;
     for (int r = 0; r <= repeats; ++r) {  // r = 0: the warm-up, not counted
       Clock::time_point start = Clock::now();
-      graph::Tensors outputs = layer.forward(inputs);
+      graph::Tensors outputs = graph::forward_in_precision(layer, inputs);
       const double forward = seconds_since(start);
       BackwardOf b = backward_of(layer, inputs, outputs);
       std::vector<torch::Tensor> all = b.inputs;
@@ -119,7 +121,7 @@ LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& m
         graph::CallContext deferring = call;
         deferring.deferred = &queue;
         graph::ScopedCall in_queue(deferring);
-        outputs = layer.forward(inputs);
+        outputs = graph::forward_in_precision(layer, inputs);
       }
       b = backward_of(layer, inputs, outputs);
       outputs.clear();

@@ -125,6 +125,7 @@ StepPlan Pipeline::Impl::plan_step(const torch::Tensor& input, const torch::Tens
   plan.training = training;
   plan.recompute = options.recompute;
   plan.workspace_bound = options.workspace_bound;
+  plan.precision = options.precision;
   plan.split_backward = training && schedule::splits_backward(train_schedule);
   plan.slices = slices(batch);
   plan.input = input;

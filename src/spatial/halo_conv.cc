@@ -9,6 +9,7 @@
 #include "tandem/common/check.h"
 #include "tandem/graph/call_context.h"
 #include "tandem/graph/deferred.h"
+#include "tandem/graph/precision.h"
 #include "tandem/spatial/forward_chunks.h"
 #include "tandem/spatial/halo.h"
 
@@ -317,11 +318,17 @@ class HaloConv : public torch::autograd::Function<HaloConv> {
                                                torch::autograd::tensor_list grads) {
     auto saved = ctx->get_saved_variables();
     const size_t n = saved.size() - 2;
-    const std::vector<torch::Tensor> parts(saved.begin(), saved.begin() + static_cast<long>(n));
-    const torch::Tensor weight = saved[n], bias = saved[n + 1];
     auto state =
         c10::static_intrusive_pointer_cast<HaloConvState>(ctx->saved_data["state"].toCapsule());
     const torch::Tensor g = grads[0].contiguous();
+    // In the gradient's type: a forward under autocast saved fp32 weights (and the model's fp32
+    // input) beside its reduced-precision activations (graph/precision.h). Every slab casts
+    // alike, so the halos fetched again match.
+    std::vector<torch::Tensor> parts(saved.begin(), saved.begin() + static_cast<long>(n));
+    for (torch::Tensor& part : parts) part = graph::reduced_to(part, g.scalar_type());
+    // `param`: where a deferred weight gradient goes; `weight`: what the passes compute with.
+    const torch::Tensor param = saved[n], bias = saved[n + 1];
+    const torch::Tensor weight = graph::reduced_to(param, g.scalar_type());
     // The model's own input (the first layer's x) needs no gradient. Every slab of a group runs
     // the same graph, so then none of them exchanges halo gradients.
     bool needs_x = false;
@@ -338,12 +345,12 @@ class HaloConv : public torch::autograd::Function<HaloConv> {
     if (state->deferred && state->deferred->deferring()) {
       torch::Tensor gx = needs_x ? input_grad_with_halos(*state, g, x, weight) : none;
       x = torch::Tensor();
-      state->deferred->push([state, g, parts, weight, bias] {
+      state->deferred->push([state, g, parts, weight, param, bias] {
         auto [gw, gb] = weight_grads(*state, g, concatenated(parts), weight, bias);
         if (state->slice.whole.defined())
           graph::accumulate_grad(state->slice.whole, gw, /*dim=*/1, state->slice.first);
         else
-          graph::accumulate_grad(weight, gw);
+          graph::accumulate_grad(param, gw);
         if (bias.defined()) graph::accumulate_grad(bias, gb);
       });
       return result(gx, none, none);

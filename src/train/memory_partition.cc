@@ -128,9 +128,9 @@ std::string slab_accounting(const PlanInputs& in, const runtime::LayerBytes& sla
   TANDEM_ASSERT(in.config.spatial > 1, "slab accounting without a spatial split");
   auto measure = [&] {
     const MeasuredSample m = measured_sample(in.model, in.config, in.source);
-    return runtime::to_json(
-        runtime::measure_layer_bytes(in.model, m.input, m.slots, nullptr, m.step,
-                                     graph::workspace_bound(in.config.device_memory)));
+    return runtime::to_json(runtime::measure_layer_bytes(
+        in.model, m.input, m.slots, nullptr, m.step,
+        graph::workspace_bound(in.config.device_memory), compute_type(in.config.precision)));
   };
   const runtime::LayerBytes whole =
       runtime::layer_bytes_from_json(once_for_the_job(in.job, measure));
@@ -145,12 +145,14 @@ runtime::LayerBytes measure_bytes(const PlanInputs& in) {
     const MeasuredSample m = measured_sample(in.model, c, in.source);
     if (c.spatial == 1)
       return runtime::to_json(runtime::measure_layer_bytes(
-          in.model, m.input, m.slots, nullptr, m.step, graph::workspace_bound(c.device_memory)));
+          in.model, m.input, m.slots, nullptr, m.step, graph::workspace_bound(c.device_memory),
+          compute_type(c.precision)));
     // A spatial split: the slab that holds the most, with its halos (zeros from a dry group:
     // the same bytes as its neighbours' planes) and its share of every tensor.
     spatial::Group dry = dry_group(c.spatial, m);
     return runtime::to_json(runtime::measure_layer_bytes(in.model, m.input, m.slots, &dry, m.step,
-                                                         graph::workspace_bound(c.device_memory)));
+                                                         graph::workspace_bound(c.device_memory),
+                                                         compute_type(c.precision)));
   };
   return runtime::layer_bytes_from_json(once_for_the_job(in.job, measure));
 }
@@ -163,10 +165,12 @@ runtime::LayerTimes measure_times(const PlanInputs& in, int repeats) {
     const int64_t bound = graph::workspace_bound(c.device_memory);
     runtime::LayerTimes t;
     if (c.spatial == 1) {
-      t = runtime::measure_layer_times(in.model, m.input, nullptr, bound, repeats, threads);
+      t = runtime::measure_layer_times(in.model, m.input, nullptr, bound, repeats, threads,
+                                       compute_type(c.precision));
     } else {
       spatial::Group dry = dry_group(c.spatial, m);
-      t = runtime::measure_layer_times(in.model, m.input, &dry, bound, repeats, threads);
+      t = runtime::measure_layer_times(in.model, m.input, &dry, bound, repeats, threads,
+                                       compute_type(c.precision));
     }
     t.step = optimizer_step_times(in.model, c, repeats, threads);
     return runtime::to_json(t);

@@ -223,6 +223,7 @@ void Observers::write_report(const Result& r, const std::vector<MemoryPeak>& mem
   j["schedule"] = p.schedule().name;
   j["microbatches"] = p.schedule().num_microbatches;
   j["partition"] = p.partition().to_string(p.model());
+  j["precision"] = name_of(trainer_.config().precision);
   // What this process's CPU arithmetic depended on (tandem numerics prints the same).
   nlohmann::json numerics = nlohmann::json::object();
   for (const auto& [name, value] : cpu_numerics()) numerics[name] = value;

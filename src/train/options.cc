@@ -29,6 +29,11 @@ const Words<PartitionBy>& partition_words() {
                                        {PartitionBy::kFit, "fit"}};
   return w;
 }
+const Words<Precision>& precision_words() {
+  static const Words<Precision> w = {
+      {Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}, {Precision::kFp16, "fp16"}};
+  return w;
+}
 const Words<TransportKind>& transport_words() {
   static const Words<TransportKind> w = {{TransportKind::kAuto, "auto"},
                                          {TransportKind::kInProcess, "inprocess"},
@@ -207,6 +212,17 @@ std::string name_of(PartitionBy v) { return word_of(partition_words(), v); }
 std::string name_of(TransportKind v) { return word_of(transport_words(), v); }
 std::string name_of(MpiCuda v) { return word_of(mpi_cuda_words(), v); }
 std::string name_of(OptimizerKind v) { return word_of(optimizer_words(), v); }
+std::string name_of(Precision v) { return word_of(precision_words(), v); }
+c10::ScalarType compute_type(Precision v) {
+  switch (v) {
+    case Precision::kBf16:
+      return c10::kBFloat16;
+    case Precision::kFp16:
+      return c10::kHalf;
+    default:
+      return c10::kFloat;
+  }
+}
 std::string name_of(LrSchedule v) { return word_of(lr_schedule_words(), v); }
 std::string name_of(trace::Progress::Mode v) { return word_of(progress_words(), v); }
 
@@ -390,6 +406,13 @@ std::vector<ConfigOption> config_options() {
     };
     t.push_back(std::move(o));
   }
+  t.push_back(choice(
+      "precision", "--precision", G::kPlacement, &C::precision, precision_words(),
+      "the type each device's forward computes in: fp32 | bf16: convolutions and products in "
+      "bfloat16 under LibTorch's autocast, activations, messages and halos in half the bytes; "
+      "weights, gradients, the optimizer, losses and checkpoints in fp32 (on CPU devices it needs "
+      "oneDNN's bf16 kernels: --cpu-kernels native on a processor with AVX-512) | fp16: not in "
+      "this version (it needs loss scaling)"));
   // Batches and the seed.
   t.push_back(integer("batch", "--batch", G::kBatch, &C::batch, 1, 1 << 24,
                       "samples per step (per replica); volumetric models also evaluate in steps "

@@ -302,7 +302,7 @@ VolumePrediction predict_volume(Job* job, Config c, PredictPlan plan, const torc
   if (measured) {
     // The forward's plan against the budget, before it runs.
     const ForwardLayout layout{pipeline.partition(), pipeline.stage_device(), pipeline.slabs(),
-                               graph::workspace_bound(c.device_memory)};
+                               graph::workspace_bound(c.device_memory), compute_type(c.precision)};
     const auto budget = static_cast<double>(c.device_memory);
     out.planned_bytes = forward_bytes(*measured, first, layout, job);
     if (c.device_memory > 0 && out.planned_bytes > budget) {

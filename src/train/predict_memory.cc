@@ -14,8 +14,8 @@ double forward_bytes(const graph::Model& model, const torch::Tensor& samples,
                      const ForwardLayout& layout, Job* job) {
   auto measure = [&] {
     if (layout.spatial == 1)
-      return runtime::to_json(
-          runtime::measure_inference_bytes(model, samples, nullptr, layout.workspace_bound));
+      return runtime::to_json(runtime::measure_inference_bytes(
+          model, samples, nullptr, layout.workspace_bound, layout.precision));
     // The slab that holds the most, with its halos (zeros from a dry group).
     spatial::SlabLayout cut;
     cut.dim = model.slab_dim;
@@ -28,8 +28,8 @@ double forward_bytes(const graph::Model& model, const torch::Tensor& samples,
     spatial::Group dry(nullptr, members, heaviest.index, c10::kCPU, heaviest.layout);
     const torch::Tensor input =
         samples.narrow(heaviest.layout.dim, slab.offset, slab.size).contiguous();
-    return runtime::to_json(
-        runtime::measure_inference_bytes(model, input, &dry, layout.workspace_bound));
+    return runtime::to_json(runtime::measure_inference_bytes(
+        model, input, &dry, layout.workspace_bound, layout.precision));
   };
   const runtime::InferenceBytes bytes =
       runtime::inference_bytes_from_json(once_for_the_job(job, measure));

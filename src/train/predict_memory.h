@@ -19,7 +19,8 @@ struct ForwardLayout {
   graph::Partition partition;
   std::vector<int> stage_group;
   int spatial = 1;
-  int64_t workspace_bound = 0;  // the layers' (graph::CallContext::workspace_bound)
+  int64_t workspace_bound = 0;              // the layers' (graph::CallContext::workspace_bound)
+  c10::ScalarType precision = c10::kFloat;  // the forwards' (graph::CallContext::precision)
 };
 
 // The planned bytes of the forward of `samples` [N,C,D,H,W] on the device that holds the most:

@@ -11,6 +11,7 @@
 #include "tandem/checkpoint/all.h"
 #include "tandem/common/check.h"
 #include "tandem/graph/call_context.h"
+#include "tandem/graph/precision.h"
 #include "tandem/memory/bytes.h"
 #include "tandem/schedule/generators.h"
 #include "tandem/schedule/registry.h"
@@ -266,6 +267,30 @@ void plan_faults(const Config& c, RunPlan& p) {
 
 }  // namespace
 
+namespace {
+
+// --precision: bf16 where every device's kernels compute it; fp16 not in this version.
+void check_precision(const Config& c) {
+  if (c.precision == Precision::kFp32) return;
+  TANDEM_CHECK(c.precision != Precision::kFp16,
+               "--precision fp16 is not in this version: it needs dynamic loss scaling, with the "
+               "decision to skip a step taken for the whole job; use --precision bf16 (the range "
+               "of fp32, no scaling)");
+  const c10::ScalarType type = compute_type(c.precision);
+  for (const DeviceSpec& d : parse_devices(c.devices, c.threads_per_device)) {
+    const std::string why = graph::reduced_precision_refusal(d.device, type);
+    TANDEM_CHECK(why.empty(), "--precision {}: the kernels of {} cannot compute in {} ({}){}",
+                 name_of(c.precision), d.name, name_of(c.precision), why,
+                 d.device.is_cpu() ? "; on CPU devices bf16 needs oneDNN's bf16 kernels, which "
+                                     "--cpu-kernels portable caps away (AVX2 has none): give "
+                                     "--cpu-kernels native on a processor with AVX-512 or AMX, or "
+                                     "--precision fp32"
+                                   : "");
+  }
+}
+
+}  // namespace
+
 void check_config(const Config& c) {
   TANDEM_CHECK(c.batch >= 1, "Config::batch must be at least 1, not {}", c.batch);
   TANDEM_CHECK(c.microbatches <= c.batch,
@@ -279,6 +304,7 @@ void check_config(const Config& c) {
                "optimizer, step), Config::init_from starts a new one from parameters");
   check_resume_path(c.resume);
   check_save_dir(c);
+  check_precision(c);
 }
 
 RunPlan plan_run(const Config& c, const graph::Model& model, const Source& source,
@@ -295,6 +321,7 @@ RunPlan plan_run(const Config& c, const graph::Model& model, const Source& sourc
   po.replicas = c.replicas;
   po.seed = c.seed;
   po.recompute = c.recompute;
+  po.precision = compute_type(c.precision);
   po.lend_idle_cores = c.lend_idle_cores;
   // A run that only plans trains nothing: the budget is what the plan is checked against.
   po.device_memory = c.plan_only ? 0 : c.device_memory;

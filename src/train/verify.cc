@@ -112,6 +112,10 @@ Tolerance gradient_tolerance(torch::ScalarType dtype, int64_t samples, int64_t e
 }
 
 Config reference_config(const Config& c) {
+  TANDEM_CHECK(c.precision == Precision::kFp32,
+               "tandem verify compares fp32 runs (its tolerance follows fp32's rounding): drop "
+               "--precision {}",
+               name_of(c.precision));
   Config r = c;
   r.devices = "1";
   r.devices_given = true;

@@ -57,6 +57,9 @@ struct CallContext {
   // moment where it is 0 (faster), in chunks of planes and part by part under a bound
   // (models/split_conv.h, spatial/halo_conv.h).
   int64_t workspace_bound = 0;
+  // The type the layer's forward computes in (graph/precision.h: forward_in_precision); kFloat:
+  // fp32, no autocast.
+  c10::ScalarType precision = c10::kFloat;
 
   // A key for random numbers that depends on `seed`, `step` and `layer` only: never on the
   // micro-batch, so that per-sample streams (indexed by sample_offset) agree however the batch

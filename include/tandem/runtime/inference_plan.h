@@ -37,10 +37,11 @@ struct InferenceBytes {
 
 // Runs `input` (a batch on the CPU) forward through `model` without autograd and counts the
 // bytes. `group` (null: whole samples): a dry slab group (spatial/group.h) when `input` is one
-// slab of a spatial split. `workspace_bound`: the layers' (graph::CallContext), as the run's.
+// slab of a spatial split. `workspace_bound`, `precision`: the layers' (graph::CallContext), as
+// the run's.
 InferenceBytes measure_inference_bytes(const graph::Model& model, const torch::Tensor& input,
-                                       spatial::Group* group = nullptr,
-                                       int64_t workspace_bound = 0);
+                                       spatial::Group* group = nullptr, int64_t workspace_bound = 0,
+                                       c10::ScalarType precision = c10::kFloat);
 
 // The planned peak of every stage of `partition`, as the file comment says.
 std::vector<double> inference_peaks(const graph::Model& model, const InferenceBytes& bytes,

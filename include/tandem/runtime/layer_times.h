@@ -33,10 +33,11 @@ struct LayerTimes {
 // threads (a CPU device's). `group` (null: whole samples): a dry slab group when `micro_input` is
 // one slab of a spatial split, as for measure_layer_bytes (its halos are zeros from no neighbour:
 // the exchange's transfer is not timed). `workspace_bound`: the layers'
-// (graph::CallContext::workspace_bound).
+// (graph::CallContext::workspace_bound); `precision`: the forwards' type (CallContext::precision).
 LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& micro_input,
                                spatial::Group* group = nullptr, int64_t workspace_bound = 0,
-                               int repeats = 3, int threads = 1);
+                               int repeats = 3, int threads = 1,
+                               c10::ScalarType precision = c10::kFloat);
 
 // A measurement as JSON text and back (one process measures for an MPI job).
 std::string to_json(const LayerTimes& times);

@@ -78,10 +78,12 @@ struct LayerBytes {
 // slab of a spatial split; its layers then count the slab's tensors with their halos.
 // `step_temporaries`: tensors of a parameter's size that the optimizer's step makes for a moment
 // (LibTorch's Adam 2: the square root of the second moment and its quotient; SGD none).
-// `workspace_bound`: the layers' (graph::CallContext::workspace_bound), as the run will have it.
+// `workspace_bound`: the layers' (graph::CallContext::workspace_bound), as the run will have it;
+// `precision`: the type the forwards compute in (graph::CallContext::precision), as the run's.
 LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& micro_input,
                                int optimizer_slots, spatial::Group* group = nullptr,
-                               int step_temporaries = 0, int64_t workspace_bound = 0);
+                               int step_temporaries = 0, int64_t workspace_bound = 0,
+                               c10::ScalarType precision = c10::kFloat);
 
 // A measurement as JSON text and back, for one process to measure and the others of an MPI job
 // to read. Throws Error for text that is not such a measurement.

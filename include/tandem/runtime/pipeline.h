@@ -56,6 +56,9 @@ struct PipelineOptions {
   // true: keep only each stage's inputs per micro-batch and recompute its forward in the
   // backward (same dropout masks).
   bool recompute = false;
+  // The type each device's forward (and recomputed forward) computes in, under autocast on its
+  // device (graph/precision.h); kFloat: none.
+  c10::ScalarType precision = c10::kFloat;
   std::chrono::milliseconds comm_timeout{std::chrono::seconds(300)};
   // Bytes each device may hold (0: no limit). On CPU devices every tensor allocation is
   // charged to the device whose worker made it; on CUDA the caching allocator is capped.

@@ -2,6 +2,8 @@
 // fill in directly. Every field has the CLI's default.
 #pragma once
 
+#include <c10/core/ScalarType.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -29,6 +31,9 @@ enum class MpiCuda {
   kDirect,  // GPU to GPU
 };
 enum class OptimizerKind { kAdam, kSgd };
+// The type each device's forward computes in (graph/precision.h): weights, their gradients, the
+// optimizer and checkpoints stay fp32.
+enum class Precision { kFp32, kBf16, kFp16 };
 enum class LrSchedule {
   kCosine,    // from lr down to 0 over the run
   kConstant,  // lr throughout
@@ -78,6 +83,7 @@ struct Config {
   int microbatches = 8;
   int virtual_stages = 1;
   bool recompute = false;
+  Precision precision = Precision::kFp32;
   uint64_t device_memory = 0;  // bytes per device; 0: no budget
   bool log_placement = false;
   // Faults put into the run to see that they are caught (tandem verify --inject-fault): those
@@ -116,6 +122,9 @@ std::string name_of(PartitionBy v);
 std::string name_of(TransportKind v);
 std::string name_of(MpiCuda v);
 std::string name_of(OptimizerKind v);
+std::string name_of(Precision v);
+// The ScalarType of a precision: kFloat, kBFloat16, kHalf.
+c10::ScalarType compute_type(Precision v);
 std::string name_of(LrSchedule v);
 std::string name_of(trace::Progress::Mode v);
 

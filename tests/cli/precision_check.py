@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""--precision bf16: split runs against one device, within bf16's rounding.
+
+usage: precision_check.py TANDEM WORKDIR
+
+- --precision fp16 is refused at start (status 2), and so is --precision bf16 with
+  --cpu-kernels portable (oneDNN capped at AVX2 has no bf16 kernels), naming the way out.
+- With --cpu-kernels native on a processor whose kernels compute bf16 (else exit 77, a skip):
+  the MLP on 1 device, on 2 stages (1F1B, 4 micro-batches) and on 4 stages under ZB-H1 (its
+  split backward), and the U-Net on 1 device, on 2 slabs and on 2 stages of 2 slabs with
+  --recompute stage, 3 SGD steps each. The weights every split run trains (tandem consolidate's
+  state dict, read by PyTorch) are within SHARE of the distance between the one-device run's
+  in bf16 and in fp32 (norms of all parameters): the forwards did compute in bf16, and the
+  splits agree to bf16's rounding. Every checkpoint holds float32 parameters.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+
+TANDEM, WORK = sys.argv[1], sys.argv[2]
+# The tolerance is set by bf16's rounding as this run meets it: a share of how far the same run
+# in fp32 trains from the bf16 one. A split's sums in another order round differently, by much
+# less than computing in fp32 instead of bf16 does (measured: 0.05 of it for the MLP, 0.19 for
+# the U-Net, whose three SGD steps move its weights least); a lost micro-batch or halo changes a
+# step's gradient itself, by far more.
+SHARE = 0.3
+
+MLP = ["--model", "mlp", "--width", "64", "--blocks", "2", "--batch", "32", "--train-samples",
+       "96", "--test-samples", "32"]
+UNET = ["--model", "unet3d", "--levels", "2", "--filters", "4", "--data", "spheres", "--volume",
+        "16", "--batch", "2", "--train-samples", "6", "--test-samples", "2", "--dropout", "0"]
+COMMON = ["--steps", "3", "--progress", "none", "--seed", "0", "--optimizer", "sgd", "--lr", "0.1"]
+NATIVE = ["--cpu-kernels", "native"]
+
+
+def fail(message):
+    print("FAIL: " + message)
+    sys.exit(1)
+
+
+def run(*args, status=0):
+    p = subprocess.run([TANDEM, "train", *args], capture_output=True, text=True, timeout=240)
+    if p.returncode != status:
+        fail(f"tandem train {' '.join(args)}: status {p.returncode}, expected {status}\n"
+             f"{p.stdout}\n{p.stderr}")
+    return p
+
+
+shutil.rmtree(WORK, ignore_errors=True)
+os.makedirs(WORK)
+
+p = run(*MLP, *COMMON, "--devices", "1", "--precision", "fp16", status=2)
+if "fp16" not in p.stderr or "bf16" not in p.stderr:
+    fail("--precision fp16: the refusal names no way out:\n" + p.stderr)
+p = run(*MLP, *COMMON, "--devices", "1", "--precision", "bf16", "--cpu-kernels", "portable",
+        status=2)
+if "--cpu-kernels native" not in p.stderr:
+    fail("--precision bf16 with portable kernels: the refusal names no way out:\n" + p.stderr)
+print("ok fp16, and bf16 on portable kernels, refused at start")
+
+probe = subprocess.run([TANDEM, "train", *MLP, *COMMON, "--steps", "1", "--devices", "1",
+                        "--precision", "bf16", *NATIVE], capture_output=True, text=True,
+                       timeout=240)
+if probe.returncode == 2 and "cannot compute in bf16" in probe.stderr:
+    print("SKIP: this processor's kernels compute no bf16: " + probe.stderr.strip())
+    sys.exit(77)
+try:
+    import torch
+except ImportError:
+    print("SKIP: this Python has no torch (python3-torch) to read the checkpoints")
+    sys.exit(77)
+
+
+def weights(name, *args):
+    """The parameters a run trains (float64 copies), after checking they are saved as float32."""
+    save = os.path.join(WORK, name)
+    run(*args, *COMMON, "--save-dir", save)
+    state = save + ".pt"
+    c = subprocess.run([TANDEM, "consolidate", "--checkpoint", save, "-o", state],
+                       capture_output=True, text=True, timeout=120)
+    if c.returncode != 0:
+        fail("tandem consolidate: " + c.stdout + c.stderr)
+    loaded = torch.load(state)
+    odd = {k: str(v.dtype) for k, v in loaded.items() if v.dtype != torch.float32}
+    if odd:
+        fail(f"{name}: the checkpoint holds parameters that are not float32: {odd}")
+    return {k: v.double() for k, v in loaded.items()}
+
+
+def apart(a, b):
+    """How far all the parameters of `a` are from `b`'s: the norm of the difference over `b`'s."""
+    diff = sum(float((a[k] - b[k]).pow(2).sum()) for k in b)
+    size = sum(float(b[k].pow(2).sum()) for k in b)
+    return (diff / size) ** 0.5
+
+
+for model, layouts in (
+        (MLP, [["--devices", "2", "--microbatches", "4"],
+               ["--devices", "4", "--microbatches", "4", "--schedule", "zb-h1"]]),
+        (UNET, [["--devices", "2", "--spatial", "2", "--microbatches", "2"],
+                ["--devices", "4", "--spatial", "2", "--stages", "2", "--microbatches", "2",
+                 "--recompute", "stage"]])):
+    name = model[1]
+    one = weights(name + "-bf16-1", *model, *NATIVE, "--devices", "1", "--microbatches", "1",
+                  "--precision", "bf16")
+    fp32 = weights(name + "-fp32-1", *model, *NATIVE, "--devices", "1", "--microbatches", "1")
+    rounding = apart(one, fp32)
+    if rounding < 1e-7:
+        fail(f"{name}: the weights of fp32 and bf16 runs are {rounding:.2e} apart: the bf16 run "
+             f"computed in fp32")
+    tolerance = SHARE * rounding
+    for i, layout in enumerate(layouts):
+        split = weights(f"{name}-bf16-split{i}", *model, *NATIVE, *layout, "--precision", "bf16")
+        d = apart(split, one)
+        if d > tolerance:
+            fail(f"{name} {' '.join(layout)}: bf16 weights {d:.2e} from one device's, above "
+                 f"{tolerance:.2e} ({SHARE} of the fp32 run's {rounding:.2e})")
+        print(f"ok {name} {' '.join(layout)}: bf16 weights {d:.1e} from one device's "
+              f"(the fp32 run's: {rounding:.1e})")
+print("ok every checkpoint holds float32 parameters")
