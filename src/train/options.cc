@@ -1,5 +1,5 @@
-// The option table (train/options.h) and what is made from it here: the words of the choices,
-// describe(), and the words messages name fields by.
+// The option table (train/options.h) and what is made from it here: describe(), and the words
+// messages name fields by. The words of the choices: config_words.h.
 #include "tandem/train/options.h"
 
 #include <fmt/format.h>
@@ -12,6 +12,7 @@
 #include <sstream>
 #include <utility>
 
+#include "config_words.h"
 #include "tandem/common/check.h"
 #include "tandem/memory/bytes.h"
 #include "tandem/schedule/registry.h"
@@ -19,70 +20,6 @@
 
 namespace tandem::train {
 namespace {
-
-template <typename E>
-using Words = std::vector<std::pair<E, const char*>>;
-
-const Words<PartitionBy>& partition_words() {
-  static const Words<PartitionBy> w = {{PartitionBy::kParameters, "parameters"},
-                                       {PartitionBy::kMemory, "memory"},
-                                       {PartitionBy::kFit, "fit"}};
-  return w;
-}
-const Words<Precision>& precision_words() {
-  static const Words<Precision> w = {
-      {Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}, {Precision::kFp16, "fp16"}};
-  return w;
-}
-const Words<TransportKind>& transport_words() {
-  static const Words<TransportKind> w = {{TransportKind::kAuto, "auto"},
-                                         {TransportKind::kInProcess, "inprocess"},
-                                         {TransportKind::kMpi, "mpi"}};
-  return w;
-}
-const Words<MpiCuda>& mpi_cuda_words() {
-  static const Words<MpiCuda> w = {
-      {MpiCuda::kAuto, "auto"}, {MpiCuda::kStaged, "staged"}, {MpiCuda::kDirect, "direct"}};
-  return w;
-}
-const Words<OptimizerKind>& optimizer_words() {
-  static const Words<OptimizerKind> w = {{OptimizerKind::kAdam, "adam"},
-                                         {OptimizerKind::kSgd, "sgd"}};
-  return w;
-}
-const Words<LrSchedule>& lr_schedule_words() {
-  static const Words<LrSchedule> w = {{LrSchedule::kCosine, "cosine"},
-                                      {LrSchedule::kConstant, "constant"}};
-  return w;
-}
-const Words<trace::Progress::Mode>& progress_words() {
-  using Mode = trace::Progress::Mode;
-  static const Words<Mode> w = {
-      {Mode::kAuto, "auto"}, {Mode::kBar, "bar"}, {Mode::kLine, "line"}, {Mode::kNone, "none"}};
-  return w;
-}
-
-template <typename E>
-std::string word_of(const Words<E>& words, E v) {
-  for (const auto& [value, word] : words)
-    if (value == v) return word;
-  return "?";
-}
-
-template <typename E>
-std::vector<std::string> all_words(const Words<E>& words) {
-  std::vector<std::string> out;
-  for (const auto& [value, word] : words) out.emplace_back(word);
-  return out;
-}
-
-template <typename E>
-E value_of(const Words<E>& words, const std::string& text) {
-  for (const auto& [value, word] : words)
-    if (text == word) return value;
-  TANDEM_CHECK(false, "{} is not one of {}", text, fmt::join(all_words(words), ", "));
-  return words.front().first;
-}
 
 // The builders of the table's entries, each for a field of one type.
 ConfigOption entry(std::string field, std::string flag, OptionGroup group, OptionValue value,
@@ -207,24 +144,6 @@ std::string normalize_text(const data::Normalization& n) {
 using G = OptionGroup;
 
 }  // namespace
-
-std::string name_of(PartitionBy v) { return word_of(partition_words(), v); }
-std::string name_of(TransportKind v) { return word_of(transport_words(), v); }
-std::string name_of(MpiCuda v) { return word_of(mpi_cuda_words(), v); }
-std::string name_of(OptimizerKind v) { return word_of(optimizer_words(), v); }
-std::string name_of(Precision v) { return word_of(precision_words(), v); }
-c10::ScalarType compute_type(Precision v) {
-  switch (v) {
-    case Precision::kBf16:
-      return c10::kBFloat16;
-    case Precision::kFp16:
-      return c10::kHalf;
-    default:
-      return c10::kFloat;
-  }
-}
-std::string name_of(LrSchedule v) { return word_of(lr_schedule_words(), v); }
-std::string name_of(trace::Progress::Mode v) { return word_of(progress_words(), v); }
 
 std::vector<ConfigOption> config_options() {
   using C = Config;
