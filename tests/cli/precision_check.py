@@ -12,9 +12,12 @@ usage: precision_check.py TANDEM WORKDIR
   state dict, read by PyTorch) are within SHARE of the distance between the one-device run's
   in bf16 and in fp32 (norms of all parameters): the forwards did compute in bf16, and the
   splits agree to bf16's rounding. Every checkpoint holds float32 parameters.
+- Under mpirun (2 ranks, where mpirun exists): the MLP on 2 stages and the U-Net on 2 slabs in
+  bf16 print the weights fingerprint of the same run in one process, bit for bit.
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -120,3 +123,24 @@ for model, layouts in (
         print(f"ok {name} {' '.join(layout)}: bf16 weights {d:.1e} from one device's "
               f"(the fp32 run's: {rounding:.1e})")
 print("ok every checkpoint holds float32 parameters")
+
+mpirun = shutil.which("mpirun")
+if not mpirun:
+    print("no mpirun: bf16 under MPI not checked")
+    sys.exit(0)
+ranks = [mpirun, "--oversubscribe", "--bind-to", "none", "-n", "2"]
+if os.geteuid() == 0:
+    ranks.append("--allow-run-as-root")
+for model, layout in ((MLP, ["--devices", "2", "--microbatches", "4"]),
+                      (UNET, ["--devices", "2", "--spatial", "2", "--microbatches", "2"])):
+    args = [*model, *COMMON, *NATIVE, *layout, "--precision", "bf16"]
+    here = re.search(r"weights=(\w+)", run(*args).stdout)
+    p = subprocess.run([*ranks, TANDEM, "train", *args], capture_output=True, text=True,
+                       timeout=240)
+    there = re.search(r"weights=(\w+)", p.stdout)
+    if p.returncode != 0 or not here or not there or here.group(1) != there.group(1):
+        fail(f"{model[1]} {' '.join(layout)} in bf16: one process printed "
+             f"{here.group(1) if here else None}, 2 MPI ranks {there.group(1) if there else None} "
+             f"(status {p.returncode})\n{p.stdout}\n{p.stderr}")
+    print(f"ok {model[1]} {' '.join(layout)} in bf16 under mpirun -n 2: weights={here.group(1)}, "
+          "as in one process")
