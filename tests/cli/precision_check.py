@@ -12,6 +12,8 @@ usage: precision_check.py TANDEM WORKDIR
   state dict, read by PyTorch) are within SHARE of the distance between the one-device run's
   in bf16 and in fp32 (norms of all parameters): the forwards did compute in bf16, and the
   splits agree to bf16's rounding. Every checkpoint holds float32 parameters.
+- A bf16 run of the U-Net on 2 slabs resumed from its checkpoint after 2 of 4 steps prints the
+  weights of the uninterrupted run, bit for bit.
 - Under mpirun (2 ranks, where mpirun exists): the MLP on 2 stages and the U-Net on 2 slabs in
   bf16 print the weights fingerprint of the same run in one process, bit for bit.
 """
@@ -123,6 +125,17 @@ for model, layouts in (
         print(f"ok {name} {' '.join(layout)}: bf16 weights {d:.1e} from one device's "
               f"(the fp32 run's: {rounding:.1e})")
 print("ok every checkpoint holds float32 parameters")
+
+resumed = [*UNET, *NATIVE, "--devices", "2", "--spatial", "2", "--microbatches", "2",
+           "--precision", "bf16", "--lr-schedule", "constant", "--progress", "none", "--seed", "0"]
+whole = re.search(r"weights=(\w+)", run(*resumed, "--steps", "4").stdout).group(1)
+run(*resumed, "--steps", "2", "--save-dir", os.path.join(WORK, "resume"))
+again = re.search(r"weights=(\w+)",
+                  run(*resumed, "--steps", "4", "--resume", os.path.join(WORK, "resume")).stdout)
+if not again or again.group(1) != whole:
+    fail(f"a bf16 run resumed after 2 of 4 steps printed {again.group(1) if again else None}, the "
+         f"uninterrupted run weights={whole}")
+print(f"ok a bf16 run resumed after 2 of 4 steps: weights={whole}, as uninterrupted")
 
 mpirun = shutil.which("mpirun")
 if not mpirun:
