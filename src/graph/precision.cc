@@ -90,6 +90,11 @@ std::vector<torch::Tensor> forward_in_precision(const Layer& layer,
   return layer.forward(inputs);
 }
 
+torch::Tensor in_autocast_type(const torch::Tensor& t) {
+  if (!t.defined() || !t.is_floating_point() || !autocast_enabled(t.device().type())) return t;
+  return reduced_to(t, autocast_type(t.device().type()));
+}
+
 torch::Tensor reduced_to(const torch::Tensor& t, c10::ScalarType type) {
   if (!t.defined() || !t.is_floating_point() || t.scalar_type() == type) return t;
   return t.to(type);

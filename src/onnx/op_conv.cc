@@ -6,6 +6,7 @@
 #include <ATen/ops/convolution_backward.h>
 
 #include "ops.h"
+#include "tandem/graph/precision.h"
 #include "tandem/spatial/forward_chunks.h"
 #include "tandem/spatial/group_sum.h"
 #include "tandem/spatial/halo_conv.h"
@@ -30,6 +31,27 @@ double conv_flops(const Node& n, bool transposed) {
   return channels > 0 ? 2.0 * weights * spatial : 0;
 }
 
+// A transposed convolution through the per-dimension function that autocast lists, so that it
+// computes in the type autocast's policy gives it on the device (on the CPU fp32: LibTorch 1.13's
+// bf16 path there takes it for a forward convolution and fails).
+torch::Tensor transposed_conv(const torch::Tensor& x, const torch::Tensor& weight,
+                              const torch::Tensor& bias, at::IntArrayRef strides,
+                              at::IntArrayRef padding, at::IntArrayRef output_padding,
+                              int64_t groups, at::IntArrayRef dilations) {
+  switch (x.dim()) {
+    case 3:
+      return at::conv_transpose1d(x, weight, bias, strides, padding, output_padding, groups,
+                                  dilations);
+    case 4:
+      return at::conv_transpose2d(x, weight, bias, strides, padding, output_padding, groups,
+                                  dilations);
+    default:
+      TANDEM_CHECK(x.dim() == 5, "a transposed convolution of a tensor of {} dimensions", x.dim());
+      return at::conv_transpose3d(x, weight, bias, strides, padding, output_padding, groups,
+                                  dilations);
+  }
+}
+
 // at::convolution with the node's geometry, and `depth_padding` along the first spatial axis
 // (where a spatial split cuts): the call PyTorch's Conv modules make.
 class AtenKernels : public spatial::ConvKernels {
@@ -43,8 +65,10 @@ class AtenKernels : public spatial::ConvKernels {
 
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& weight, const torch::Tensor& bias,
                         int64_t depth_padding, int64_t groups) const override {
-    return at::convolution(x, weight, bias, strides_, padding_with(depth_padding), dilations_,
-                           /*transposed=*/false, zeros(), groups_ * groups);
+    // aten::convolution is not on autocast's lists: its operands in autocast's type here.
+    return at::convolution(graph::in_autocast_type(x), graph::in_autocast_type(weight),
+                           graph::in_autocast_type(bias), strides_, padding_with(depth_padding),
+                           dilations_, /*transposed=*/false, zeros(), groups_ * groups);
   }
 
   std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> backward(
@@ -165,8 +189,8 @@ Op conv_transpose(const Node& n) {
       torch_path = torch_path && output_padding[i] < std::max(w.strides[i], w.dilations[i]);
     if (torch_path) {
       auto transposed = [&](const torch::Tensor& piece) {
-        return at::convolution(piece, weight, bias, w.strides, p.begin, w.dilations,
-                               /*transposed=*/true, output_padding, groups);
+        return transposed_conv(piece, weight, bias, w.strides, p.begin, output_padding, groups,
+                               w.dilations);
       };
       // Forward only, a kernel as deep as its stride and no padding along the depth: each input
       // plane gives its own output planes, so the volume goes in chunks (forward_chunks.h).
@@ -182,8 +206,8 @@ Op conv_transpose(const Node& n) {
     // Asymmetric padding: the full output, output_padding more positions at the end of each
     // axis (they receive no input, only the bias), then the pads cut off, then the bias.
     torch::Tensor y =
-        at::convolution(x, weight, torch::Tensor(), w.strides, std::vector<int64_t>(dims, 0),
-                        w.dilations, /*transposed=*/true, std::vector<int64_t>(dims, 0), groups);
+        transposed_conv(x, weight, torch::Tensor(), w.strides, std::vector<int64_t>(dims, 0),
+                        std::vector<int64_t>(dims, 0), groups, w.dilations);
     Padding crop;
     for (size_t i = 0; i < dims; ++i) {
       crop.begin.push_back(-p.begin[i]);

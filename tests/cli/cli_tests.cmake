@@ -79,7 +79,10 @@ tandem_python_test(cli_weights_fingerprint weights_fingerprint_check.py $<TARGET
                    ${PROJECT_BINARY_DIR}/cli_weights_fingerprint)
 # --precision bf16: refusals, and split runs against one device within bf16's rounding.
 tandem_python_test(cli_precision_bf16 precision_check.py $<TARGET_FILE:tandem_cli>
-                   ${PROJECT_BINARY_DIR}/cli_precision_bf16)
+                   ${PROJECT_BINARY_DIR}/cli_precision_bf16
+                   ${PROJECT_BINARY_DIR}/onnx_fixtures/unet3d.onnx)
+# The ONNX U-Net comes from the onnx_fixtures test where ONNX is built in (else not checked).
+set_tests_properties(cli_precision_bf16 PROPERTIES FIXTURES_REQUIRED onnx_fixtures)
 # Out of the budget while a stage's parameters move to its device: the stage and layer are named
 # (only stage 1 holds more than the budget).
 tandem_cli_test(out_of_memory_placing_parameters_exit_3 3 "cpu:1 is out of its 1.0 MiB budget: stage 1, layer conv3 \\(parameters\\) asked for 432.0 KiB" train --model conv3d-stack --convs 8 --filters 64 --data regression --volume 8 --devices 2 --balance 1,7 --batch 2 --microbatches 2 --steps 1 --device-memory 1MiB --progress none)

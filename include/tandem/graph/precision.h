@@ -43,6 +43,11 @@ class ScopedAutocast {
 std::vector<torch::Tensor> forward_in_precision(const Layer& layer,
                                                 const std::vector<torch::Tensor>& inputs);
 
+// `t` in the type autocast computes in on its device where autocast is on there (a
+// differentiable cast), else `t`: for operations autocast does not list that compute as a
+// convolution does (aten::convolution, which ONNX graphs' convolutions call).
+torch::Tensor in_autocast_type(const torch::Tensor& t);
+
 // `t` in `type` when it is floating point of another type (a saved fp32 weight or model input
 // met by a reduced-precision gradient), else `t`.
 torch::Tensor reduced_to(const torch::Tensor& t, c10::ScalarType type);
