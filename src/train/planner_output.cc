@@ -22,6 +22,9 @@ std::string command_line(const Config& c) {
     if (value == o.get(defaults)) continue;
     line += o.value == OptionValue::kSwitch ? " " + o.flag : " " + o.flag + " " + value;
   }
+  // bf16 on CPU devices runs only on the processor's own kernels (graph/precision.h), which the
+  // command line chooses (the kernels are no Config field).
+  if (c.precision == Precision::kBf16) line += " --cpu-kernels native";
   return line;
 }
 

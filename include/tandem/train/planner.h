@@ -157,7 +157,8 @@ LargestVolume largest_volume(const Config& c, int64_t grid,
 std::string planning_table(const Planning& p, const Config& c, int top = 10);
 // The same as JSON, every configuration included.
 std::string planning_json(const Planning& p, const Config& c);
-// "tandem train" and every option of `c` that differs from Config{}'s, as flags.
+// "tandem train" and every option of `c` that differs from Config{}'s, as flags (and
+// --cpu-kernels native for --precision bf16, which the portable kernels refuse).
 std::string command_line(const Config& c);
 
 }  // namespace tandem::train
