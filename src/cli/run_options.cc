@@ -84,7 +84,8 @@ void add_option_group(CLI::App& cmd, RunArgs& args, train::OptionGroup group) {
                      "machine with AVX2, so the same command gives the same bits on any of them "
                      "| native: the kernels the libraries choose for this processor "
                      "(OPENBLAS_CORETYPE respected), on AVX-512 faster but with other bits than "
-                     "elsewhere")
+                     "elsewhere; --precision bf16 needs native (on AVX-512 or AMX), and its bits "
+                     "are then this kind of processor's")
           ->capture_default_str()
           ->envname("TANDEM_CPU_KERNELS")
           ->check(CLI::IsMember({"portable", "native"}));
