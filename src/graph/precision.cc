@@ -127,17 +127,4 @@ std::string reduced_precision_refusal(c10::Device device, c10::ScalarType type) 
   return why;
 }
 
-std::string precision_name(c10::ScalarType type) {
-  switch (type) {
-    case c10::kFloat:
-      return "fp32";
-    case c10::kBFloat16:
-      return "bf16";
-    case c10::kHalf:
-      return "fp16";
-    default:
-      return std::string(c10::toString(type));
-  }
-}
-
 }  // namespace tandem::graph

@@ -58,7 +58,4 @@ torch::Tensor reduced_to(const torch::Tensor& t, c10::ScalarType type);
 // it, has none).
 std::string reduced_precision_refusal(c10::Device device, c10::ScalarType type);
 
-// "fp32", "bf16", "fp16" for kFloat, kBFloat16, kHalf.
-std::string precision_name(c10::ScalarType type);
-
 }  // namespace tandem::graph
