@@ -2,6 +2,7 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -196,16 +197,19 @@ std::string to_json_text(const Manifest& m) {
   }
   json shards = json::array();
   for (const auto& s : m.shards) shards.push_back(shard_json(s));
+  json state = {
+      {"step", m.state.step},         {"epoch", m.state.epoch},
+      {"position", m.state.position}, {"seed", m.state.seed},
+      {"data", m.state.data},         {"normalization", normalization_json(m.state.normalization)}};
+  // The scale as a decimal string that reads back to the same double (whole numbers only).
+  if (m.state.loss_scale > 0)
+    state["loss_scale"] = {{"scale", fmt::format("{}", m.state.loss_scale)},
+                           {"clean_steps", m.state.loss_scale_clean_steps},
+                           {"skipped_steps", m.state.skipped_steps}};
   json j = {
       {"format", kFormatName},
       {"version", m.version},
-      {"state",
-       {{"step", m.state.step},
-        {"epoch", m.state.epoch},
-        {"position", m.state.position},
-        {"seed", m.state.seed},
-        {"data", m.state.data},
-        {"normalization", normalization_json(m.state.normalization)}}},
+      {"state", state},
       {"model", {{"name", m.fingerprint.model}, {"layers", layers}}},
       {"partition",
        {{"balance", m.balance}, {"stage_device", m.stage_device}, {"devices", m.devices}}},
@@ -236,6 +240,18 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
     m.state.data = s.value("data", std::string());  // absent in checkpoints from before it
     if (s.contains("normalization"))
       m.state.normalization = normalization_from_json(s.at("normalization"), path);
+    if (s.contains("loss_scale")) {  // a run that scaled its loss
+      const json& ls = s.at("loss_scale");
+      const std::string scale = ls.at("scale").get<std::string>();
+      char* end = nullptr;
+      m.state.loss_scale = std::strtod(scale.c_str(), &end);
+      TANDEM_CHECK(end == scale.c_str() + scale.size() && std::isfinite(m.state.loss_scale) &&
+                       m.state.loss_scale > 0,
+                   "'{}' holds '{}' as a loss scale, not a positive number: the file is damaged.",
+                   path, scale);
+      m.state.loss_scale_clean_steps = ls.at("clean_steps").get<int64_t>();
+      m.state.skipped_steps = ls.at("skipped_steps").get<int64_t>();
+    }
     m.fingerprint.model = j.at("model").at("name").get<std::string>();
     for (const json& l : j.at("model").at("layers")) {
       LayerRecord layer;

@@ -360,7 +360,7 @@ void Executor::backward(int stage, int mb, bool input_only) {
   }
   if (st.loss.defined() && st.loss.requires_grad()) {
     roots.push_back(st.loss);
-    grads.push_back(torch::ones_like(st.loss));
+    grads.push_back(torch::full_like(st.loss, plan_->loss_scale));
   }
   graph::DeferredWeightGrads* deferred = nullptr;
   if (auto it = deferred_.find({stage, mb}); it != deferred_.end()) deferred = it->second.get();

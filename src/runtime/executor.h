@@ -56,6 +56,7 @@ struct StepPlan {
   int64_t workspace_bound = 0;              // PipelineOptions'
   c10::ScalarType precision = c10::kFloat;  // PipelineOptions'
   bool split_backward = false;              // the schedule has I and W actions
+  double loss_scale = 1.0;                  // the loss's backward starts from this
   // [offset, size) of each micro-batch within `input`/`target` (this replica's batch, CPU).
   std::vector<std::pair<int64_t, int64_t>> slices;
   torch::Tensor input, target;

@@ -127,6 +127,7 @@ StepPlan Pipeline::Impl::plan_step(const torch::Tensor& input, const torch::Tens
   plan.workspace_bound = options.workspace_bound;
   plan.precision = options.precision;
   plan.split_backward = training && schedule::splits_backward(train_schedule);
+  plan.loss_scale = loss_scale;
   plan.slices = slices(batch);
   plan.input = input;
   plan.target = target;
@@ -330,6 +331,34 @@ void Pipeline::optimizer_step() {
     }
   });
   if (!errors.empty()) std::rethrow_exception(errors.front());
+}
+
+void Pipeline::set_loss_scale(double scale) {
+  TANDEM_CHECK(std::isfinite(scale) && scale > 0, "a loss scale must be a positive number, not {}",
+               scale);
+  impl_->loss_scale = scale;
+}
+
+bool Pipeline::unscale_gradients() {
+  Impl& m = *impl_;
+  std::vector<char> finite(m.local.size(), 1);
+  auto errors = m.run_on_workers([&m, &finite](int w) {
+    const int d = m.local[w];
+    memory::ScopedWhere where(d, m.options.devices[d].name);
+    std::vector<torch::Tensor> checks;
+    for (int s = 0; s < m.partition.num_stages; ++s) {
+      if (m.lead(s) != d) continue;
+      for (auto& p : m.stage_parameters(s)) {
+        if (!p.grad().defined()) continue;
+        // In fp32, as GradScaler multiplies by the scale's inverse: exact for a power of two.
+        p.mutable_grad().mul_(static_cast<float>(1.0 / m.loss_scale));
+        checks.push_back(torch::isfinite(p.grad()).all());
+      }
+    }
+    if (!checks.empty()) finite[w] = torch::stack(checks).all().item<bool>();
+  });
+  if (!errors.empty()) std::rethrow_exception(errors.front());
+  return std::all_of(finite.begin(), finite.end(), [](char f) { return f != 0; });
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> Pipeline::stage_named_parameters(

@@ -50,7 +50,8 @@ struct Pipeline::Impl {
   std::unique_ptr<CoreShare> cores;  // set when several local CPU devices lend their cores
   std::vector<std::unique_ptr<torch::optim::Optimizer>> optimizers;  // by stage (local only)
   int64_t step = 0;
-  int64_t runs = 0;  // forward_backward and evaluate calls so far: the next MessageKey::run
+  int64_t runs = 0;         // forward_backward and evaluate calls so far: the next MessageKey::run
+  double loss_scale = 1.0;  // set_loss_scale's
   std::vector<ActionTiming> timings;
   std::unique_ptr<PlacementLog> placement_log;
 

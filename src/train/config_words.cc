@@ -13,6 +13,12 @@ const Words<Precision>& precision_words() {
       {Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}, {Precision::kFp16, "fp16"}};
   return w;
 }
+const Words<LossScaling>& loss_scaling_words() {
+  static const Words<LossScaling> w = {{LossScaling::kAuto, "auto"},
+                                       {LossScaling::kDynamic, "dynamic"},
+                                       {LossScaling::kNone, "none"}};
+  return w;
+}
 const Words<TransportKind>& transport_words() {
   static const Words<TransportKind> w = {{TransportKind::kAuto, "auto"},
                                          {TransportKind::kInProcess, "inprocess"},
@@ -55,6 +61,11 @@ c10::ScalarType compute_type(Precision v) {
     default:
       return c10::kFloat;
   }
+}
+std::string name_of(LossScaling v) { return word_of(loss_scaling_words(), v); }
+bool scales_loss(const Config& c) {
+  return c.loss_scaling == LossScaling::kDynamic ||
+         (c.loss_scaling == LossScaling::kAuto && c.precision == Precision::kFp16);
 }
 std::string name_of(LrSchedule v) { return word_of(lr_schedule_words(), v); }
 std::string name_of(trace::Progress::Mode v) { return word_of(progress_words(), v); }

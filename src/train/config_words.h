@@ -19,6 +19,7 @@ using Words = std::vector<std::pair<E, const char*>>;
 
 const Words<PartitionBy>& partition_words();
 const Words<Precision>& precision_words();
+const Words<LossScaling>& loss_scaling_words();
 const Words<TransportKind>& transport_words();
 const Words<MpiCuda>& mpi_cuda_words();
 const Words<OptimizerKind>& optimizer_words();

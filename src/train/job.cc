@@ -189,6 +189,13 @@ double Job::clock_offset_us() {
   return 0;
 }
 
+bool Job::everywhere(bool mine) {
+  if (!mpi()) return mine;
+  for (const std::string& one : all_gather(mine ? "1" : "0"))
+    if (one != "1") return false;
+  return true;
+}
+
 std::string once_for_the_job(Job* job, const std::function<std::string()>& make) {
   return job ? job->once(make) : make();
 }

@@ -61,6 +61,7 @@ bool Observers::tracing(int64_t step) const {
 
 void Observers::after_step(int64_t step, const runtime::StepStats& stats, double samples_per_s) {
   step_seconds_.push_back(stats.seconds);
+  if (stats.skipped) skipped_.push_back(step);
   const auto& p = trainer_.pipeline();
   const bool want_trace =
       !options_.trace.empty() || !options_.timeline.empty() || !options_.report.empty();
@@ -100,6 +101,12 @@ void Observers::after_step(int64_t step, const runtime::StepStats& stats, double
     tensorboard_->add_scalar("train/samples_per_s", static_cast<float>(samples_per_s), step);
     tensorboard_->add_scalar("train/learning_rate",
                              static_cast<float>(trainer_.learning_rate(step - 1)), step);
+    if (const LossScaler* scaler = trainer_.loss_scaler()) {
+      // The scale this step's backward started from, and the steps skipped up to this one.
+      tensorboard_->add_scalar("train/loss_scale", static_cast<float>(stats.loss_scale), step);
+      tensorboard_->add_scalar("train/skipped_steps", static_cast<float>(scaler->skipped_steps()),
+                               step);
+    }
   }
 }
 
@@ -224,6 +231,12 @@ void Observers::write_report(const Result& r, const std::vector<MemoryPeak>& mem
   j["microbatches"] = p.schedule().num_microbatches;
   j["partition"] = p.partition().to_string(p.model());
   j["precision"] = name_of(trainer_.config().precision);
+  if (trainer_.loss_scaler()) {
+    // The scale of the next step, the steps skipped over the whole run (a resumed run's
+    // checkpoint's included) and which of this run's steps they were.
+    j["loss_scale"] = {
+        {"scale", r.loss_scale}, {"skipped_steps", r.skipped_steps}, {"skipped", skipped_}};
+  }
   // What this process's CPU arithmetic depended on (tandem numerics prints the same).
   nlohmann::json numerics = nlohmann::json::object();
   for (const auto& [name, value] : cpu_numerics()) numerics[name] = value;

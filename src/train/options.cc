@@ -330,8 +330,8 @@ std::vector<ConfigOption> config_options() {
       "the type each device's forward computes in: fp32 | bf16: convolutions and products in "
       "bfloat16 under LibTorch's autocast, activations, messages and halos in half the bytes; "
       "weights, gradients, the optimizer, losses and checkpoints in fp32 (on CPU devices it needs "
-      "oneDNN's bf16 kernels: --cpu-kernels native on a processor with AVX-512) | fp16: not in "
-      "this version (it needs loss scaling)"));
+      "oneDNN's bf16 kernels: --cpu-kernels native on a processor with AVX-512) | fp16: CUDA "
+      "devices only, with dynamic loss scaling (--loss-scale)"));
   // Batches and the seed.
   t.push_back(integer("batch", "--batch", G::kBatch, &C::batch, 1, 1 << 24,
                       "samples per step (per replica); volumetric models also evaluate in steps "
@@ -363,6 +363,17 @@ std::vector<ConfigOption> config_options() {
   t.push_back(choice("lr_schedule", "--lr-schedule", G::kOptimizer, &C::lr_schedule,
                      lr_schedule_words(), "cosine (from --lr down to 0 over the run) | constant"));
   t.push_back(real("momentum", "--momentum", G::kOptimizer, &C::momentum, 0, 0, "sgd momentum"));
+  t.push_back(choice(
+      "loss_scaling", "--loss-scale", G::kOptimizer, &C::loss_scaling, loss_scaling_words(),
+      "auto (dynamic with --precision fp16, none otherwise) | dynamic: the loss's backward starts "
+      "from a scale that halves when a gradient overflows (the step is then skipped on every "
+      "device and rank) and doubles after --loss-scale-interval clean steps; the gradients are "
+      "divided by it before the optimizer | none"));
+  t.push_back(real("loss_scale_init", "--loss-scale-init", G::kOptimizer, &C::loss_scale_init,
+                   1.0 / (1 << 24), 18446744073709551616.0, "the first step's loss scale"));
+  t.push_back(integer("loss_scale_interval", "--loss-scale-interval", G::kOptimizer,
+                      &C::loss_scale_interval, int64_t{1}, int64_t{1} << 40,
+                      "clean steps in a row after which the loss scale doubles"));
   // The run: its length, checkpoints, what to do.
   t.push_back(integer("epochs", "--epochs", G::kRun, &C::epochs, 0, 100000,
                       "passes over the training set"));

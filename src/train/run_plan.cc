@@ -269,15 +269,16 @@ void plan_faults(const Config& c, RunPlan& p) {
 
 namespace {
 
-// --precision: bf16 where every device's kernels compute it; fp16 not in this version.
+// --precision: bf16 where every device's kernels compute it; fp16 on CUDA devices.
 void check_precision(const Config& c) {
   if (c.precision == Precision::kFp32) return;
-  TANDEM_CHECK(c.precision != Precision::kFp16,
-               "--precision fp16 is not in this version: it needs dynamic loss scaling, with the "
-               "decision to skip a step taken for the whole job; use --precision bf16 (the range "
-               "of fp32, no scaling)");
   const c10::ScalarType type = compute_type(c.precision);
   for (const DeviceSpec& d : parse_devices(c.devices, c.threads_per_device)) {
+    TANDEM_CHECK(c.precision != Precision::kFp16 || !d.device.is_cpu(),
+                 "--precision fp16 needs CUDA devices, and {} is a CPU device: LibTorch's CPU "
+                 "autocast computes in bf16, which has fp32's range and needs no loss scaling; "
+                 "give --precision bf16 (with --cpu-kernels native) or --precision fp32",
+                 d.name);
     const std::string why = graph::reduced_precision_refusal(d.device, type);
     TANDEM_CHECK(why.empty(), "--precision {}: the kernels of {} cannot compute in {} ({}){}",
                  name_of(c.precision), d.name, name_of(c.precision), why,

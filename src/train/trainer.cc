@@ -117,6 +117,8 @@ void Trainer::build(graph::Model model) {
     graph::fit_input(pipeline_->model(), one.input);
   }
   pipeline_->set_optimizer(plan_.optimizer);
+  if (scales_loss(c))
+    loss_scaler_ = std::make_unique<LossScaler>(c.loss_scale_init, c.loss_scale_interval);
   if (!c.init_from.empty()) checkpoint::init_from(*pipeline_, c.init_from);
   if (!c.resume.empty() && !c.eval_only && !c.plan_only) resume();
 }
@@ -147,6 +149,10 @@ void Trainer::resume() {
                "--checkpoint {}",
                config_.resume, st.step, total, config_.resume);
   start_step_ = st.step;
+  // A run that scales its loss goes on from the checkpoint's scale; one saved without scaling
+  // (another precision) starts from Config::loss_scale_init.
+  if (loss_scaler_ && st.loss_scale > 0)
+    loss_scaler_->restore(st.loss_scale, st.loss_scale_clean_steps, st.skipped_steps);
 }
 
 double Trainer::learning_rate(int64_t step) const {
@@ -185,10 +191,14 @@ Result Trainer::run(const StepCallback& on_step) {
     if (config_.overwrite && !replaced && so.world.rank == 0)
       checkpoint::remove_checkpoints(config_.save_dir);
     replaced = true;
-    checkpoint::save(*pipeline_,
-                     {done, done / per_epoch, (done % per_epoch) * global_batch, config_.seed,
-                      config_.data, recorded_normalization},
-                     config_.save_dir, so);
+    checkpoint::TrainState state{done,         done / per_epoch, (done % per_epoch) * global_batch,
+                                 config_.seed, config_.data,     recorded_normalization};
+    if (loss_scaler_) {
+      state.loss_scale = loss_scaler_->scale();
+      state.loss_scale_clean_steps = loss_scaler_->clean_steps();
+      state.skipped_steps = loss_scaler_->skipped_steps();
+    }
+    checkpoint::save(*pipeline_, state, config_.save_dir, so);
   };
   for (int64_t step = start; step < total; ++step) {
     const runtime::StepStats s = train_step(step);
@@ -207,6 +217,10 @@ Result Trainer::run(const StepCallback& on_step) {
     }
   }
   r.samples_per_s = r.seconds > 0 ? samples / r.seconds : 0;
+  if (loss_scaler_) {
+    r.loss_scale = loss_scaler_->scale();
+    r.skipped_steps = loss_scaler_->skipped_steps();
+  }
   r.test_metric = evaluate();
   return r;
 }
@@ -216,6 +230,7 @@ runtime::StepStats Trainer::train_step(int64_t step) {
   const int64_t begin =
       (step % plan_.steps_per_epoch) * plan_.global_batch + pipeline_->replica() * config_.batch;
   Batch b = local_batch([&] { return source_->train_batch(epoch, begin, begin + config_.batch); });
+  if (loss_scaler_) pipeline_->set_loss_scale(loss_scaler_->scale());
   runtime::StepStats s = pipeline_->forward_backward(b.input, b.target, config_.batch);
   // Each replica's loss is its share of the step's mean (StepStats::loss): the step's is their
   // sum.
@@ -225,7 +240,14 @@ runtime::StepStats Trainer::train_step(int64_t step) {
   for (int stage : pipeline_->local_stages()) {
     for (auto& group : pipeline_->optimizer(stage)->param_groups()) group.options().set_lr(lr);
   }
-  pipeline_->optimizer_step();
+  if (loss_scaler_) {
+    s.loss_scale = loss_scaler_->scale();
+    // Every process unscales its stages' gradients; the job skips the step as one when any of
+    // them holds an infinite or NaN gradient (the replicas' sums carry one to every replica).
+    s.skipped = !job_->everywhere(pipeline_->unscale_gradients());
+    loss_scaler_->update(!s.skipped);
+  }
+  if (!s.skipped) pipeline_->optimizer_step();
   // The optimizer's step is part of the step: its temporaries (Adam's, the size of a parameter)
   // count in each local device's peak.
   for (size_t d = 0; d < s.peak_bytes.size(); ++d)

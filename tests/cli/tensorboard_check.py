@@ -13,8 +13,9 @@ WORKDIR/tb with libraries that know nothing of tandem:
     summary.proto; the parse leaves no unknown field, and re-serializing gives the record's
     bytes back (tandem writes what protobuf itself would);
   - the first Event carries file_version "brain.Event:2"; then, for steps 1..4 in order,
-    train/loss, train/samples_per_s and train/learning_rate, one value per Event; then
-    test/accuracy at step 4;
+    train/loss, train/samples_per_s, train/learning_rate, train/loss_scale and
+    train/skipped_steps (the run scales its loss, --loss-scale dynamic, doubling every 2
+    steps), one value per Event; then test/accuracy at step 4;
   - the values are the run's: the learning rate of step s is float32(lr * (1 + cos(pi (s-1) /
     4)) / 2) exactly, the last loss and the accuracy are those of the result line (printed to 4
     decimals: within 5e-5), samples/s is positive, and the wall times do not decrease and lie
@@ -114,7 +115,8 @@ def main():
     shutil.rmtree(tb, ignore_errors=True)
     command = [tandem, "train", "--devices", "2", "--steps", str(STEPS), "--batch", "32",
                "--microbatches", "4", "--eval-batch", "5000", "--progress", "none",
-               "--lr", str(LR), "--tensorboard", tb]
+               "--lr", str(LR), "--tensorboard", tb,
+               "--loss-scale", "dynamic", "--loss-scale-interval", "2"]
     started = time.time()
     done = subprocess.run(command, capture_output=True, text=True, timeout=150)
     ended = time.time()
@@ -153,7 +155,8 @@ def main():
             fail(f"not a simple_value: {event}")
         scalars.append((event.step, value.tag, value.simple_value, event.wall_time))
     want_tags = [(s, tag) for s in range(1, STEPS + 1)
-                 for tag in ("train/loss", "train/samples_per_s", "train/learning_rate")]
+                 for tag in ("train/loss", "train/samples_per_s", "train/learning_rate",
+                             "train/loss_scale", "train/skipped_steps")]
     want_tags.append((STEPS, "test/accuracy"))
     if [(s, tag) for s, tag, _, _ in scalars] != want_tags:
         fail(f"scalars {[(s, tag) for s, tag, _, _ in scalars]}, want {want_tags}")
@@ -168,6 +171,11 @@ def main():
             if value != want:
                 fail(f"learning rate {value!r} at step {step}, want {want!r} (cosine over "
                      f"{STEPS} steps from {LR})")
+        elif tag == "train/loss_scale" and value != 65536.0 * 2 ** ((step - 1) // 2):
+            fail(f"loss scale {value} at step {step}, want 2^16 doubled after every 2 clean "
+                 f"steps")
+        elif tag == "train/skipped_steps" and value != 0:
+            fail(f"{value} skipped steps at step {step} of a run that never overflows")
         elif tag == "train/samples_per_s" and not (value > 0 and math.isfinite(value)):
             fail(f"samples/s {value} at step {step}")
         elif tag == "train/loss" and not math.isfinite(value):

@@ -24,6 +24,11 @@ struct TrainState {
   // How its inputs were standardized, with the moments of kDataset; kDefault where not known
   // (a checkpoint from before it was recorded, or a source that does not say).
   data::Normalization normalization{};
+  // Loss scaling (train/loss_scale.h): the next step's scale, the clean steps in a row before
+  // it, and the steps skipped so far; scale 0 where the run scaled no loss.
+  double loss_scale = 0;
+  int64_t loss_scale_clean_steps = 0;
+  int64_t skipped_steps = 0;
 };
 
 }  // namespace tandem::checkpoint

@@ -112,6 +112,11 @@ struct StepStats {
   // Per device of the pipeline (local devices only; 0 elsewhere): bytes in use at the end of
   // the step and the most in use at once during it.
   std::vector<uint64_t> current_bytes, peak_bytes;
+  // Loss scaling (set by train::Trainer): the scale this step's backward started from (0: none),
+  // and whether the optimizer skipped the step because a gradient somewhere in the job was
+  // infinite or NaN.
+  double loss_scale = 0;
+  bool skipped = false;
 };
 
 // What Pipeline::predict gives: the model's output and the step's stats (its loss and metric
@@ -152,6 +157,13 @@ class Pipeline {
   // One optimizer per stage, stepped on the stage's own worker.
   void set_optimizer(const OptimizerFactory& factory);
   void optimizer_step();
+  // Loss scaling (train/loss_scale.h): the next forward_backward's loss backward starts from
+  // `scale` (> 0) instead of 1, so every gradient comes out `scale` times larger.
+  void set_loss_scale(double scale);
+  // Divides the gradients of the stages this process steps (each stage's lead device, where
+  // forward_backward summed them) by the loss scale, and says whether they are all finite. A
+  // job must skip the step everywhere when any process's answer is false.
+  bool unscale_gradients();
   // The optimizer of a local stage (null before set_optimizer), e.g. to save its state.
   torch::optim::Optimizer* optimizer(int stage) const;
   // Parameters of one local stage, in the order its optimizer holds them.

@@ -34,6 +34,12 @@ enum class OptimizerKind { kAdam, kSgd };
 // The type each device's forward computes in (graph/precision.h): weights, their gradients, the
 // optimizer and checkpoints stay fp32.
 enum class Precision { kFp32, kBf16, kFp16 };
+// Dynamic loss scaling (train/loss_scale.h), as PyTorch's GradScaler does it.
+enum class LossScaling {
+  kAuto,     // dynamic with fp16, none otherwise
+  kDynamic,  // the loss's backward starts from a scale; a step whose gradients overflow is skipped
+  kNone,     // the backward starts from 1
+};
 enum class LrSchedule {
   kCosine,    // from lr down to 0 over the run
   kConstant,  // lr throughout
@@ -99,6 +105,9 @@ struct Config {
   double lr = 1e-3;
   LrSchedule lr_schedule = LrSchedule::kCosine;
   double momentum = 0.9;
+  LossScaling loss_scaling = LossScaling::kAuto;
+  double loss_scale_init = 65536;      // the first step's scale (2^16)
+  int64_t loss_scale_interval = 2000;  // clean steps in a row after which the scale doubles
   uint64_t seed = 0;
   int eval_batch = 1000;
   double comm_timeout_s = 300;
@@ -123,6 +132,9 @@ std::string name_of(TransportKind v);
 std::string name_of(MpiCuda v);
 std::string name_of(OptimizerKind v);
 std::string name_of(Precision v);
+std::string name_of(LossScaling v);
+// Whether `c` scales its loss: kDynamic, or kAuto with fp16.
+bool scales_loss(const Config& c);
 // The ScalarType of a precision: kFloat, kBFloat16, kHalf.
 c10::ScalarType compute_type(Precision v);
 std::string name_of(LrSchedule v);

@@ -87,6 +87,9 @@ class Job {
   std::vector<std::string> gather(const std::string& text);
   // The same on every rank; collective.
   std::vector<std::string> all_gather(const std::string& text);
+  // Whether `mine` is true on every rank (in process: `mine`); collective under MPI. How the job
+  // decides as one, e.g. to skip a step whose gradients overflowed on some rank.
+  bool everywhere(bool mine);
   // Under MPI: how CUDA tensors go between ranks, "GPU to GPU (CUDA-aware MPI)" or "through
   // pinned host memory (...)"; in process: "".
   std::string cuda_path() const;

@@ -74,6 +74,7 @@ class Observers {
   trace::Trace trace_;
   std::vector<StepReport> reports_;
   std::vector<double> step_seconds_;  // every step's
+  std::vector<int64_t> skipped_;      // the steps (from 1) the loss scaling skipped
   // Under MPI: this rank's timings of each traced step, and when the step started (steady
   // clock, µs).
   struct TracedStep {

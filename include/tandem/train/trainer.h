@@ -10,6 +10,7 @@
 #include "tandem/checkpoint/save.h"
 #include "tandem/runtime/pipeline.h"
 #include "tandem/train/config.h"
+#include "tandem/train/loss_scale.h"
 #include "tandem/train/run_plan.h"
 #include "tandem/train/source.h"
 
@@ -29,6 +30,11 @@ struct Result {
   // Per device of the pipeline: the most bytes it held at once during training (local
   // devices only).
   std::vector<uint64_t> peak_bytes;
+  // Loss scaling (Config::loss_scaling): the scale of the next step (0 without scaling) and the
+  // steps the optimizer skipped, because a gradient overflowed, over the whole run (a resumed
+  // run's include its checkpoint's).
+  double loss_scale = 0;
+  int64_t skipped_steps = 0;
   // The parameters' fingerprint after the run (weights_fingerprint, fingerprint.h): set by the
   // caller that computes it (tandem train does, for its result line and --report); else empty.
   std::string weights;
@@ -80,13 +86,17 @@ class Trainer {
   const std::string& memory_plan() const { return plan_.memory_plan; }
   // False when the memory plan's peaks exceed --device-memory on some device.
   bool plan_fits() const { return plan_.fits; }
+  // The loss scaler of a run that scales its loss (scales_loss(config)); else null.
+  const LossScaler* loss_scaler() const { return loss_scaler_.get(); }
   // The learning rate of step `step` (0-based) under --lr-schedule.
   double learning_rate(int64_t step) const;
 
   Result run(const StepCallback& on_step = nullptr);
   // One training step, `step` counted from 0 (it picks the step's samples and learning rate):
   // forward, backward and the optimizer's update. The parameters' gradients stay until the
-  // next step. The loss is the step's over every replica. Collective under MPI.
+  // next step. The loss is the step's over every replica. With loss scaling, a step whose
+  // gradients are not all finite, on any device or rank, updates no weight anywhere
+  // (StepStats::skipped). Collective under MPI.
   runtime::StepStats train_step(int64_t step);
   // Evaluation over the whole held-out set: the model's metric per sample (NaN for an empty
   // held-out set). With replicas each scores every R-th evaluation step, and their sums are
@@ -110,7 +120,8 @@ class Trainer {
   std::unique_ptr<Source> source_;
   RunPlan plan_;
   std::unique_ptr<runtime::Pipeline> pipeline_;
-  int64_t start_step_ = 0;  // steps done before this run: the resumed checkpoint's
+  int64_t start_step_ = 0;                   // steps done before this run: the resumed checkpoint's
+  std::unique_ptr<LossScaler> loss_scaler_;  // set when the run scales its loss
 };
 
 }  // namespace tandem::train
