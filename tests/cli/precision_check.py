@@ -3,7 +3,7 @@
 
 usage: precision_check.py TANDEM WORKDIR [ONNX_UNET]
 
-- --precision fp16 is refused at start (status 2), and so is --precision bf16 with
+- --precision fp16 on CPU devices is refused at start (status 2), and so is --precision bf16 with
   --cpu-kernels portable (oneDNN capped at AVX2 has no bf16 kernels), naming the way out.
 - With --cpu-kernels native on a processor whose kernels compute bf16 (else exit 77, a skip):
   the MLP on 1 device, on 2 stages (1F1B, 4 micro-batches) and on 4 stages under ZB-H1 (its
@@ -14,11 +14,16 @@ usage: precision_check.py TANDEM WORKDIR [ONNX_UNET]
   in bf16 and in fp32 (norms of all parameters): the forwards did compute in bf16, and the
   splits agree to bf16's rounding. Every checkpoint holds float32 parameters.
 - A bf16 run of the U-Net on 2 slabs resumed from its checkpoint after 2 of 4 steps prints the
-  weights of the uninterrupted run, bit for bit.
+  weights of the uninterrupted run, bit for bit; both parts scale their loss (--loss-scale
+  dynamic, doubling after every clean step), which changes no bit of the weights, and the
+  resumed part's report shows the scale going on from the checkpoint's (2^16 x 2^4).
 - Under mpirun (2 ranks, where mpirun exists): the MLP on 2 stages and the U-Net on 2 slabs in
   bf16 print the weights fingerprint of the same run in one process, bit for bit.
+- Under mpirun -n 4: the MLP on 2 replicas of 2 stages, each replica on half the batch, trains
+  weights within the tolerance of the one-device run on the whole batch.
 """
 
+import json
 import os
 import re
 import shutil
@@ -111,6 +116,7 @@ if ONNX_UNET and os.path.exists(ONNX_UNET):
     cases.append((ONNX, [["--devices", "2", "--spatial", "2", "--microbatches", "1"]]))
 else:
     print(f"no ONNX U-Net at {ONNX_UNET!r}: ONNX graphs in bf16 not checked")
+reference = {}  # by model: the one-device bf16 weights and the tolerance
 for model, layouts in (
         *cases,
         (UNET, [["--devices", "2", "--spatial", "2", "--microbatches", "2"],
@@ -125,6 +131,7 @@ for model, layouts in (
         fail(f"{name}: the weights of fp32 and bf16 runs are {rounding:.2e} apart: the bf16 run "
              f"computed in fp32")
     tolerance = SHARE * rounding
+    reference[name] = (one, tolerance)
     for i, layout in enumerate(layouts):
         split = weights(f"{name}-bf16-split{i}", *model, *NATIVE, *layout, "--precision", "bf16")
         d = apart(split, one)
@@ -138,21 +145,36 @@ print("ok every checkpoint holds float32 parameters")
 resumed = [*UNET, *NATIVE, "--devices", "2", "--spatial", "2", "--microbatches", "2",
            "--precision", "bf16", "--lr-schedule", "constant", "--progress", "none", "--seed", "0"]
 whole = re.search(r"weights=(\w+)", run(*resumed, "--steps", "4").stdout).group(1)
-run(*resumed, "--steps", "2", "--save-dir", os.path.join(WORK, "resume"))
+scaled = ["--loss-scale", "dynamic", "--loss-scale-interval", "1"]
+run(*resumed, *scaled, "--steps", "2", "--save-dir", os.path.join(WORK, "resume"))
+report = os.path.join(WORK, "resumed.json")
 again = re.search(r"weights=(\w+)",
-                  run(*resumed, "--steps", "4", "--resume", os.path.join(WORK, "resume")).stdout)
+                  run(*resumed, *scaled, "--steps", "4", "--resume", os.path.join(WORK, "resume"),
+                      "--report", report).stdout)
 if not again or again.group(1) != whole:
-    fail(f"a bf16 run resumed after 2 of 4 steps printed {again.group(1) if again else None}, the "
-         f"uninterrupted run weights={whole}")
-print(f"ok a bf16 run resumed after 2 of 4 steps: weights={whole}, as uninterrupted")
+    fail(f"a bf16 run with loss scaling resumed after 2 of 4 steps printed "
+         f"{again.group(1) if again else None}, the uninterrupted run without scaling "
+         f"weights={whole}")
+with open(report) as f:
+    loss_scale = json.load(f).get("loss_scale")
+if loss_scale != {"scale": 65536.0 * 16, "skipped_steps": 0, "skipped": []}:
+    fail(f"the resumed run's report has loss_scale {loss_scale}, want the scale 2^20 (2^16 doubled "
+         f"after each of 4 clean steps) and no step skipped")
+print(f"ok a bf16 run resumed after 2 of 4 steps: weights={whole}, as uninterrupted and as "
+      f"without loss scaling; the scale went on from the checkpoint's")
 
 mpirun = shutil.which("mpirun")
 if not mpirun:
     print("no mpirun: bf16 under MPI not checked")
     sys.exit(0)
-ranks = [mpirun, "--oversubscribe", "--bind-to", "none", "-n", "2"]
-if os.geteuid() == 0:
-    ranks.append("--allow-run-as-root")
+
+
+def launcher(n):
+    return [mpirun, "--oversubscribe", "--bind-to", "none", "-n", str(n),
+            *(["--allow-run-as-root"] if os.geteuid() == 0 else [])]
+
+
+ranks = launcher(2)
 for model, layout in ((MLP, ["--devices", "2", "--microbatches", "4"]),
                       (UNET, ["--devices", "2", "--spatial", "2", "--microbatches", "2"])):
     args = [*model, *COMMON, *NATIVE, *layout, "--precision", "bf16"]
@@ -166,3 +188,25 @@ for model, layout in ((MLP, ["--devices", "2", "--microbatches", "4"]),
              f"(status {p.returncode})\n{p.stdout}\n{p.stderr}")
     print(f"ok {model[1]} {' '.join(layout)} in bf16 under mpirun -n 2: weights={here.group(1)}, "
           "as in one process")
+
+# Replicas: 2 pipelines of 2 stages, each on half of the one-device run's batch of 32.
+save = os.path.join(WORK, "mlp-bf16-replicas")
+half = [("16" if a == "32" and MLP[i - 1] == "--batch" else a) for i, a in enumerate(MLP)]
+p = subprocess.run([*launcher(4), TANDEM, "train",
+                    *half, *COMMON, *NATIVE, "--devices", "2", "--replicas", "2",
+                    "--microbatches", "2", "--precision", "bf16", "--save-dir", save],
+                   capture_output=True, text=True, timeout=240)
+if p.returncode != 0:
+    fail(f"the MLP on 2 replicas of 2 stages in bf16 under mpirun -n 4: status {p.returncode}\n"
+         f"{p.stdout}\n{p.stderr}")
+c = subprocess.run([TANDEM, "consolidate", "--checkpoint", save, "-o", save + ".pt"],
+                   capture_output=True, text=True, timeout=120)
+if c.returncode != 0:
+    fail("tandem consolidate: " + c.stdout + c.stderr)
+one, tolerance = reference["mlp"]
+d = apart({k: v.double() for k, v in torch.load(save + ".pt").items()}, one)
+if d > tolerance:
+    fail(f"mlp on 2 replicas of 2 stages: bf16 weights {d:.2e} from one device's, above "
+         f"{tolerance:.2e}")
+print(f"ok mlp on 2 replicas of 2 stages under mpirun -n 4: bf16 weights {d:.1e} from one "
+      f"device's on the whole batch (tolerance {tolerance:.1e})")

@@ -1,8 +1,9 @@
 // --precision bf16 (graph/precision.h) on the library's Config: a split run trains the weights
 // of one device within bf16's rounding, and the same tolerance fails a run whose split loses a
-// micro-batch's backward. The tolerance: half the distance between the one-device run's weights
-// in bf16 and in fp32 (tests/cli/precision_check.py says why). Measured: tolerance 2.8e-6, the
-// split 2.0e-7 from one device, the split that loses a backward 1.0e-5.
+// micro-batch's backward, or one whose slabs lose a halo. The tolerance: half the distance
+// between the one-device run's weights in bf16 and in fp32 (tests/cli/precision_check.py says
+// why). Measured: tolerance 2.8e-6; 2 stages 2.0e-7 from one device, and 1.0e-5 when they lose a
+// backward; 2 slabs 1.1e-6, and 4.3e-6 when they lose the first convolution's halo.
 #include "tandem/graph/precision.h"
 
 #include <gtest/gtest.h>
@@ -72,6 +73,16 @@ TEST(Precision, SplitsAgreeWithinBf16sRoundingAndALostBackwardDoesNot) {
   split.faults = {"skip-backward:stage=0,mb=1"};
   EXPECT_GT(apart(trained(split), one), tolerance)
       << "2 stages with micro-batch 1's backward lost on stage 0";
+  train::Config slabs = unet("2", 2, P::kBf16);
+  slabs.spatial = 2;
+  EXPECT_LE(apart(trained(slabs), one), tolerance) << "2 slabs, 2 micro-batches";
+  // The first halo slab 0 sends slab 1 in each forward (the first convolution's) arrives as
+  // zeros, in every micro-batch of every step: what a halo lost by a bug does.
+  slabs.faults.clear();
+  for (int step = 0; step < 3; ++step)
+    for (int mb = 0; mb < 2; ++mb)
+      slabs.faults.push_back(fmt::format("zero:from=0,to=1,grad=0,step={},mb={},nth=1", step, mb));
+  EXPECT_GT(apart(trained(slabs), one), tolerance) << "2 slabs with a layer's halo zeroed";
 }
 
 }  // namespace
