@@ -26,6 +26,8 @@
 #      loss; auto is direct GPU-to-GPU when this MPI is CUDA-aware)
 #  10. the largest whole scan tandem predict takes under --device-memory 16GiB, --spatial 1, 2
 #      and 4 sharing cuda:0, with bytes per voxel against one device (scripts/gpu-check-predict.sh)
+#  11. --precision fp32, bf16 and fp16: the largest unet3d volume under --device-memory 16GiB on
+#      cuda:0 for each, and the speed of each at fp32's volume (scripts/gpu-check-precision.sh)
 #   8. (last: it takes what is left of the time) the largest unet3d volume (96..256) that
 #      trains under --device-memory 16GiB: 1 rank, then --spatial 2 and 4 (every sample cut
 #      into depth slabs, the groups sharing cuda:0), then 4 ranks sharing cuda:0 under mpirun
@@ -39,7 +41,7 @@
 #   GPU_CHECK_BUDGET_S  seconds for the whole run (465); the build may take all but 110 of them
 #   GPU_CHECK_BUILD_DIR build folder (build-gpu)      GPU_CHECK_JOBS  build jobs (cores, <= 16)
 #   GPU_CHECK_ROUTE     auto (CMake, then g++ where configure fails) | cmake | gxx
-#   GPU_CHECK_STEPS     the steps after the build to run ("4 5 6 7 8 9 10"), e.g. "7 8" to rerun
+#   GPU_CHECK_STEPS     the steps after the build to run ("4 5 6 7 8 9 10 11"), e.g. "7 8" to rerun
 #                       those on a machine still warm (the build folder is kept; it rebuilds
 #                       only what changed)
 set -uo pipefail
@@ -53,7 +55,7 @@ jobs=${GPU_CHECK_JOBS:-$(nproc 2>/dev/null || echo 16)}
 ((jobs > 16)) && jobs=16
 route=${GPU_CHECK_ROUTE:-auto}
 budget=${GPU_CHECK_BUDGET_S:-465}
-steps_wanted=${GPU_CHECK_STEPS:-4 5 6 7 8 9 10}
+steps_wanted=${GPU_CHECK_STEPS:-4 5 6 7 8 9 10 11}
 current_step=1
 start=$(date +%s)
 deadline=$((start + budget))
@@ -496,6 +498,8 @@ fi
 
 # shellcheck source=scripts/gpu-check-predict.sh
 source "$root/scripts/gpu-check-predict.sh"
+# shellcheck source=scripts/gpu-check-precision.sh
+source "$root/scripts/gpu-check-precision.sh"
 
 # ---------------------------------------------------------------------------------------------
 section "8. the largest unet3d volume under a 16 GiB cap: 1 rank against 4 ranks on cuda:0"
