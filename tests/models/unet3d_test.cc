@@ -6,6 +6,7 @@
 
 #include "error_of.h"
 #include "tandem/common/check.h"
+#include "tandem/graph/precision.h"
 #include "tandem/spatial/forward_chunks.h"
 #include "volume_models.h"
 
@@ -39,6 +40,41 @@ TEST(Unet3d, LayersAndNamedSkips) {
   EXPECT_EQ(layer(m, "final").outputs, std::vector<std::string>{"output"});
   EXPECT_EQ(m.metric_name, "dice");
   EXPECT_NO_THROW(m.validate());
+}
+
+// Under bf16 on CPU devices the transposed convolution is one matrix product (LibTorch's CPU
+// autocast would run it in fp32): its output, in bf16, and the gradients of its input and weights
+// are the fp32 transposed convolution's within bf16's rounding.
+TEST(Unet3d, UpLayerInBf16IsTheTransposedConvolution) {
+  const std::string why = graph::reduced_precision_refusal(c10::kCPU, c10::kBFloat16);
+  if (!why.empty()) GTEST_SKIP() << "this processor's kernels compute no bf16: " << why;
+  graph::Model m = small_unet(2);
+  const graph::Layer& up = layer(m, "up0");
+  const auto params = up.module->parameters();
+  torch::manual_seed(1);
+  const torch::Tensor x = torch::randn({2, 8, 3, 4, 5});
+  const torch::Tensor g = torch::randn({2, 4, 6, 8, 10});
+  auto run = [&](bool bf16) {
+    for (auto p : params) p.mutable_grad() = torch::Tensor();
+    torch::Tensor in = x.clone().requires_grad_(true);
+    torch::Tensor y;
+    {
+      graph::ScopedAutocast autocast(c10::kCPU, bf16 ? c10::kBFloat16 : c10::kFloat);
+      y = up.forward({in})[0];
+    }
+    EXPECT_EQ(y.scalar_type(), bf16 ? torch::kBFloat16 : torch::kFloat);
+    y.backward(g.to(y.scalar_type()));
+    std::vector<torch::Tensor> out{y.to(torch::kFloat), in.grad()};
+    for (const auto& p : params) out.push_back(p.grad().clone());
+    return out;
+  };
+  const auto want = run(false), got = run(true);
+  ASSERT_EQ(got.size(), 4u);  // output, input gradient, weight and bias gradients
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double err = (got[i] - want[i]).abs().max().item<double>();
+    EXPECT_LT(err, 0.02 * want[i].abs().max().item<double>()) << "tensor " << i;
+    EXPECT_GT(want[i].abs().max().item<double>(), 0) << "tensor " << i;
+  }
 }
 
 TEST(Unet3d, OutputShapeAndRangeForEachDepth) {
