@@ -17,7 +17,7 @@ namespace tandem::cli {
 std::set<std::string> fixed_fields(const CLI::App& cmd) {
   std::set<std::string> fixed;
   for (const std::string field : {"spatial", "microbatches", "schedule", "recompute",
-                                  "virtual_stages", "balance", "stages"}) {
+                                  "virtual_stages", "balance", "stages", "precision"}) {
     const CLI::Option* o = cmd.get_option_no_throw(train::config_option(field).flag);
     if (o && o->count() > 0) fixed.insert(field);
   }

@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
+#include <tuple>
 
 #include "memory_partition.h"
 #include "tandem/common/check.h"
@@ -24,32 +26,41 @@ std::string size_of(double bytes) { return memory::format_bytes(static_cast<uint
 // layouts first (and, where the leanest fits nothing for its activations, only that one); `dead`
 // holds the layouts that fit nothing, each with the smallest volume where it did not (skipped at
 // that volume and above; set where none fits here). `leanest`: the leanest configuration planned.
+// A layout measured: its precision, slabs and micro-batch size.
+using LayoutKey = std::tuple<Precision, int, int64_t>;
+
 struct VolumeFit {
   bool fits = false;
   std::optional<PlannedRun> leanest;
 };
 
 VolumeFit fits_at(const Config& c, const graph::Model& model, const Source& source,
-                  const PlanSpace& space, std::map<std::pair<int, int64_t>, int64_t>& dead,
-                  Job* job) {
+                  const PlanSpace& space, std::map<LayoutKey, int64_t>& dead, Job* job) {
   const std::vector<DeviceSpec> devices = parse_devices(c.devices, c.threads_per_device);
-  std::vector<std::pair<int, int>> layouts;  // (spatial, micro-batches), leanest first
-  for (auto s = space.spatial.rbegin(); s != space.spatial.rend(); ++s)
-    for (auto m = space.microbatches.rbegin(); m != space.microbatches.rend(); ++m)
-      layouts.emplace_back(*s, *m);
+  // (precision, spatial, micro-batches), leanest first: the reduced precision, the most slabs,
+  // the smallest micro-batches.
+  std::vector<std::tuple<Precision, int, int>> layouts;
+  const std::vector<Precision> precisions =
+      space.precisions.empty() ? std::vector<Precision>{c.precision} : space.precisions;
+  for (auto p = precisions.rbegin(); p != precisions.rend(); ++p)
+    for (auto s = space.spatial.rbegin(); s != space.spatial.rend(); ++s)
+      for (auto m = space.microbatches.rbegin(); m != space.microbatches.rend(); ++m)
+        layouts.emplace_back(*p, *s, *m);
   VolumeFit out;
-  std::set<std::pair<int, int64_t>> measured;
-  for (const auto& [s, m] : layouts) {
-    const std::pair<int, int64_t> key{s, micro_size(c.batch, m)};
+  std::set<LayoutKey> measured;
+  for (const auto& [precision, s, m] : layouts) {
+    const LayoutKey key{precision, s, micro_size(c.batch, m)};
     const auto gone = dead.find(key);
     if ((gone != dead.end() && c.volume >= gone->second) || measured.count(key)) continue;
     measured.insert(key);
     Config layout = c;
     layout.spatial = s;
     layout.microbatches = m;
+    layout.precision = precision;
     LayoutCosts l;
     l.spatial = s;
-    l.micro = key.second;
+    l.micro = std::get<2>(key);
+    l.precision = precision;
     l.bytes = measure_bytes(PlanInputs{model, layout, source, {devices.front()}, false, job});
     // Bytes decide whether it fits: no times (every split then costs the same).
     const size_t n = model.layers.size();
@@ -59,9 +70,10 @@ VolumeFit fits_at(const Config& c, const graph::Model& model, const Source& sour
     l.times.weight.assign(n, 0.0);
     PlanSpace one = space;
     one.spatial = {s};
+    one.precisions = {precision};
     one.microbatches.clear();
     for (int k : space.microbatches)
-      if (micro_size(c.batch, k) == key.second) one.microbatches.push_back(k);
+      if (micro_size(c.batch, k) == std::get<2>(key)) one.microbatches.push_back(k);
     PlanCosts costs;
     costs.layouts = {l};
     const Planning p = plan_search(c, model, one, costs, 1);
@@ -97,7 +109,7 @@ LargestVolume largest_volume(const Config& c, int64_t grid,
                "the largest volume is the largest under a budget: give Config::device_memory");
   constexpr int64_t kMost = 4096;  // Config::volume's largest
   LargestVolume out;
-  std::map<std::pair<int, int64_t>, int64_t> dead;
+  std::map<LayoutKey, int64_t> dead;
   std::map<int64_t, std::string> why;  // a volume that does not fit: why
   auto fits = [&](int64_t v) {
     Config at = c;

@@ -12,11 +12,11 @@
 
 namespace tandem::train {
 
-const LayoutCosts& PlanCosts::of(int spatial, int64_t micro) const {
+const LayoutCosts& PlanCosts::of(int spatial, int64_t micro, Precision precision) const {
   for (const LayoutCosts& l : layouts)
-    if (l.spatial == spatial && l.micro == micro) return l;
-  TANDEM_CHECK(false, "no costs were measured for slabs of {} and micro-batches of {}", spatial,
-               micro);
+    if (l.spatial == spatial && l.micro == micro && l.precision == precision) return l;
+  TANDEM_CHECK(false, "no costs were measured for slabs of {} and micro-batches of {} in {}",
+               spatial, micro, name_of(precision));
 }
 
 double measured_core_efficiency(int cores) {
@@ -53,22 +53,29 @@ PlanCosts measure_plan_costs(const Config& c, const graph::Model& model, const S
   const std::vector<DeviceSpec> devices = parse_devices(c.devices, c.threads_per_device);
   PlanCosts costs;
   costs.core_efficiency = measured_core_efficiency(available_cores());
-  for (int s : space.spatial) {
-    for (int m : space.microbatches) {
-      const int64_t micro = c.batch / m + (c.batch % m ? 1 : 0);  // the largest micro-batch
-      bool measured = false;
-      for (const LayoutCosts& l : costs.layouts) measured |= l.spatial == s && l.micro == micro;
-      if (measured) continue;
-      Config layout = c;
-      layout.spatial = s;
-      layout.microbatches = m;
-      const PlanInputs in{model, layout, source, {devices.front()}, false, job};
-      LayoutCosts l;
-      l.spatial = s;
-      l.micro = micro;
-      l.bytes = measure_bytes(in);
-      l.times = measure_times(in, repeats);
-      costs.layouts.push_back(std::move(l));
+  const std::vector<Precision> precisions =
+      space.precisions.empty() ? std::vector<Precision>{c.precision} : space.precisions;
+  for (Precision p : precisions) {
+    for (int s : space.spatial) {
+      for (int m : space.microbatches) {
+        const int64_t micro = c.batch / m + (c.batch % m ? 1 : 0);  // the largest micro-batch
+        bool measured = false;
+        for (const LayoutCosts& l : costs.layouts)
+          measured |= l.spatial == s && l.micro == micro && l.precision == p;
+        if (measured) continue;
+        Config layout = c;
+        layout.spatial = s;
+        layout.microbatches = m;
+        layout.precision = p;
+        const PlanInputs in{model, layout, source, {devices.front()}, false, job};
+        LayoutCosts l;
+        l.spatial = s;
+        l.micro = micro;
+        l.precision = p;
+        l.bytes = measure_bytes(in);
+        l.times = measure_times(in, repeats);
+        costs.layouts.push_back(std::move(l));
+      }
     }
   }
   costs.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

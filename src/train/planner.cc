@@ -15,6 +15,7 @@
 #include "schedule/lower.h"
 #include "tandem/common/check.h"
 #include "tandem/common/device.h"
+#include "tandem/graph/precision.h"
 #include "tandem/schedule/registry.h"
 #include "tandem/schedule/simulate.h"
 #include "tandem/spatial/slabs.h"
@@ -82,6 +83,7 @@ std::string configuration_flags(const Config& c) {
   words.push_back(flag_and_value(c, "microbatches"));
   words.push_back(flag_and_value(c, "recompute"));
   if (c.balance.size() > 1) words.push_back(flag_and_value(c, "balance"));
+  if (c.precision != Precision::kFp32) words.push_back(flag_and_value(c, "precision"));
   return fmt::format("{}", fmt::join(words, " "));
 }
 
@@ -308,6 +310,7 @@ PlannedRun plan_one(const Config& base, const graph::Model& model, const PlanSpa
   PlannedRun run;
   Config& c = run.config;
   c = base;
+  c.precision = costs.precision;
   c.spatial = spatial;
   c.microbatches = microbatches;
   c.schedule = name;
@@ -410,6 +413,15 @@ PlanSpace plan_space(const Config& c, const graph::Model& model, const Source& s
   space.recompute =
       is_fixed("recompute") ? std::vector<bool>{c.recompute} : std::vector<bool>{false, true};
   if (is_fixed("virtual_stages")) space.virtual_stages = c.virtual_stages;
+  space.precisions = {c.precision};
+  if (!is_fixed("precision")) {
+    // bf16 where every device's kernels compute it here; fp16 needs CUDA devices.
+    space.precisions = {Precision::kFp32};
+    bool bf16 = true;
+    for (const DeviceSpec& d : devices)
+      bf16 &= graph::reduced_precision_refusal(d.device, c10::kBFloat16).empty();
+    if (bf16) space.precisions.push_back(Precision::kBf16);
+  }
   return space;
 }
 
@@ -423,12 +435,15 @@ Planning plan_search(const Config& c, const graph::Model& model, const PlanSpace
   p.measure_seconds = costs.seconds;
   p.layouts = static_cast<int>(costs.layouts.size());
   p.core_efficiency = costs.core_efficiency;
-  for (int s : space.spatial)
-    for (int m : space.microbatches)
-      for (const std::string& name : space.schedules)
-        for (bool recompute : space.recompute)
-          p.runs.push_back(plan_one(c, model, space, costs.of(s, micro_of(c.batch, m)), s, m, name,
-                                    recompute, cores, costs.core_efficiency));
+  const std::vector<Precision> precisions =
+      space.precisions.empty() ? std::vector<Precision>{c.precision} : space.precisions;
+  for (Precision precision : precisions)
+    for (int s : space.spatial)
+      for (int m : space.microbatches)
+        for (const std::string& name : space.schedules)
+          for (bool recompute : space.recompute)
+            p.runs.push_back(plan_one(c, model, space, costs.of(s, micro_of(c.batch, m), precision),
+                                      s, m, name, recompute, cores, costs.core_efficiency));
   // Fitting, fastest first (the leaner of two as fast); then over the budget, leanest first;
   // then those that cannot run. Stable: ties keep the space's order.
   auto rank = [](const PlannedRun& r) { return !r.why_not.empty() ? 2 : r.fits ? 0 : 1; };

@@ -79,6 +79,32 @@ TEST(Planner, StepIsTheScheduleOnTheStagesTimes) {
   EXPECT_THROW(plan_search(f.config, f.model, one("1f1b", 1, false), costs, 16), Error);
 }
 
+// Each precision of the space is planned on its own layout's costs, and the flags say it.
+TEST(Planner, PlansEachPrecisionOnItsOwnCosts) {
+  Fixture f = mlp(4, 2, [](int) { return 1.0; });
+  f.config.balance = {4, 4};
+  LayoutCosts bf16 = f.costs;
+  bf16.precision = Precision::kBf16;
+  for (auto* times :
+       {&bf16.times.forward, &bf16.times.backward, &bf16.times.input, &bf16.times.weight})
+    for (double& t : *times) t /= 2;
+  PlanCosts costs;
+  costs.layouts = {f.costs, bf16};
+  PlanSpace space = one("gpipe", 2, false);
+  space.precisions = {Precision::kFp32, Precision::kBf16};
+  const Planning p = plan_search(f.config, f.model, space, costs, 16);
+  ASSERT_EQ(p.runs.size(), 2u);
+  EXPECT_EQ(p.runs[0].config.precision, Precision::kBf16) << "half the time: first";
+  EXPECT_DOUBLE_EQ(p.runs[0].step_seconds, 18);
+  EXPECT_EQ(p.runs[0].flags,
+            "--schedule gpipe --microbatches 2 --recompute none --balance 4,4 --precision bf16");
+  EXPECT_EQ(p.runs[1].config.precision, Precision::kFp32);
+  EXPECT_DOUBLE_EQ(p.runs[1].step_seconds, 36);
+  // A precision whose costs were not measured is refused.
+  costs.layouts = {f.costs};
+  EXPECT_THROW(plan_search(f.config, f.model, space, costs, 16), Error);
+}
+
 TEST(Planner, SearchFindsTheBestOfEverySplit) {
   // Uneven layers, so the split matters; the budget rules out the fastest splits.
   auto forward = [](int l) { return 1.0 + (l * 7 % 5); };

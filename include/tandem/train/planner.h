@@ -47,6 +47,9 @@ struct PlanSpace {
   std::vector<int> microbatches;
   std::vector<std::string> schedules;
   std::vector<bool> recompute;
+  // fp32, and bf16 where this process's kernels compute it on every device (on CPU devices:
+  // --cpu-kernels native on a processor with AVX-512 or AMX), unless --precision is given.
+  std::vector<Precision> precisions;
   int virtual_stages = 2;  // for a schedule that takes them (interleaved)
   // Up to this many contiguous splits of the layers into a configuration's stages, every one
   // is planned; beyond, the split by time under the budget alone (planner.cc says why).
@@ -54,16 +57,19 @@ struct PlanSpace {
 };
 
 // The space for `c` (its devices, batch and model) with the Config fields named in `fixed`
-// ("spatial", "microbatches", "schedule", "recompute", "virtual_stages", "balance", "stages")
+// ("spatial", "microbatches", "schedule", "recompute", "virtual_stages", "balance", "stages",
+// "precision")
 // held at c's values. Throws tandem::Error for a configuration no search can start from (CUDA
 // devices: the costs are measured on the CPU).
 PlanSpace plan_space(const Config& c, const graph::Model& model, const Source& source,
                      const std::set<std::string>& fixed = {});
 
-// The costs of one layout: slabs of `spatial`, micro-batches of `micro` samples.
+// The costs of one layout: slabs of `spatial`, micro-batches of `micro` samples, forwards in
+// `precision`.
 struct LayoutCosts {
   int spatial = 1;
   int64_t micro = 1;
+  Precision precision = Precision::kFp32;
   runtime::LayerBytes bytes;
   runtime::LayerTimes times;
 };
@@ -76,7 +82,7 @@ struct PlanCosts {
   // measured_core_efficiency().
   double core_efficiency = 1;
   // The layout's costs; throws tandem::Error when they were not measured.
-  const LayoutCosts& of(int spatial, int64_t micro) const;
+  const LayoutCosts& of(int spatial, int64_t micro, Precision precision = Precision::kFp32) const;
 };
 
 // Runs the same products (single-threaded matrix products of 384 x 384) on one thread alone and
