@@ -4,10 +4,10 @@
 #include <torch/nn/modules/conv.h>
 
 #include "tandem/common/check.h"
-#include "tandem/graph/precision.h"
 #include "tandem/models/conv3d_stack.h"
 #include "tandem/models/layers.h"
 #include "tandem/models/split_conv.h"
+#include "tandem/models/transposed_product.h"
 #include "tandem/spatial/forward_chunks.h"
 #include "tandem/spatial/group_sum.h"
 
@@ -51,23 +51,6 @@ graph::Layer pool_layer(int level, int levels) {
       {fmt::format("skip{}", level)}, {name});
 }
 
-// A transposed convolution of kernel 2 and stride 2 as one matrix product: each input voxel's
-// channels times the weight [in, out x 8] give the out x 2x2x2 block it becomes. For a reduced
-// --precision on CPU devices, where LibTorch (1.13) has no bf16 transposed convolution: autocast
-// runs it in fp32, on an fp32 copy of its input kept for the backward, and its fp32 output makes
-// the decoder's halos and messages fp32 too. Autocast computes this product (addmm) in bf16.
-torch::Tensor up_as_product(const torch::Tensor& x, const torch::Tensor& weight,
-                            const torch::Tensor& bias) {
-  const auto s = x.sizes();
-  const int64_t in = weight.size(0), out = weight.size(1);
-  const torch::Tensor rows = x.permute({0, 2, 3, 4, 1}).reshape({-1, in});
-  const torch::Tensor y =
-      torch::addmm(bias.repeat_interleave(8), rows, weight.reshape({in, out * 8}));
-  return y.view({s[0], s[2], s[3], s[4], out, 2, 2, 2})
-      .permute({0, 4, 1, 5, 2, 6, 3, 7})
-      .reshape({s[0], out, 2 * s[2], 2 * s[3], 2 * s[4]});
-}
-
 // Conv3DTranspose(2x2x2, stride 2): [B,in,D,H,W] -> [B,out,2D,2H,2W]. `voxels_in` per sample.
 graph::Layer up_layer(int level, int64_t in, int64_t out, std::string input, int64_t voxels_in) {
   torch::nn::ConvTranspose3d up(torch::nn::ConvTranspose3dOptions(in, out, 2).stride(2));
@@ -79,10 +62,11 @@ graph::Layer up_layer(int level, int64_t in, int64_t out, std::string input, int
         std::dynamic_pointer_cast<torch::nn::ConvTranspose3dImpl>(module));
     return [up](const graph::Tensors& x) mutable {
       const torch::Tensor& in = x[0];
-      const bool product =
-          in.is_cpu() && graph::in_autocast_type(in).scalar_type() != torch::kFloat;
+      // Under bf16 on CPU devices, as a matrix product (transposed_product.h).
+      const bool product = transposed_conv_as_product_here(in, up->weight, {2, 2, 2});
       auto run = [&](const torch::Tensor& piece) {
-        return product ? up_as_product(piece, up->weight, up->bias) : up->forward(piece);
+        return product ? transposed_conv_as_product(piece, up->weight, up->bias)
+                       : up->forward(piece);
       };
       // Forward only, as split_conv3d's: input planes in chunks, each giving its own two output
       // planes per input plane (the kernel does not overlap itself).

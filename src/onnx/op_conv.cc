@@ -7,6 +7,7 @@
 
 #include "ops.h"
 #include "tandem/graph/precision.h"
+#include "tandem/models/transposed_product.h"
 #include "tandem/spatial/forward_chunks.h"
 #include "tandem/spatial/group_sum.h"
 #include "tandem/spatial/halo_conv.h"
@@ -188,7 +189,13 @@ Op conv_transpose(const Node& n) {
     for (size_t i = 0; i < dims; ++i)
       torch_path = torch_path && output_padding[i] < std::max(w.strides[i], w.dilations[i]);
     if (torch_path) {
+      // Under bf16 on CPU devices a kernel as large as its stride (no padding, dilation or
+      // groups) is one matrix product in bf16 (models/transposed_product.h).
+      bool product = groups == 1 && models::transposed_conv_as_product_here(x, weight, w.strides);
+      for (size_t i = 0; i < dims; ++i)
+        product = product && p.begin[i] == 0 && output_padding[i] == 0 && w.dilations[i] == 1;
       auto transposed = [&](const torch::Tensor& piece) {
+        if (product) return models::transposed_conv_as_product(piece, weight, bias);
         return transposed_conv(piece, weight, bias, w.strides, p.begin, output_padding, groups,
                                w.dilations);
       };

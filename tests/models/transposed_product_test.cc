@@ -1,0 +1,72 @@
+// A transposed convolution whose kernel equals its stride, as one matrix product
+// (models/transposed_product.h): the same output and gradients as LibTorch's transposed
+// convolution, in fp32, for 1 to 3 spatial axes, kernels of 2 and 3, with and without a bias; and
+// taken only under autocast to a reduced type on CPU devices, for such kernels.
+#include "tandem/models/transposed_product.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "tandem/graph/precision.h"
+
+namespace tandem {
+namespace {
+
+torch::Tensor reference(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                        std::vector<int64_t> stride) {
+  switch (x.dim()) {
+    case 3:
+      return torch::conv_transpose1d(x, w, b, stride);
+    case 4:
+      return torch::conv_transpose2d(x, w, b, stride);
+    default:
+      return torch::conv_transpose3d(x, w, b, stride);
+  }
+}
+
+TEST(TransposedProduct, IsTheTransposedConvolutionWhereTheKernelIsItsStride) {
+  torch::manual_seed(0);
+  for (int dims = 1; dims <= 3; ++dims) {
+    for (int64_t k : {2, 3}) {
+      for (bool with_bias : {true, false}) {
+        std::vector<int64_t> xs{2, 3}, ws{3, 5}, stride;
+        for (int i = 0; i < dims; ++i) {
+          xs.push_back(3 + i);
+          ws.push_back(k);
+          stride.push_back(k);
+        }
+        const torch::Tensor x0 = torch::randn(xs), w0 = torch::randn(ws), b0 = torch::randn({5});
+        auto run = [&](bool product) {
+          torch::Tensor x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true),
+                        b = with_bias ? b0.clone().requires_grad_(true) : torch::Tensor();
+          torch::Tensor y =
+              product ? models::transposed_conv_as_product(x, w, b) : reference(x, w, b, stride);
+          torch::manual_seed(1);
+          y.backward(torch::randn(y.sizes()));
+          std::vector<torch::Tensor> out{y.detach(), x.grad(), w.grad()};
+          if (with_bias) out.push_back(b.grad());
+          return out;
+        };
+        const auto want = run(false), got = run(true);
+        for (size_t i = 0; i < want.size(); ++i) {
+          ASSERT_EQ(got[i].sizes(), want[i].sizes()) << dims << "D k=" << k << " tensor " << i;
+          EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-5, 1e-5))
+              << dims << "D k=" << k << " bias " << with_bias << " tensor " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(TransposedProduct, TakenUnderAReducedCpuAutocastForAKernelAsLargeAsItsStride) {
+  const torch::Tensor x = torch::randn({1, 2, 4, 4, 4}), w = torch::randn({2, 3, 2, 2, 2});
+  EXPECT_FALSE(models::transposed_conv_as_product_here(x, w, {2, 2, 2})) << "no autocast";
+  graph::ScopedAutocast autocast(c10::kCPU, c10::kBFloat16);
+  EXPECT_TRUE(models::transposed_conv_as_product_here(x, w, {2, 2, 2}));
+  EXPECT_FALSE(models::transposed_conv_as_product_here(x, w, {1, 2, 2})) << "overlapping blocks";
+  EXPECT_FALSE(
+      models::transposed_conv_as_product_here(x, torch::randn({2, 3, 3, 3, 3}), {2, 2, 2}));
+}
+
+}  // namespace
+}  // namespace tandem
