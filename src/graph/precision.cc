@@ -90,6 +90,10 @@ std::vector<torch::Tensor> forward_in_precision(const Layer& layer,
   return layer.forward(inputs);
 }
 
+c10::ScalarType autocast_type_here(c10::Device device) {
+  return autocast_enabled(device.type()) ? autocast_type(device.type()) : c10::kFloat;
+}
+
 torch::Tensor in_autocast_type(const torch::Tensor& t) {
   if (!t.defined() || !t.is_floating_point() || !autocast_enabled(t.device().type())) return t;
   return reduced_to(t, autocast_type(t.device().type()));

@@ -9,7 +9,7 @@ namespace tandem::models {
 
 bool transposed_conv_as_product_here(const torch::Tensor& x, const torch::Tensor& weight,
                                      at::IntArrayRef strides) {
-  if (!x.is_cpu() || graph::in_autocast_type(x).scalar_type() == x.scalar_type() || x.dim() < 3 ||
+  if (!x.is_cpu() || graph::autocast_type_here(x.device()) == c10::kFloat || x.dim() < 3 ||
       x.dim() > 5 || weight.dim() != x.dim() || static_cast<int64_t>(strides.size()) != x.dim() - 2)
     return false;
   for (int64_t i = 0; i < x.dim() - 2; ++i)

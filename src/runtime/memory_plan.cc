@@ -57,10 +57,13 @@ std::vector<double> peaks(const graph::Model& model, const LayerBytes& bytes,
   const Messages m = message_bytes(model, bytes, partition, recompute, lowered);
   std::vector<double> out;
   const bool split = splits_backward(lowered);
+  const int with_loss = loss_stage(uses, partition);
   for (int s = 0; s < partition.num_stages; ++s) {
     auto [begin, end] = partition.layers_of(s);
     const StageParts p = stage_parts(uses, bytes, begin, end, recompute, &partition, split);
-    out.push_back(p.peak(in_flight[s], m.ahead[s] + (late ? m.late[s] : 0.0)));
+    out.push_back(
+        p.peak(in_flight[s], m.ahead[s] + (late ? m.late[s] : 0.0)) +
+        (s == with_loss ? loss_scalars(lowered, in_flight[static_cast<size_t>(s)]) : 0.0));
   }
   return out;
 }
@@ -90,6 +93,7 @@ std::vector<double> device_peaks(const graph::Model& model, const LayerBytes& by
   const TensorUses uses = index_tensors(model, bytes);
   const Messages m = message_bytes(model, bytes, partition, recompute, &lowered);
   const bool split = splits_backward(&lowered);
+  const int with_loss = loss_stage(uses, partition);
   std::vector<StageParts> parts;
   for (int s = 0; s < partition.num_stages; ++s) {
     auto [begin, end] = partition.layers_of(s);
@@ -116,7 +120,8 @@ std::vector<double> device_peaks(const graph::Model& model, const LayerBytes& by
       // A micro-batch is let go by its backward, or by its W where the backward is split.
       if (a.op == schedule::Op::kBackward || a.op == schedule::Op::kWeight) --held[a.stage];
     }
-    out.push_back(state + std::max(most + ahead, step));
+    out.push_back(state + std::max(most + ahead, step) +
+                  (stages.count(with_loss) ? loss_scalars(&lowered, 0) : 0.0));
   }
   return out;
 }

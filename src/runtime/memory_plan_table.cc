@@ -21,10 +21,13 @@ std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes
   const double total_flops = forward_flops(model, 0, static_cast<int>(model.layers.size()));
   std::vector<uint64_t> planned_bytes, at_most_bytes;
   const bool split = splits_backward(lowered);
+  const int with_loss = loss_stage(uses, partition);
   for (int s = 0; s < partition.num_stages; ++s) {
     auto [begin, end] = partition.layers_of(s);
     const StageParts p = stage_parts(uses, bytes, begin, end, recompute, &partition, split);
-    const double planned = p.peak(in_flight[s], m.ahead[s]);
+    // The state column shows the loss stage's scalars with the parameters' state.
+    const double scalars = s == with_loss ? loss_scalars(lowered, in_flight[s]) : 0.0;
+    const double planned = p.peak(in_flight[s], m.ahead[s]) + scalars;
     planned_bytes.push_back(static_cast<uint64_t>(planned));
     at_most_bytes.push_back(static_cast<uint64_t>(planned + m.late[s]));
     // The stage's share of the model's forward FLOPs, where the layers know theirs.
@@ -32,9 +35,10 @@ std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes
         total_flops > 0
             ? fmt::format("{:.0f}%", 100 * forward_flops(model, begin, end) / total_flops)
             : "-";
-    out += fmt::format(row, s, partition.layer_range(model, s), share, in_flight[s],
-                       mib(p.per_microbatch), mib(p.workspace), mib(m.ahead[s]), mib(p.state),
-                       mib(planned), mib(m.late[s]), mib(planned + m.late[s]));
+    out +=
+        fmt::format(row, s, partition.layer_range(model, s), share, in_flight[s],
+                    mib(p.per_microbatch), mib(p.workspace), mib(m.ahead[s]),
+                    mib(p.state + scalars), mib(planned), mib(m.late[s]), mib(planned + m.late[s]));
   }
   // The same two columns in bytes, for programs.
   out += fmt::format("planned: peak_bytes={} at_most_bytes={}\n", fmt::join(planned_bytes, ","),

@@ -17,6 +17,15 @@ double forward_flops(const graph::Model& model, int begin, int end) {
   return flops;
 }
 
+double loss_scalars(const schedule::Schedule* lowered, int in_flight) {
+  return 3 * 4.0 * (lowered ? lowered->num_microbatches : in_flight);
+}
+
+int loss_stage(const TensorUses& u, const graph::Partition& partition) {
+  const int made = u.output >= 0 ? u.producer[static_cast<size_t>(u.output)] : -1;
+  return made >= 0 ? partition.stage_of_layer[static_cast<size_t>(made)] : partition.num_stages - 1;
+}
+
 TensorUses index_tensors(const graph::Model& model, const LayerBytes& bytes) {
   TensorUses u;
   std::map<std::string, int> ids;

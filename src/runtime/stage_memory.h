@@ -66,6 +66,14 @@ struct TensorUses {
 
 TensorUses index_tensors(const graph::Model& model, const LayerBytes& bytes);
 
+// The stage that computes the loss holds, until the step ends, three fp32 scalars per
+// micro-batch of the step (Executor: the micro-batch's loss, its share of the step's, their
+// running sum), when every other tensor of the step may be gone: bytes the layers' measurement
+// does not see. Of `lowered`'s micro-batches, or `in_flight` without a schedule.
+double loss_scalars(const schedule::Schedule* lowered, int in_flight);
+// The stage of `partition` that computes the loss: the one that makes the model's output.
+int loss_stage(const TensorUses& u, const graph::Partition& partition);
+
 // The parts of the peak of layers [begin, end) as one stage; `partition` (null while partitions
 // are searched) says which stages read what it sends.
 // `split_backward`: the schedule splits backwards into I and W (splits_backward), so each

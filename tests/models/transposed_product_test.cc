@@ -61,8 +61,12 @@ TEST(TransposedProduct, IsTheTransposedConvolutionWhereTheKernelIsItsStride) {
 TEST(TransposedProduct, TakenUnderAReducedCpuAutocastForAKernelAsLargeAsItsStride) {
   const torch::Tensor x = torch::randn({1, 2, 4, 4, 4}), w = torch::randn({2, 3, 2, 2, 2});
   EXPECT_FALSE(models::transposed_conv_as_product_here(x, w, {2, 2, 2})) << "no autocast";
+  EXPECT_FALSE(models::transposed_conv_as_product_here(x.to(torch::kBFloat16), w, {2, 2, 2}))
+      << "a bf16 tensor without autocast";
   graph::ScopedAutocast autocast(c10::kCPU, c10::kBFloat16);
   EXPECT_TRUE(models::transposed_conv_as_product_here(x, w, {2, 2, 2}));
+  EXPECT_TRUE(models::transposed_conv_as_product_here(x.to(torch::kBFloat16), w, {2, 2, 2}))
+      << "a bf16 tensor under autocast: the output of a bf16 layer";
   EXPECT_FALSE(models::transposed_conv_as_product_here(x, w, {1, 2, 2})) << "overlapping blocks";
   EXPECT_FALSE(
       models::transposed_conv_as_product_here(x, torch::randn({2, 3, 3, 3, 3}), {2, 2, 2}));

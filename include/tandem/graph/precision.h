@@ -43,6 +43,10 @@ class ScopedAutocast {
 std::vector<torch::Tensor> forward_in_precision(const Layer& layer,
                                                 const std::vector<torch::Tensor>& inputs);
 
+// The type autocast computes convolutions and products in on `device`'s type of device in the
+// calling thread: its reduced type while on, kFloat while off.
+c10::ScalarType autocast_type_here(c10::Device device);
+
 // `t` in the type autocast computes in on its device where autocast is on there (a
 // differentiable cast), else `t`: for operations autocast does not list that compute as a
 // convolution does (aten::convolution, which ONNX graphs' convolutions call).
