@@ -188,6 +188,12 @@ add_test(NAME onnx_plan_unet_instance_norm
   COMMAND ${plan_check} --model ${onnx_fixtures}/plan/unet_small.onnx ${plan_volume} --volume 32
     --batch 4 --microbatches 2 --train-samples 8 -- --devices 1 -- --devices 2 --spatial 2
     -- --devices 2 --stages 2 -- --devices 4 --stages 2 --spatial 2)
+# The same U-Net in bf16 (skipped, status 77, where the kernels compute no bf16).
+add_test(NAME onnx_plan_unet_bf16
+  COMMAND ${plan_check} --model ${onnx_fixtures}/plan/unet.onnx ${plan_volume} --volume 48
+    --batch 2 --microbatches 1 --train-samples 4 --cpu-kernels native --precision bf16
+    -- --devices 1 -- --devices 2 --spatial 2 -- --devices 4 --spatial 4 -- --devices 2 --stages 2)
+set_tests_properties(onnx_plan_unet_bf16 PROPERTIES SKIP_RETURN_CODE 77)
 add_test(NAME onnx_plan_keras
   COMMAND ${plan_check} --model ${onnx_fixtures}/keras.onnx --data mnist --batch 32
     --microbatches 2 --eval-batch 32 --seed 0 -- --devices 1 -- --devices 2)
@@ -204,7 +210,7 @@ onnx_cli_test(plan_spatial_named_trains 0 "result: steps=2 " ${plan_unet_64} --d
 onnx_cli_test(plan_fit_trains_within_the_budget 0
   "planned peaks fit --device-memory 128.0 MiB.*result: steps=2 "
   ${plan_unet_64} --devices 4 --partition fit)
-foreach(test onnx_plan_unet onnx_plan_unet_instance_norm onnx_plan_keras)
+foreach(test onnx_plan_unet onnx_plan_unet_bf16 onnx_plan_unet_instance_norm onnx_plan_keras)
   set_tests_properties(${test} PROPERTIES WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   onnx_cli_fixtures(${test})
 endforeach()
