@@ -37,6 +37,7 @@
 #include "plain_models.h"
 #include "tandem/common/check.h"
 #include "tandem/common/device.h"
+#include "tandem/graph/precision.h"
 #include "tandem/memory/tracker.h"
 #include "tandem/models/conv3d_stack.h"
 #include "tandem/models/unet3d.h"
@@ -61,7 +62,16 @@ struct Options {
   int64_t batch = 8;
   int steps = 5;
   int repeats = 3;
+  std::string precision = "fp32";  // the forwards' type: fp32 | bf16 | fp16, both sides alike
 };
+
+// The type the forwards compute in: the plain loop under LibTorch's autocast to it, tandem with
+// PipelineOptions::precision.
+c10::ScalarType compute_type(const Options& o) {
+  if (o.precision == "bf16") return c10::kBFloat16;
+  if (o.precision == "fp16") return c10::kHalf;
+  return c10::kFloat;
+}
 
 // The tracker's device for the plain loop's CPU allocations (tandem's devices count from 0).
 constexpr int kPlainAccount = tandem::memory::Tracker::kMaxDevices - 1;
@@ -188,7 +198,13 @@ Run plain_run(const Options& o, const Target& t, const torch::Tensor& x, const t
     torch::optim::Adam opt(net->parameters(), torch::optim::AdamOptions(1e-4));
     auto step = [&] {
       opt.zero_grad();
-      m.loss(plain_forward(o, *net, x), y).backward();
+      torch::Tensor out;
+      {
+        tandem::graph::ScopedAutocast autocast(t.device, compute_type(o));
+        out = plain_forward(o, *net, x);
+      }
+      // The loss in fp32, as tandem computes it.
+      m.loss(out.to(torch::kFloat), y).backward();
       opt.step();
     };
     auto reset = [&] {
@@ -208,13 +224,15 @@ Run plain_run(const Options& o, const Target& t, const torch::Tensor& x, const t
 }
 
 std::unique_ptr<tandem::runtime::Pipeline> make_pipeline(const Options& o, const Target& t,
-                                                         const Variant& v) {
+                                                         const Variant& v,
+                                                         c10::ScalarType precision) {
   tandem::graph::Model m = make_model(o);
   tandem::runtime::PipelineOptions po;
   po.devices = tandem::parse_devices(t.devices(v.stages * v.slabs));
   po.schedule = o.schedule;
   po.microbatches = v.microbatches;
   po.slabs = v.slabs;
+  po.precision = precision;
   if (v.slabs > 1) po.slab_extent = o.volume;
   auto part = partition_for(o, m, v.stages);
   auto p = std::make_unique<tandem::runtime::Pipeline>(std::move(m), part, po);
@@ -226,7 +244,7 @@ std::unique_ptr<tandem::runtime::Pipeline> make_pipeline(const Options& o, const
 
 Run tandem_run(const Options& o, const Target& t, const Variant& v, const torch::Tensor& x,
                const torch::Tensor& y) {
-  auto p = make_pipeline(o, t, v);
+  auto p = make_pipeline(o, t, v, compute_type(o));
   auto step = [&] {
     p->forward_backward(x, y);
     p->optimizer_step();
@@ -263,7 +281,8 @@ bool check_same_function(const Options& o, const Target& t, const torch::Tensor&
   std::string line =
       fmt::format("# same function: loss at the initial weights, plain {:.6f}", plain);
   for (const Variant& v : variants(o)) {
-    const double loss = make_pipeline(o, t, v)->evaluate(x, y).loss;
+    // In fp32 whatever --precision: the same model, compared to fp32's rounding.
+    const double loss = make_pipeline(o, t, v, c10::kFloat)->evaluate(x, y).loss;
     const double rel = std::abs(loss - plain) / std::max(std::abs(plain), 1e-12);
     ok = ok && rel <= kCheckTolerance;
     line += fmt::format(
@@ -291,9 +310,9 @@ std::string peak_text(const std::vector<Run>& runs) {
 
 std::string describe(const Options& o) {
   if (o.model == "unet3d") {
-    return fmt::format("unet3d ({} levels, {} filters)", o.levels, o.filters);
+    return fmt::format("unet3d ({} levels, {} filters, {})", o.levels, o.filters, o.precision);
   }
-  return fmt::format("conv3d-stack ({} convs, {} filters)", o.convs, o.filters);
+  return fmt::format("conv3d-stack ({} convs, {} filters, {})", o.convs, o.filters, o.precision);
 }
 
 int run(const Options& o) {
@@ -415,6 +434,11 @@ int main(int argc, char** argv) {
   app.add_option("--steps", o.steps, "timed steps per run")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
+  app.add_option("--precision", o.precision,
+                 "fp32 | bf16 | fp16: the forwards' type, the plain loop under LibTorch's autocast "
+                 "(the same-function check stays fp32)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->capture_default_str();
   app.add_option("--repeats", o.repeats, "runs of each variant, in turn")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
