@@ -63,6 +63,7 @@ struct Options {
   int steps = 5;
   int repeats = 3;
   std::string precision = "fp32";  // the forwards' type: fp32 | bf16 | fp16, both sides alike
+  int threads_per_device = 1;      // CPU: each tandem device's threads (the plain loop: every core)
 };
 
 // The type the forwards compute in: the plain loop under LibTorch's autocast to it, tandem with
@@ -228,7 +229,7 @@ std::unique_ptr<tandem::runtime::Pipeline> make_pipeline(const Options& o, const
                                                          c10::ScalarType precision) {
   tandem::graph::Model m = make_model(o);
   tandem::runtime::PipelineOptions po;
-  po.devices = tandem::parse_devices(t.devices(v.stages * v.slabs));
+  po.devices = tandem::parse_devices(t.devices(v.stages * v.slabs), o.threads_per_device);
   po.schedule = o.schedule;
   po.microbatches = v.microbatches;
   po.slabs = v.slabs;
@@ -438,6 +439,12 @@ int main(int argc, char** argv) {
                  "fp32 | bf16 | fp16: the forwards' type, the plain loop under LibTorch's autocast "
                  "(the same-function check stays fp32)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->capture_default_str();
+  app.add_option("--threads-per-device", o.threads_per_device,
+                 "CPU: threads of each tandem device (the plain loop takes every core): give the "
+                 "cores over the devices to compare one device with the plain loop on the same "
+                 "cores")
+      ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   app.add_option("--repeats", o.repeats, "runs of each variant, in turn")
       ->capture_default_str()
