@@ -47,6 +47,35 @@ ChainAhead chain_ahead(const schedule::Schedule* chain, int stages) {
   return m;
 }
 
+// The most the stages of `parts` hold at once over `actions` (one device's, in order; only the
+// compute actions of stages in `of`, all when empty): at each, the acting micro-batch at its
+// worst (StageParts::running) and each other micro-batch as it is kept then: between its F and
+// its B (or I) its activations (StageParts::kept), between its I and its W what its deferred
+// work keeps (StageParts::deferred). `at_most`: with what a late receiver leaves in transit.
+double running_at_worst(const std::vector<StageParts>& parts,
+                        const std::vector<schedule::Action>& actions, const std::set<int>& of,
+                        bool at_most) {
+  std::map<int, int> before_input, before_weight;  // by stage: micro-batches held each way
+  double most = 0;
+  for (const schedule::Action& a : actions) {
+    if (a.kind != schedule::Kind::kCompute || (!of.empty() && !of.count(a.stage))) continue;
+    const StageParts& p = parts[static_cast<size_t>(a.stage)];
+    if (a.op == schedule::Op::kForward) ++before_input[a.stage];
+    // The acting micro-batch is counted below as it is kept: take that out for its running().
+    double held = p.running() - (a.op == schedule::Op::kWeight ? p.deferred : p.kept);
+    for (const auto& [stage, count] : before_input)
+      held += count * parts[static_cast<size_t>(stage)].kept;
+    for (const auto& [stage, count] : before_weight)
+      held += count * parts[static_cast<size_t>(stage)].deferred;
+    const bool several = before_input[a.stage] + before_weight[a.stage] > 1;
+    most = std::max(most, held + (at_most && several ? p.in_transit : 0.0));
+    if (a.op == schedule::Op::kBackward || a.op == schedule::Op::kInput) --before_input[a.stage];
+    if (a.op == schedule::Op::kInput) ++before_weight[a.stage];
+    if (a.op == schedule::Op::kWeight) --before_weight[a.stage];
+  }
+  return most;
+}
+
 // Per stage: the planned peak, with the messages late receivers leave when `late` is set.
 std::vector<double> peaks(const graph::Model& model, const LayerBytes& bytes,
                           const graph::Partition& partition, const std::vector<int>& in_flight,
@@ -58,12 +87,26 @@ std::vector<double> peaks(const graph::Model& model, const LayerBytes& bytes,
   std::vector<double> out;
   const bool split = splits_backward(lowered);
   const int with_loss = loss_stage(uses, partition);
+  std::vector<StageParts> parts;
   for (int s = 0; s < partition.num_stages; ++s) {
     auto [begin, end] = partition.layers_of(s);
-    const StageParts p = stage_parts(uses, bytes, begin, end, recompute, &partition, split);
-    out.push_back(
-        p.peak(in_flight[s], m.ahead[s] + (late ? m.late[s] : 0.0)) +
-        (s == with_loss ? loss_scalars(lowered, in_flight[static_cast<size_t>(s)]) : 0.0));
+    parts.push_back(stage_parts(uses, bytes, begin, end, recompute, &partition, split));
+  }
+  for (int s = 0; s < partition.num_stages; ++s) {
+    const StageParts& p = parts[static_cast<size_t>(s)];
+    const double messages = m.ahead[s] + (late ? m.late[s] : 0.0);
+    const double scalars =
+        s == with_loss ? loss_scalars(lowered, in_flight[static_cast<size_t>(s)]) : 0.0;
+    if (!split) {
+      out.push_back(p.peak(in_flight[s], messages, late) + scalars);
+      continue;
+    }
+    // Under a split backward the schedule says which micro-batches wait for their I and which
+    // for their W: the stage's own actions on its device, in order.
+    double most = 0;
+    for (const auto& actions : lowered->device_actions)
+      most = std::max(most, running_at_worst(parts, actions, {s}, late));
+    out.push_back(p.state + std::max(most + messages, p.step) + scalars);
   }
   return out;
 }
@@ -101,25 +144,15 @@ std::vector<double> device_peaks(const graph::Model& model, const LayerBytes& by
   }
   std::vector<double> out;
   for (const auto& actions : lowered.device_actions) {
-    std::map<int, int> held;  // micro-batches each stage of the device holds
-    double state = 0, ahead = 0, step = 0, most = 0;
+    double state = 0, ahead = 0, step = 0;
     std::set<int> stages;
     for (const schedule::Action& a : actions) {
-      if (a.kind != schedule::Kind::kCompute) continue;
-      if (stages.insert(a.stage).second) {
-        state += parts[a.stage].state;
-        ahead += m.ahead[a.stage] + m.late[a.stage];
-        step = std::max(step, parts[a.stage].step);
-      }
-      const StageParts& p = parts[a.stage];
-      if (a.op == schedule::Op::kForward) ++held[a.stage];
-      // The acting stage's running micro-batch at its worst, the rest as they are kept.
-      double kept = p.running() - p.per_microbatch;
-      for (const auto& [stage, count] : held) kept += count * parts[stage].per_microbatch;
-      most = std::max(most, kept + (held[a.stage] > 1 ? p.in_transit : 0.0));
-      // A micro-batch is let go by its backward, or by its W where the backward is split.
-      if (a.op == schedule::Op::kBackward || a.op == schedule::Op::kWeight) --held[a.stage];
+      if (a.kind != schedule::Kind::kCompute || !stages.insert(a.stage).second) continue;
+      state += parts[a.stage].state;
+      ahead += m.ahead[a.stage] + m.late[a.stage];
+      step = std::max(step, parts[a.stage].step);
     }
+    const double most = running_at_worst(parts, actions, {}, true);
     out.push_back(state + std::max(most + ahead, step) +
                   (stages.count(with_loss) ? loss_scalars(&lowered, 0) : 0.0));
   }

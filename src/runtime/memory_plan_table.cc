@@ -27,18 +27,18 @@ std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes
     const StageParts p = stage_parts(uses, bytes, begin, end, recompute, &partition, split);
     // The state column shows the loss stage's scalars with the parameters' state.
     const double scalars = s == with_loss ? loss_scalars(lowered, in_flight[s]) : 0.0;
-    const double planned = p.peak(in_flight[s], m.ahead[s]) + scalars;
+    const double planned = p.peak(in_flight[s], m.ahead[s], false) + scalars;
+    const double at_most = p.peak(in_flight[s], m.ahead[s] + m.late[s], true) + scalars;
     planned_bytes.push_back(static_cast<uint64_t>(planned));
-    at_most_bytes.push_back(static_cast<uint64_t>(planned + m.late[s]));
+    at_most_bytes.push_back(static_cast<uint64_t>(at_most));
     // The stage's share of the model's forward FLOPs, where the layers know theirs.
     const std::string share =
         total_flops > 0
             ? fmt::format("{:.0f}%", 100 * forward_flops(model, begin, end) / total_flops)
             : "-";
-    out +=
-        fmt::format(row, s, partition.layer_range(model, s), share, in_flight[s],
-                    mib(p.per_microbatch), mib(p.workspace), mib(m.ahead[s]),
-                    mib(p.state + scalars), mib(planned), mib(m.late[s]), mib(planned + m.late[s]));
+    out += fmt::format(row, s, partition.layer_range(model, s), share, in_flight[s],
+                       mib(p.per_microbatch), mib(p.workspace), mib(m.ahead[s]),
+                       mib(p.state + scalars), mib(planned), mib(at_most - planned), mib(at_most));
   }
   // The same two columns in bytes, for programs.
   out += fmt::format("planned: peak_bytes={} at_most_bytes={}\n", fmt::join(planned_bytes, ","),

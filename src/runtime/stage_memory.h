@@ -43,11 +43,13 @@ struct StageParts {
   // `messages`: bytes of messages held in a backward besides the above (held_messages.h).
   // The larger of the step's moments (a layer's forward or backward, with the other
   // micro-batches in flight) and the optimizer's step, which runs once every micro-batch's
-  // backward is done.
-  double peak(int in_flight, double messages) const {
+  // backward is done. `at_most`: with what a receiver that runs late leaves in transit (a
+  // receiver that keeps up takes it before the next forward: the planned peak leaves it out).
+  double peak(int in_flight, double messages, bool at_most = true) const {
     const double moments =
         in_flight >= 1 ? (in_flight - 1) * per_microbatch + running() : recomputed + workspace;
-    return state + std::max(moments + (in_flight > 1 ? in_transit : 0.0) + messages, step);
+    const double transit = at_most && in_flight > 1 ? in_transit : 0.0;
+    return state + std::max(moments + transit + messages, step);
   }
 };
 
