@@ -22,13 +22,18 @@ std::string memory_plan_table(const graph::Model& model, const LayerBytes& bytes
   std::vector<uint64_t> planned_bytes, at_most_bytes;
   const bool split = splits_backward(lowered);
   const int with_loss = loss_stage(uses, partition);
+  // The peaks as every other use of the plan computes them.
+  const std::vector<double> plan =
+      planned_peaks(model, bytes, partition, in_flight, recompute, lowered);
+  const std::vector<double> most =
+      stage_peaks(model, bytes, partition, in_flight, recompute, lowered);
   for (int s = 0; s < partition.num_stages; ++s) {
     auto [begin, end] = partition.layers_of(s);
     const StageParts p = stage_parts(uses, bytes, begin, end, recompute, &partition, split);
     // The state column shows the loss stage's scalars with the parameters' state.
     const double scalars = s == with_loss ? loss_scalars(lowered, in_flight[s]) : 0.0;
-    const double planned = p.peak(in_flight[s], m.ahead[s], false) + scalars;
-    const double at_most = p.peak(in_flight[s], m.ahead[s] + m.late[s], true) + scalars;
+    const double planned = plan[static_cast<size_t>(s)];
+    const double at_most = most[static_cast<size_t>(s)];
     planned_bytes.push_back(static_cast<uint64_t>(planned));
     at_most_bytes.push_back(static_cast<uint64_t>(at_most));
     // The stage's share of the model's forward FLOPs, where the layers know theirs.
