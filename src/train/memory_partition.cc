@@ -215,6 +215,16 @@ MemoryPartition memory_partition(const PlanInputs& in, int stages, const graph::
       runtime::memory_plan_table(model, bytes, out.partition, in_flight, c.recompute, &lowered);
   out.planned =
       runtime::planned_peaks(model, bytes, out.partition, in_flight, c.recompute, &lowered);
+  if (per_device && lowered.num_devices == static_cast<int>(devices.size())) {
+    // A device group's stages run in turn: its peak is not the sum of theirs.
+    out.group_planned = runtime::device_peaks(model, bytes, out.partition, c.recompute, lowered);
+    std::vector<std::string> each;
+    for (double b : out.group_planned)
+      each.push_back(memory::format_bytes(static_cast<uint64_t>(b)));
+    out.plan +=
+        fmt::format("each device group runs its stages in turn: at most {} (group 0 first)\n",
+                    fmt::join(each, ", "));
+  }
   // How even the compute is, where the schedule runs one device per device of the run.
   const auto forecast = runtime::flop_forecast(model, out.partition, sched);
   if (forecast && sched.num_devices == static_cast<int>(devices.size())) {
@@ -249,7 +259,7 @@ SpatialFit spatial_that_fits(const PlanInputs& in, int stages, int groups,
 BudgetVerdict budget_verdict(const std::vector<double>& planned,
                              const std::vector<DeviceSpec>& devices,
                              const std::vector<int>& stage_group, int slabs, uint64_t budget,
-                             bool per_rank) {
+                             bool per_rank, const std::string& unit) {
   std::map<std::string, double> bytes;  // by memory
   std::map<std::string, std::vector<int>> stages;
   for (size_t s = 0; s < planned.size(); ++s) {
@@ -270,11 +280,11 @@ BudgetVerdict budget_verdict(const std::vector<double>& planned,
   const double tenth = 0.1 * 1024 * 1024;
   const double enough = std::ceil(worst->second / tenth) * tenth;
   return {false,
-          fmt::format("warning: stage{} {} on {} plan{} {}, above Config::device_memory = "
+          fmt::format("warning: {}{} {} on {} plan{} {}, above Config::device_memory = "
                       "{}: expect the first step to stop out of memory; this split fits "
                       "Config::device_memory = {:.1f}MiB or more, and Config::recompute, more "
                       "Config::microbatches or more devices plan less\n",
-                      over.size() > 1 ? "s" : "", fmt::join(over, ", "), worst->first,
+                      unit, over.size() > 1 ? "s" : "", fmt::join(over, ", "), worst->first,
                       over.size() > 1 ? "" : "s", size, cap, enough / (1024 * 1024))};
 }
 

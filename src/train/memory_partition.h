@@ -20,7 +20,10 @@ struct MemoryPartition {
   graph::Partition partition;
   std::string plan;             // runtime::memory_plan_table
   std::vector<double> planned;  // the planned peak of every stage
-  runtime::LayerBytes bytes;    // the measurement planned from (a slab's under a spatial split)
+  // Where the schedule places its own stages, several per device group: each group's peak as
+  // it runs their actions in turn (runtime::device_peaks); else empty.
+  std::vector<double> group_planned;
+  runtime::LayerBytes bytes;  // the measurement planned from (a slab's under a spatial split)
 };
 
 // What a memory plan is made from: the model, its options and data, the device that leads
@@ -78,9 +81,11 @@ struct BudgetVerdict {
 
 // Whether the planned peaks fit a budget of `budget` bytes per memory, or which stages and
 // memory do not: stage s on the group `stage_group[s]` of `slabs` devices of `devices`.
+// `unit` names what `planned` lists in the warning: "stage", or "device group" for the peaks of
+// groups that run several stages in turn.
 BudgetVerdict budget_verdict(const std::vector<double>& planned,
                              const std::vector<DeviceSpec>& devices,
                              const std::vector<int>& stage_group, int slabs, uint64_t budget,
-                             bool per_rank);
+                             bool per_rank, const std::string& unit = "stage");
 
 }  // namespace tandem::train

@@ -196,6 +196,7 @@ void plan_partition(const Config& c, const graph::Model& model, const Source& so
   p.partition = std::move(m.partition);
   p.memory_plan = std::move(m.plan);
   p.planned = std::move(m.planned);
+  p.group_planned = std::move(m.group_planned);
   if (c.spatial > 1) p.memory_plan += slab_accounting(in, m.bytes);
 }
 
@@ -221,8 +222,14 @@ std::vector<int> stage_groups(const Config& c, bool chunked, const RunPlan& p) {
 void plan_budget(const Config& c, const graph::Model& model, const Source& source,
                  const PlanPlace& place, bool chunked, RunPlan& p) {
   if (p.planned.empty() || c.device_memory == 0) return;
-  const BudgetVerdict v = budget_verdict(p.planned, p.pipeline.devices, p.stage_group, c.spatial,
-                                         c.device_memory, place.per_rank);
+  std::vector<int> groups(p.group_planned.size());
+  for (size_t g = 0; g < groups.size(); ++g) groups[g] = static_cast<int>(g);
+  const BudgetVerdict v =
+      p.group_planned.empty()
+          ? budget_verdict(p.planned, p.pipeline.devices, p.stage_group, c.spatial, c.device_memory,
+                           place.per_rank)
+          : budget_verdict(p.group_planned, p.pipeline.devices, groups, c.spatial, c.device_memory,
+                           place.per_rank, "device group");
   p.memory_plan += v.line;
   p.fits = v.fits;
   if (v.fits || model.slab_dim < 0 || chunked ||

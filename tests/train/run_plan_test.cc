@@ -172,5 +172,33 @@ TEST(RunPlan, MemoryPlanAndBudgetWithoutAPipeline) {
   EXPECT_EQ(plan(c).pipeline.device_memory, 0u);
 }
 
+// zb-v places two stages on each device, which runs them in turn: its budget's verdict reads
+// each device's peak over its actions, less than the sum of its stages' peaks, and names the
+// device group over the budget.
+TEST(RunPlan, ADeviceOfSeveralStagesIsPlannedAsItRunsThem) {
+  Config c = unet(16);
+  c.devices = "2";
+  c.schedule = "zb-v";
+  c.microbatches = 2;
+  c.partition = PartitionBy::kMemory;
+  const RunPlan p = plan(c);
+  ASSERT_EQ(p.planned.size(), 4u);
+  ASSERT_EQ(p.group_planned.size(), 2u);
+  for (int g = 0; g < 2; ++g) {
+    double sum = 0;
+    for (size_t s = 0; s < p.planned.size(); ++s)
+      if (p.stage_group[s] == g) sum += p.planned[s];
+    EXPECT_LT(p.group_planned[static_cast<size_t>(g)], sum) << "device group " << g;
+    EXPECT_GT(p.group_planned[static_cast<size_t>(g)], 0.5 * sum) << "device group " << g;
+  }
+  c.device_memory = static_cast<uint64_t>(0.9 * std::max(p.group_planned[0], p.group_planned[1]));
+  const RunPlan tight = plan(c);
+  EXPECT_FALSE(tight.fits);
+  EXPECT_NE(tight.memory_plan.find("warning: device group"), std::string::npos)
+      << tight.memory_plan;
+  c.device_memory = static_cast<uint64_t>(std::max(p.group_planned[0], p.group_planned[1])) + 1;
+  EXPECT_TRUE(plan(c).fits) << "a budget the groups fit, below the sum of a group's stages";
+}
+
 }  // namespace
 }  // namespace tandem::train

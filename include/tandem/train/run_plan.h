@@ -50,6 +50,10 @@ struct RunPlan {
   // plan's text (runtime::memory_plan_table, the slab table under --spatial, the budget's
   // verdict and, over the budget, a --spatial that fits); else empty.
   std::vector<double> planned;
+  // Where the schedule places several stages on each device group (interleaved, zb-v): each
+  // group's peak as it runs its stages' actions in turn (runtime::device_peaks), which the
+  // budget's verdict reads instead of the sum of the stages' peaks; else empty.
+  std::vector<double> group_planned;
   std::string memory_plan;
   bool fits = true;  // false: a stage's planned peak exceeds Config::device_memory
 };
