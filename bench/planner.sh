@@ -27,7 +27,7 @@ run() {
     --progress none 2>&1) || { rows+=("| $setting | $* | failed: $(tail -1 <<<"$out") |"); return; }
   line=$(grep '^auto: predicted' <<<"$out")
   pred_ms=$(sed -n 's/.*predicted \([0-9.]*\) ms.*/\1/p' <<<"$line")
-  pred_peak=$(sed -n 's/.*ms per step and \([0-9.]* [KMG]iB\) on.*/\1/p' <<<"$line")
+  pred_peak=$(sed -n 's/.*ms per step and \([0-9.]* [KMG]iB\) (at most.*/\1/p' <<<"$line")
   meas_ms=$(sed -n 's/.*measured \([0-9.]*\) ms.*/\1/p' <<<"$line")
   meas_peak=$(sed -n 's/.*) and \([0-9.]* [KMG]iB\)$/\1/p' <<<"$line")
   sps=$(sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p' <<<"$out")

@@ -39,8 +39,8 @@ int run_train(TrainArgs& args) {
         "predicted {:.1f} ms per step, at most {} per device\n",
         p.runs.size(), p.measure_seconds, best.flags, best.step_seconds * 1000,
         memory::format_bytes(static_cast<uint64_t>(best.peak)));
-    args.observe.predicted =
-        train::ObserveOptions::Prediction{best.flags, best.step_seconds, best.device_peak};
+    args.observe.predicted = train::ObserveOptions::Prediction{
+        best.flags, best.step_seconds, best.device_peak, best.device_planned};
     c = best.config;
   };
   if (const int status = start_session(args.run, session, outputs, choose)) return status;
@@ -80,11 +80,16 @@ int run_train(TrainArgs& args) {
           measured_peak = std::max(measured_peak, m.peak_bytes);
         const double peak =
             *std::max_element(predicted->peak_bytes.begin(), predicted->peak_bytes.end());
+        const double planned = predicted->planned_bytes.empty()
+                                   ? peak
+                                   : *std::max_element(predicted->planned_bytes.begin(),
+                                                       predicted->planned_bytes.end());
         const int64_t later = std::max<int64_t>(1, r.steps - 1);
         std::cout << fmt::format(
-            "{}auto: predicted {:.1f} ms per step and {} on the fullest device; measured {:.1f} "
-            "ms per step (median of {} step{}{}) and {}\n",
+            "{}auto: predicted {:.1f} ms per step and {} (at most {}) on the fullest device; "
+            "measured {:.1f} ms per step (median of {} step{}{}) and {}\n",
             prefix, predicted->step_seconds * 1000,
+            memory::format_bytes(static_cast<uint64_t>(planned)),
             memory::format_bytes(static_cast<uint64_t>(peak)),
             observers.measured_step_seconds() * 1000, later, later == 1 ? "" : "s",
             r.steps > 1 ? " after the first" : "", memory::format_bytes(measured_peak));

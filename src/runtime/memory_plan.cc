@@ -129,7 +129,7 @@ std::vector<double> planned_peaks(const graph::Model& model, const LayerBytes& b
 
 std::vector<double> device_peaks(const graph::Model& model, const LayerBytes& bytes,
                                  const graph::Partition& partition, bool recompute,
-                                 const schedule::Schedule& lowered) {
+                                 const schedule::Schedule& lowered, bool at_most) {
   TANDEM_CHECK(lowered.num_stages == partition.num_stages,
                "the schedule has {} stages but the partition {}", lowered.num_stages,
                partition.num_stages);
@@ -149,10 +149,10 @@ std::vector<double> device_peaks(const graph::Model& model, const LayerBytes& by
     for (const schedule::Action& a : actions) {
       if (a.kind != schedule::Kind::kCompute || !stages.insert(a.stage).second) continue;
       state += parts[a.stage].state;
-      ahead += m.ahead[a.stage] + m.late[a.stage];
+      ahead += m.ahead[a.stage] + (at_most ? m.late[a.stage] : 0.0);
       step = std::max(step, parts[a.stage].step);
     }
-    const double most = running_at_worst(parts, actions, {}, true);
+    const double most = running_at_worst(parts, actions, {}, at_most);
     out.push_back(state + std::max(most + ahead, step) +
                   (stages.count(with_loss) ? loss_scalars(&lowered, 0) : 0.0));
   }

@@ -295,6 +295,7 @@ void Observers::write_report(const Result& r, const std::vector<MemoryPeak>& mem
                  {"predicted_step_seconds", options_.predicted->step_seconds},
                  {"measured_step_seconds", measured_step_seconds()},
                  {"predicted_peak_bytes", options_.predicted->peak_bytes},
+                 {"planned_peak_bytes", options_.predicted->planned_bytes},
                  {"measured_peak_bytes", device_peaks}};
   }
   write_output_file(options_.report, j.dump(2) + "\n");

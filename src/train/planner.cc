@@ -129,7 +129,8 @@ struct Setting {
 
 // A split's planned peaks and step time.
 struct Evaluated {
-  std::vector<double> device_peak;
+  std::vector<double> device_peak;     // at most
+  std::vector<double> device_planned;  // without what late receivers may leave
   std::vector<double> device_state;
   double peak = 0;
   bool fits = true;
@@ -210,20 +211,29 @@ Evaluated evaluate(const Setting& s, const graph::Partition& partition) {
   const int stages = partition.num_stages;
   const schedule::StageGraph graph{stages, graph::analyze(s.model, partition).consumers()};
   const schedule::Schedule lowered = schedule::lower(s.sched, graph);
-  const std::vector<double> planned =
+  const std::vector<double> at_most =
       runtime::stage_peaks(s.model, s.costs.bytes, partition, s.in_flight, s.recompute, &lowered);
+  const std::vector<double> planned =
+      runtime::planned_peaks(s.model, s.costs.bytes, partition, s.in_flight, s.recompute, &lowered);
   Evaluated e;
   e.device_peak.assign(static_cast<size_t>(s.groups), 0.0);
+  e.device_planned.assign(static_cast<size_t>(s.groups), 0.0);
   e.device_state.assign(static_cast<size_t>(s.groups), 0.0);
   // Where the schedule runs on the groups themselves (one stage each, or its own placement of
   // several), each group's peak as it runs its actions in order; else (more stages than
   // groups, placed round-robin) the sum of its stages' peaks.
   const bool on_groups = lowered.num_devices == s.groups;
-  if (on_groups)
+  if (on_groups) {
     e.device_peak = runtime::device_peaks(s.model, s.costs.bytes, partition, s.recompute, lowered);
+    e.device_planned =
+        runtime::device_peaks(s.model, s.costs.bytes, partition, s.recompute, lowered, false);
+  }
   for (int k = 0; k < stages; ++k) {
     const size_t g = static_cast<size_t>(s.stage_group[static_cast<size_t>(k)]);
-    if (!on_groups) e.device_peak[g] += planned[static_cast<size_t>(k)];
+    if (!on_groups) {
+      e.device_peak[g] += at_most[static_cast<size_t>(k)];
+      e.device_planned[g] += planned[static_cast<size_t>(k)];
+    }
     auto [begin, end] = partition.layers_of(k);
     for (int l = begin; l < end; ++l)
       e.device_state[g] += static_cast<double>(s.costs.bytes.state[static_cast<size_t>(l)]);
@@ -368,6 +378,7 @@ PlannedRun plan_one(const Config& base, const graph::Model& model, const PlanSpa
   c.partition = PartitionBy::kParameters;  // --balance gives the split
   run.flags = configuration_flags(c);
   run.device_peak = best->second.device_peak;
+  run.device_planned = best->second.device_planned;
   run.device_state = best->second.device_state;
   run.peak = best->second.peak;
   run.fits = best->second.fits;

@@ -136,10 +136,11 @@ std::vector<double> planned_peaks(const graph::Model& model, const LayerBytes& b
 // action as the device runs its list in order (the micro-batches each stage holds then, the
 // acting stage's workspace and, recomputing, its activations), plus the messages each stage
 // receives ahead and those a late receiver may leave with it: "at most", as stage_peaks. Below
-// the sum of its stages' peaks, which assumes every stage at its worst at once.
+// the sum of its stages' peaks, which assumes every stage at its worst at once. `at_most` false:
+// without what late receivers and activations in transit may leave, as planned_peaks.
 std::vector<double> device_peaks(const graph::Model& model, const LayerBytes& bytes,
                                  const graph::Partition& partition, bool recompute,
-                                 const schedule::Schedule& lowered);
+                                 const schedule::Schedule& lowered, bool at_most = true);
 
 // How long a step of `schedule` (lowered or not) would take on `partition` if every forward cost
 // its stage's FLOPs, a backward twice that and messages nothing, against the same work on all

@@ -33,7 +33,8 @@ struct ObserveOptions {
   struct Prediction {
     std::string flags;  // the configuration chosen
     double step_seconds = 0;
-    std::vector<double> peak_bytes;  // per device group
+    std::vector<double> peak_bytes;     // per device group, at most
+    std::vector<double> planned_bytes;  // per device group, planned (PlannedRun::device_planned)
   };
   std::optional<Prediction> predicted;
 };

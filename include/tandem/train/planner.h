@@ -99,7 +99,10 @@ PlanCosts measure_plan_costs(const Config& c, const graph::Model& model, const S
 struct PlannedRun {
   Config config;      // c with this configuration's options (and --balance of its partition)
   std::string flags;  // those options as flags: "--spatial 2 --schedule 1f1b ..."
-  std::vector<double> device_peak;   // each device group's memory at most (its peak bytes)
+  std::vector<double> device_peak;  // each device group's memory at most (its peak bytes)
+  // Each device group's planned peak: without what late receivers and activations in transit
+  // may leave (a run whose stages keep up meets this one; the budget is checked at most).
+  std::vector<double> device_planned;
   std::vector<double> device_state;  // of which parameters, gradients and optimizer state
   double peak = 0;                   // the largest of them
   double step_seconds = 0;           // predicted
