@@ -12,23 +12,6 @@
 #include "tandem/train/job.h"
 #include "tandem/train/trainer.h"
 
-namespace {
-
-std::map<std::string, torch::Tensor> weights(const tandem::train::Trainer& t) {
-  std::map<std::string, torch::Tensor> out;
-  for (const auto& [name, p] : t.pipeline().named_parameters()) out[name] = p.detach().clone();
-  return out;
-}
-
-bool same_bits(const std::map<std::string, torch::Tensor>& a,
-               const std::map<std::string, torch::Tensor>& b) {
-  for (const auto& [name, t] : a)
-    if (!torch::equal(t, b.at(name))) return false;
-  return a.size() == b.size();
-}
-
-}  // namespace
-
 int main() {
   using namespace tandem;
   train::Config c;
@@ -50,20 +33,20 @@ int main() {
     auto t = job.trainer(c, testing::overflow_model(), std::make_unique<testing::OverflowSource>());
     const runtime::StepStats first = t->train_step(0);
     TANDEM_CHECK(!first.skipped, "rank {}: a clean step was skipped", job.rank());
-    const auto before = weights(*t);
+    const auto before = testing::weights_of(*t);
     TANDEM_CHECK(!before.empty(), "rank {} holds no weights", job.rank());
     testing::overflow_switch() = job.rank() == job.world() - 1;
     const runtime::StepStats bad = t->train_step(1);
     testing::overflow_switch() = false;
     TANDEM_CHECK(bad.skipped, "rank {}: the step that overflowed on rank {} was not skipped here",
                  job.rank(), job.world() - 1);
-    TANDEM_CHECK(same_bits(weights(*t), before),
+    TANDEM_CHECK(testing::same_bits(testing::weights_of(*t), before),
                  "rank {}: the skipped step changed this rank's weights", job.rank());
     TANDEM_CHECK(t->loss_scaler()->scale() == 32768.0 && t->loss_scaler()->skipped_steps() == 1,
                  "rank {}: scale {} after {} skipped steps, not 32768 after 1", job.rank(),
                  t->loss_scaler()->scale(), t->loss_scaler()->skipped_steps());
     const runtime::StepStats next = t->train_step(2);
-    TANDEM_CHECK(!next.skipped && !same_bits(weights(*t), before),
+    TANDEM_CHECK(!next.skipped && !testing::same_bits(testing::weights_of(*t), before),
                  "rank {}: the clean step after the skipped one did not train", job.rank());
     job.barrier();
     if (job.rank() == 0) std::printf("loss_scale_main: ok\n");

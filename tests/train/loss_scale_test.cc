@@ -19,6 +19,8 @@ namespace tandem {
 namespace {
 
 using testing::overflow_switch;
+using testing::same_bits;
+using testing::weights_of;
 
 TEST(LossScaler, HalvesAtAnOverflowAndDoublesAfterTheIntervalOfCleanSteps) {
   train::LossScaler s(1024.0, 3);
@@ -68,20 +70,6 @@ std::unique_ptr<train::Trainer> trainer(const train::Config& c) {
                                           std::make_unique<testing::OverflowSource>());
 }
 
-std::map<std::string, torch::Tensor> weights(const train::Trainer& t) {
-  std::map<std::string, torch::Tensor> out;
-  for (const auto& [name, p] : t.pipeline().named_parameters()) out[name] = p.detach().clone();
-  return out;
-}
-
-bool same_bits(const std::map<std::string, torch::Tensor>& a,
-               const std::map<std::string, torch::Tensor>& b) {
-  if (a.size() != b.size()) return false;
-  for (const auto& [name, t] : a)
-    if (!torch::equal(t, b.at(name))) return false;
-  return true;
-}
-
 // Runs `t` to its end with the overflow on in step `bad` (from 0; -1: never).
 train::Result run_with_overflow(train::Trainer& t, int64_t bad) {
   overflow_switch() = bad == 0;
@@ -97,7 +85,7 @@ TEST(LossScaling, AnOverflowOnOneStageSkipsTheStepOnEveryStage) {
   ASSERT_NE(t->loss_scaler(), nullptr);
   EXPECT_EQ(t->loss_scaler()->scale(), 65536.0);
   t->train_step(0);
-  const auto before = weights(*t);
+  const auto before = weights_of(*t);
   overflow_switch() = true;
   const runtime::StepStats bad = t->train_step(1);
   overflow_switch() = false;
@@ -105,12 +93,12 @@ TEST(LossScaling, AnOverflowOnOneStageSkipsTheStepOnEveryStage) {
   EXPECT_EQ(bad.loss_scale, 65536.0);
   EXPECT_EQ(t->loss_scaler()->scale(), 32768.0) << "the scale halves";
   EXPECT_EQ(t->loss_scaler()->skipped_steps(), 1);
-  EXPECT_TRUE(same_bits(weights(*t), before))
+  EXPECT_TRUE(same_bits(weights_of(*t), before))
       << "stage 0, whose gradients were finite, changed its weights too";
   const runtime::StepStats good = t->train_step(2);
   EXPECT_FALSE(good.skipped);
   EXPECT_EQ(good.loss_scale, 32768.0);
-  EXPECT_FALSE(same_bits(weights(*t), before)) << "a clean step after the skipped one trains";
+  EXPECT_FALSE(same_bits(weights_of(*t), before)) << "a clean step after the skipped one trains";
 }
 
 TEST(LossScaling, ScalingThatOverflowsNowhereChangesNoBit) {
@@ -119,7 +107,7 @@ TEST(LossScaling, ScalingThatOverflowsNowhereChangesNoBit) {
   EXPECT_EQ(plain->loss_scaler(), nullptr) << "fp32 with --loss-scale none scales nothing";
   const train::Result a = run_with_overflow(*plain, -1);
   const train::Result b = run_with_overflow(*scaled, -1);
-  EXPECT_TRUE(same_bits(weights(*plain), weights(*scaled)));
+  EXPECT_TRUE(same_bits(weights_of(*plain), weights_of(*scaled)));
   EXPECT_EQ(a.loss, b.loss);
   EXPECT_EQ(b.skipped_steps, 0);
   EXPECT_EQ(b.loss_scale, 65536.0 * 8) << "6 clean steps at an interval of 2: three doublings";
@@ -149,7 +137,7 @@ TEST(LossScaling, AResumedRunGoesOnFromTheCheckpointsScale) {
   const train::Result resumed = run_with_overflow(*rest, -1);
   EXPECT_EQ(resumed.loss_scale, all.loss_scale);
   EXPECT_EQ(resumed.skipped_steps, all.skipped_steps);
-  EXPECT_TRUE(same_bits(weights(*rest), weights(*whole)));
+  EXPECT_TRUE(same_bits(weights_of(*rest), weights_of(*whole)));
   std::filesystem::remove_all(dir);
 }
 

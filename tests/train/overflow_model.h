@@ -3,19 +3,23 @@
 // -> logits, cross-entropy, with a source of fixed points. The gain layer multiplies by a weight
 // w; while overflow_switch() is on, the gradient of w (and only of w: every other gradient,
 // that of the gain's input included, stays finite) is multiplied by 1e38, which no loss scale
-// keeps finite. Split as {1, 2} layers, the overflow is on stage 1 alone.
+// keeps finite. Split as {1, 2} layers, the overflow is on stage 1 alone. With helpers to
+// compare a trainer's weights bit for bit.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <atomic>
 #include <cmath>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tandem/graph/model.h"
 #include "tandem/graph/module_layer.h"
 #include "tandem/train/source.h"
+#include "tandem/train/trainer.h"
 
 namespace tandem::testing {
 
@@ -92,5 +96,21 @@ class OverflowSource : public train::Source {
     return {x, (x.sum(1) > 0).to(torch::kInt64)};
   }
 };
+
+// A copy of the weights `t`'s process holds, by name.
+inline std::map<std::string, torch::Tensor> weights_of(const train::Trainer& t) {
+  std::map<std::string, torch::Tensor> out;
+  for (const auto& [name, p] : t.pipeline().named_parameters()) out[name] = p.detach().clone();
+  return out;
+}
+
+// Whether `a` and `b` hold the same names with the same bits.
+inline bool same_bits(const std::map<std::string, torch::Tensor>& a,
+                      const std::map<std::string, torch::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [name, t] : a)
+    if (!b.count(name) || !torch::equal(t, b.at(name))) return false;
+  return true;
+}
 
 }  // namespace tandem::testing
