@@ -121,7 +121,8 @@ void print_start(Session& session) {
   const std::string prefix = session.prefix();
   if (session.main_process()) std::cout << prefix << "data: " << t.source().describe() << "\n";
   if (job.mpi() ? job.rank() == 0 : session.main_process())
-    std::cout << prefix << "placement:\n" << table << std::flush;
+    std::cout << prefix << "placement:\n"
+              << table << (t.split().empty() ? "" : prefix + t.split()) << std::flush;
   const auto& devices = t.pipeline().devices();
   // More than one thread was asked for (a count, or auto): say how many, since it decides how
   // products round.

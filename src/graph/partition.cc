@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 
 #include "tandem/common/check.h"
@@ -64,12 +65,17 @@ Partition partition_by_balance(const Model& model, const std::vector<int>& balan
   return p;
 }
 
-Partition partition_by_cost(const Model& model, int stages, const StageCostFn& cost) {
+namespace {
+
+// Contiguous stages (each at least one layer) that minimize the stages' costs combined: their
+// maximum, or with `sum` their sum. Dynamic programming over (first i layers, k stages); among
+// equal splits, the earliest cut. None when every split costs infinity.
+std::optional<Partition> least_split(const Model& model, int stages, const StageCostFn& cost,
+                                     bool sum) {
   const int n = static_cast<int>(model.layers.size());
   TANDEM_CHECK(stages >= 1, "the number of stages must be at least 1, not {}", stages);
   TANDEM_CHECK(stages <= n, "{} stages need at least {} layers, but model '{}' has {} (layers: {})",
                stages, stages, model.name, n, fmt::join(layer_names(model), ", "));
-  // Minimize the costliest stage: dynamic programming over (first i layers, k stages).
   const double inf = std::numeric_limits<double>::infinity();
   std::vector<std::vector<double>> best(stages + 1, std::vector<double>(n + 1, inf));
   std::vector<std::vector<int>> cut(stages + 1, std::vector<int>(n + 1, 0));
@@ -78,7 +84,8 @@ Partition partition_by_cost(const Model& model, int stages, const StageCostFn& c
     for (int i = k; i <= n - (stages - k); ++i) {
       for (int j = k - 1; j < i; ++j) {
         if (best[k - 1][j] == inf) continue;
-        const double v = std::max(best[k - 1][j], cost(k - 1, j, i));
+        const double c = cost(k - 1, j, i);
+        const double v = sum ? best[k - 1][j] + c : std::max(best[k - 1][j], c);
         if (v < best[k][i]) {
           best[k][i] = v;
           cut[k][i] = j;
@@ -86,6 +93,7 @@ Partition partition_by_cost(const Model& model, int stages, const StageCostFn& c
       }
     }
   }
+  if (best[stages][n] == inf) return std::nullopt;
   std::vector<int> balance(stages);
   for (int k = stages, i = n; k >= 1; --k) {
     const int j = cut[k][i];
@@ -93,6 +101,42 @@ Partition partition_by_cost(const Model& model, int stages, const StageCostFn& c
     i = j;
   }
   return partition_by_balance(model, balance);
+}
+
+}  // namespace
+
+Partition partition_by_cost(const Model& model, int stages, const StageCostFn& cost) {
+  std::optional<Partition> least = least_split(model, stages, cost, /*sum=*/false);
+  TANDEM_CHECK(least, "every split of model '{}' into {} stages costs infinity", model.name,
+               stages);
+  return *least;
+}
+
+Partition partition_under_cap(const Model& model, int stages, const StageCostFn& cost, double cap) {
+  std::optional<Partition> even = least_split(
+      model, stages,
+      [&](int s, int b, int e) {
+        const double c = cost(s, b, e);
+        TANDEM_CHECK(c >= 0, "stage {} (layers {}..{}) has a negative cost ({})", s, b, e - 1, c);
+        return c > cap ? std::numeric_limits<double>::infinity() : c * c;
+      },
+      /*sum=*/true);
+  TANDEM_CHECK(even, "no split of model '{}' into {} stages keeps every stage's cost within {}",
+               model.name, stages, cap);
+  return *even;
+}
+
+Partition partition_by_cost_evenly(const Model& model, int stages, const StageCostFn& cost,
+                                   double slack) {
+  TANDEM_CHECK(slack >= 0, "the slack on the costliest stage must not be negative, not {}", slack);
+  const Partition least = partition_by_cost(model, stages, cost);
+  double costliest = 0;
+  for (int s = 0; s < stages; ++s) {
+    auto [b, e] = least.layers_of(s);
+    costliest = std::max(costliest, cost(s, b, e));
+  }
+  // The least split itself is within the cap (its costs computed the same way).
+  return partition_under_cap(model, stages, cost, costliest * (1 + slack));
 }
 
 Partition partition_by_parameters(const Model& model, int stages) {

@@ -70,7 +70,7 @@ double timed_grad(const BackwardOf& b, const std::vector<torch::Tensor>& wrt, bo
 
 LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& micro_input,
                                spatial::Group* group, int64_t workspace_bound, int repeats,
-                               int threads, c10::ScalarType precision) {
+                               int threads, c10::ScalarType precision, bool split) {
   TANDEM_CHECK(micro_input.defined() && micro_input.device().is_cpu(),
                "timing layers needs a micro-batch on the CPU");
   TANDEM_CHECK(repeats >= 1, "timing layers needs at least 1 repetition, not {}", repeats);
@@ -114,6 +114,11 @@ LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& m
       if (r == repeats) kept = outputs;
       outputs.clear();
       b = {};
+      if (r > 0) {
+        s.forward.push_back(forward);
+        s.backward.push_back(backward);
+      }
+      if (!split) continue;
       // The split backward as a pipeline runs it: the input half with the layer's weight work
       // deferred (a layer that defers none runs its whole backward there), then that work.
       graph::DeferredWeightGrads queue;
@@ -134,15 +139,15 @@ LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& m
       queue.run_all();
       const double weight = seconds_since(start);
       if (r == 0) continue;
-      s.forward.push_back(forward);
-      s.backward.push_back(backward);
       s.input.push_back(input);
       s.weight.push_back(weight);
     }
     out.forward.push_back(median(s.forward));
     out.backward.push_back(median(s.backward));
-    out.input.push_back(median(s.input));
-    out.weight.push_back(median(s.weight));
+    if (split) {
+      out.input.push_back(median(s.input));
+      out.weight.push_back(median(s.weight));
+    }
     for (size_t k = 0; k < kept.size(); ++k) {
       if (!last_read.count(layer.outputs[k])) continue;
       env[layer.outputs[k]] = kept[k].detach().requires_grad_(kept[k].requires_grad());
@@ -176,8 +181,9 @@ LayerTimes layer_times_from_json(const std::string& text) {
     j.at("weight").get_to(out.weight);
     j.at("step").get_to(out.step);
     const size_t n = out.forward.size();
-    TANDEM_CHECK(out.backward.size() == n && out.input.size() == n && out.weight.size() == n &&
-                     (out.step.empty() || out.step.size() == n),
+    const size_t split = out.input.size();
+    TANDEM_CHECK(out.backward.size() == n && (split == n || split == 0) &&
+                     out.weight.size() == split && (out.step.empty() || out.step.size() == n),
                  "a layer time measurement has {} forwards but {}, {} and {} backwards and {} "
                  "optimizer steps",
                  n, out.backward.size(), out.input.size(), out.weight.size(), out.step.size());

@@ -223,28 +223,38 @@ graph::Partition partition_by_memory(const graph::Model& model, const LayerBytes
 graph::Partition partition_to_fit(const graph::Model& model, const LayerBytes& bytes,
                                   const std::vector<int>& in_flight, bool recompute,
                                   double stage_budget, const schedule::Schedule* chain,
-                                  const std::vector<double>* layer_costs) {
+                                  const std::vector<double>* layer_costs, double slack) {
   TANDEM_CHECK(stage_budget > 0, "a stage's memory budget must be positive, not {}", stage_budget);
   TANDEM_CHECK(!layer_costs || layer_costs->size() == model.layers.size(),
                "{} layer costs for a model of {} layers", layer_costs ? layer_costs->size() : 0,
                model.layers.size());
   const auto peak = search_peak(model, bytes, in_flight, recompute, chain);
-  auto cost = [&](int begin, int end) {
+  auto work = [&](int begin, int end) {
     if (!layer_costs) return forward_flops(model, begin, end);
     double sum = 0;
     for (int l = begin; l < end; ++l) sum += (*layer_costs)[static_cast<size_t>(l)];
     return sum;
   };
-  const double total = cost(0, static_cast<int>(model.layers.size()));
+  const double total = work(0, static_cast<int>(model.layers.size()));
   // A stage that fits costs its share of the work, in [0, 1]; one that does not, more than 1
   // and more the larger its peak. The costliest stage is then smallest for the split that fits
   // with the most even work, or, when none fits, for the smallest largest peak.
-  return graph::partition_by_cost(model, static_cast<int>(in_flight.size()),
-                                  [&](int stage, int begin, int end) {
-                                    const double planned = peak(stage, begin, end);
-                                    if (planned > stage_budget) return 1.0 + planned / stage_budget;
-                                    return total > 0 ? cost(begin, end) / total : 0.0;
-                                  });
+  const int stages = static_cast<int>(in_flight.size());
+  auto cost = [&](int stage, int begin, int end) {
+    const double planned = peak(stage, begin, end);
+    if (planned > stage_budget) return 1.0 + planned / stage_budget;
+    return total > 0 ? work(begin, end) / total : 0.0;
+  };
+  const graph::Partition least = graph::partition_by_cost(model, stages, cost);
+  double costliest = 0;
+  for (int s = 0; s < stages; ++s) {
+    auto [b, e] = least.layers_of(s);
+    costliest = std::max(costliest, cost(s, b, e));
+  }
+  // Then the most even split whose work is within `slack` of that, among those that fit (or,
+  // when none fits, with that smallest largest peak).
+  const double cap = costliest <= 1 ? std::min(1.0, costliest * (1 + slack)) : costliest;
+  return graph::partition_under_cap(model, stages, cost, cap);
 }
 
 }  // namespace tandem::runtime

@@ -3,7 +3,8 @@
 namespace tandem::train {
 
 const Words<PartitionBy>& partition_words() {
-  static const Words<PartitionBy> w = {{PartitionBy::kParameters, "parameters"},
+  static const Words<PartitionBy> w = {{PartitionBy::kTime, "time"},
+                                       {PartitionBy::kParameters, "parameters"},
                                        {PartitionBy::kMemory, "memory"},
                                        {PartitionBy::kFit, "fit"}};
   return w;

@@ -157,7 +157,7 @@ runtime::LayerBytes measure_bytes(const PlanInputs& in) {
   return runtime::layer_bytes_from_json(once_for_the_job(in.job, measure));
 }
 
-runtime::LayerTimes measure_times(const PlanInputs& in, int repeats) {
+runtime::LayerTimes measure_times(const PlanInputs& in, int repeats, bool whole) {
   const Config& c = in.config;
   auto measure = [&] {
     const MeasuredSample m = measured_sample(in.model, c, in.source);
@@ -166,19 +166,68 @@ runtime::LayerTimes measure_times(const PlanInputs& in, int repeats) {
     runtime::LayerTimes t;
     if (c.spatial == 1) {
       t = runtime::measure_layer_times(in.model, m.input, nullptr, bound, repeats, threads,
-                                       compute_type(c.precision));
+                                       compute_type(c.precision), whole);
     } else {
       spatial::Group dry = dry_group(c.spatial, m);
       t = runtime::measure_layer_times(in.model, m.input, &dry, bound, repeats, threads,
-                                       compute_type(c.precision));
+                                       compute_type(c.precision), whole);
     }
-    t.step = optimizer_step_times(in.model, c, repeats, threads);
+    if (whole) t.step = optimizer_step_times(in.model, c, repeats, threads);
     return runtime::to_json(t);
   };
   return runtime::layer_times_from_json(once_for_the_job(in.job, measure));
 }
 
-MemoryPartition memory_partition(const PlanInputs& in, int stages, const graph::Partition* given) {
+LayerCosts layer_costs(const PlanInputs& in) {
+  const graph::Model& model = in.model;
+  const Config& c = in.config;
+  LayerCosts out;
+  const bool cuda = std::any_of(in.devices.begin(), in.devices.end(),
+                                [](const DeviceSpec& d) { return d.device.is_cuda(); });
+  if (!cuda) {
+    const runtime::LayerTimes t = measure_times(in, 3, /*whole=*/false);
+    for (size_t l = 0; l < model.layers.size(); ++l)
+      out.per_layer.push_back(c.eval_only ? t.forward[l]
+                                          : t.forward[l] * (c.recompute ? 2 : 1) + t.backward[l]);
+    out.seconds = true;
+    out.what = c.eval_only ? "each layer's forward, measured on one micro-batch"
+                           : "each layer's forward and backward, measured on one micro-batch";
+    return out;
+  }
+  double flops = 0;
+  for (const graph::Layer& l : model.layers) {
+    out.per_layer.push_back(l.forward_flops_per_sample);
+    flops += l.forward_flops_per_sample;
+  }
+  out.what = "the layers' forward FLOPs (CUDA devices are not timed)";
+  if (flops > 0) return out;
+  out.per_layer.clear();
+  for (const graph::Layer& l : model.layers) {
+    int64_t n = 1;
+    for (const auto& p : graph::named_parameters(l)) n += p.second.numel();
+    out.per_layer.push_back(static_cast<double>(n));
+  }
+  out.what = "parameter counts (CUDA devices are not timed and the layers declare no FLOPs)";
+  return out;
+}
+
+std::string split_line(const graph::Partition& partition, const LayerCosts& costs) {
+  const double total = std::accumulate(costs.per_layer.begin(), costs.per_layer.end(), 0.0);
+  std::vector<std::string> shares;
+  for (int s = 0; s < partition.num_stages; ++s) {
+    auto [b, e] = partition.layers_of(s);
+    const double sum =
+        std::accumulate(costs.per_layer.begin() + b, costs.per_layer.begin() + e, 0.0);
+    shares.push_back(costs.seconds
+                         ? fmt::format("{:.0f}% ({:.2f} ms)", 100 * sum / total, 1e3 * sum)
+                         : fmt::format("{:.0f}%", total > 0 ? 100 * sum / total : 0.0));
+  }
+  return fmt::format("split by time ({}): the stages take {}{}\n", costs.what,
+                     fmt::join(shares, ", "), costs.seconds ? " per micro-batch" : "");
+}
+
+MemoryPartition memory_partition(const PlanInputs& in, int stages, const graph::Partition* given,
+                                 const LayerCosts* costs) {
   const graph::Model& model = in.model;
   const Config& c = in.config;
   const std::vector<DeviceSpec>& devices = in.devices;
@@ -200,12 +249,14 @@ MemoryPartition memory_partition(const PlanInputs& in, int stages, const graph::
   const schedule::Schedule chain = schedule::lower(sched, schedule::StageGraph::chain(stages));
   if (given) {
     out.partition = *given;
-  } else if (c.partition == PartitionBy::kFit) {
+  } else if (c.partition == PartitionBy::kFit || c.partition == PartitionBy::kTime) {
     // Stages that share a memory share its budget.
     const double stage_budget =
         static_cast<double>(c.device_memory) / most_stages_per_memory(devices, stages, in.per_rank);
-    out.partition =
-        runtime::partition_to_fit(model, bytes, in_flight, c.recompute, stage_budget, &chain);
+    const bool timed = c.partition == PartitionBy::kTime && costs;
+    out.partition = runtime::partition_to_fit(model, bytes, in_flight, c.recompute, stage_budget,
+                                              &chain, timed ? &costs->per_layer : nullptr,
+                                              timed && costs->seconds ? runtime::kTimeSlack : 0);
   } else {
     out.partition = runtime::partition_by_memory(model, bytes, in_flight, c.recompute, &chain);
   }

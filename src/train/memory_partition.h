@@ -43,14 +43,32 @@ struct PlanInputs {
 // the first device's threads). Under a spatial split, the slab that holds the most. One process
 // of `in.job` measures; every process returns its numbers.
 runtime::LayerBytes measure_bytes(const PlanInputs& in);
-runtime::LayerTimes measure_times(const PlanInputs& in, int repeats);
+// `whole`: also the split backward's halves and the optimizer's step (the planner's); else the
+// forward and backward alone.
+runtime::LayerTimes measure_times(const PlanInputs& in, int repeats, bool whole = true);
+
+// What a stage spends on each layer per micro-batch, for --partition time: on CPU devices the
+// measured seconds (measure_times, 3 repetitions) of its forward, twice under --recompute, and
+// of its backward (a run that only evaluates: its forward); on CUDA devices, which this process
+// does not time, the forward FLOPs the layers declare, or, where none declares any, their
+// parameter counts plus one.
+struct LayerCosts {
+  std::vector<double> per_layer;
+  bool seconds = false;  // per_layer holds seconds
+  std::string what;      // the words for what per_layer holds
+};
+LayerCosts layer_costs(const PlanInputs& in);
+
+// The line that says how a split by `costs` shares them: "split by ...: the stages take ...".
+std::string split_line(const graph::Partition& partition, const LayerCosts& costs);
 
 // The stages under the schedule that will run (runtime/memory_plan.h) and their plan: `given`
 // (a split to plan, e.g. from --balance), or when it is null the smallest largest planned peak
-// (--partition memory) or the most even FLOPs among the splits whose plan fits --device-memory
-// (--partition fit).
+// (--partition memory), or among the splits whose plan fits --device-memory the most even FLOPs
+// (--partition fit) or `costs` (--partition time, given them).
 MemoryPartition memory_partition(const PlanInputs& in, int stages,
-                                 const graph::Partition* given = nullptr);
+                                 const graph::Partition* given = nullptr,
+                                 const LayerCosts* costs = nullptr);
 
 // Under a spatial split (config.spatial > 1): the table of a slab's bytes against one device's
 // on the same voxels (runtime::slab_bytes_table), `slab` being memory_partition's measurement;

@@ -269,7 +269,10 @@ std::vector<ConfigOption> config_options() {
   }
   t.push_back(
       choice("partition", "--partition", G::kPlacement, &C::partition, partition_words(),
-             "parameters: even parameter counts | memory: the smallest largest peak, measured "
+             "time: the most even time per stage, each layer's forward and backward measured on "
+             "one micro-batch (on CUDA devices: the layers' FLOPs), within --device-memory when "
+             "given | parameters: even parameter counts | memory: the smallest largest peak, "
+             "measured "
              "per layer on one micro-batch under the schedule (and --recompute) | fit: the "
              "most even FLOPs among the splits whose planned peaks fit --device-memory"));
   t.push_back(integer("stages", "--stages", G::kPlacement, &C::stages, 0, 1024,

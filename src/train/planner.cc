@@ -310,7 +310,7 @@ std::vector<graph::Partition> splits_to_try(const Config& base, const Setting& s
     layer_seconds.push_back(t.forward[l] * (s.recompute ? 2 : 1) + t.backward[l]);
   const schedule::Schedule chain = schedule::lower(s.sched, schedule::StageGraph::chain(stages));
   return {runtime::partition_to_fit(model, s.costs.bytes, s.in_flight, s.recompute, stage_budget,
-                                    &chain, &layer_seconds)};
+                                    &chain, &layer_seconds, runtime::kTimeSlack)};
 }
 
 // One configuration planned on its layout's costs.

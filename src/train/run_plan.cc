@@ -181,19 +181,38 @@ void plan_partition(const Config& c, const graph::Model& model, const Source& so
       c.partition != PartitionBy::kFit || c.device_memory > 0,
       "Config::partition = fit chooses the most even compute among the splits whose plan fits "
       "Config::device_memory: give Config::device_memory");
-  TANDEM_CHECK(c.balance.empty() || c.partition == PartitionBy::kParameters,
+  // Config::balance wins over the default (time) and over parameters, whose splits are cheap.
+  TANDEM_CHECK(c.balance.empty() || c.partition == PartitionBy::kParameters ||
+                   c.partition == PartitionBy::kTime,
                "Config::balance gives the layers per stage and Config::partition = {} computes "
-               "them: give one "
-               "of the two",
+               "them: give one of the two",
                name_of(c.partition));
-  const bool given = !c.balance.empty() || c.partition == PartitionBy::kParameters;
-  if (!c.balance.empty()) p.partition = graph::partition_by_balance(model, c.balance);
-  if (c.balance.empty() && c.partition == PartitionBy::kParameters)
-    p.partition = graph::partition_by_parameters(model, p.stages);
-  if (given && !c.plan_only) return;
   const PlanInputs in = plan_inputs(c, model, source, place, p);
-  MemoryPartition m = memory_partition(in, p.stages, given ? &p.partition : nullptr);
+  // Time is measured where it decides the split; under a budget the split is made with the
+  // memory plan (memory_partition).
+  const bool timed = c.balance.empty() && c.partition == PartitionBy::kTime && p.stages > 1;
+  const LayerCosts costs = timed ? layer_costs(in) : LayerCosts{};
+  const bool given = !c.balance.empty() || c.partition == PartitionBy::kParameters ||
+                     (c.partition == PartitionBy::kTime && (p.stages == 1 || c.device_memory == 0));
+  if (!c.balance.empty()) {
+    p.partition = graph::partition_by_balance(model, c.balance);
+  } else if (c.partition == PartitionBy::kParameters) {
+    p.partition = graph::partition_by_parameters(model, p.stages);
+  } else if (p.stages == 1) {
+    p.partition = graph::partition_by_balance(model, {static_cast<int>(model.layers.size())});
+  } else if (timed && c.device_memory == 0) {
+    std::vector<double> prefix{0};
+    for (double cost : costs.per_layer) prefix.push_back(prefix.back() + cost);
+    p.partition = graph::partition_by_cost_evenly(
+        model, p.stages, [&prefix](int, int b, int e) { return prefix[e] - prefix[b]; },
+        costs.seconds ? runtime::kTimeSlack : 0);
+  }
+  if (timed && given) p.split = split_line(p.partition, costs);
+  if (given && !c.plan_only) return;
+  MemoryPartition m =
+      memory_partition(in, p.stages, given ? &p.partition : nullptr, timed ? &costs : nullptr);
   p.partition = std::move(m.partition);
+  if (timed && !given) p.split = split_line(p.partition, costs);
   p.memory_plan = std::move(m.plan);
   p.planned = std::move(m.planned);
   p.group_planned = std::move(m.group_planned);

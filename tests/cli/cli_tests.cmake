@@ -280,7 +280,7 @@ tandem_cli_test(partition_parameters_over_the_same_budget 3 "cpu:[0-9] is out of
 # status 0 when it fits the budget, 3 when it does not; a --balance split is planned as well.
 tandem_cli_test(plan_only_fits 0 "memory plan .*from the FLOPs alone \\(B = 2F, messages free\\): a step takes [0-9.]+x the time of its work spread evenly over the 4 devices \\(bubble 0[.][0-9]+\\)\nplanned peaks fit --device-memory 4.0 MiB" train --plan-only --partition memory --device-memory 4MiB --progress none)
 tandem_cli_test(plan_only_over_budget 3 "warning: stage 1 on cpu:1 plans [0-9.]+ MiB, above --device-memory 1.0 MiB" train --plan-only --partition memory --device-memory 1MiB --progress none)
-tandem_cli_test(plan_only_when_the_parameters_alone_are_over 3 "warning: stage 0 on cpu:0 plans [0-9.]+ MiB, above --device-memory 1.0 MiB" train --plan-only --model conv3d-stack --convs 8 --filters 64 --data regression --volume 8 --devices 2 --device-memory 1MiB --progress none)
+tandem_cli_test(plan_only_when_the_parameters_alone_are_over 3 "warning: stage [01] on cpu:[01] plans [0-9.]+ MiB, above --device-memory 1.0 MiB" train --plan-only --model conv3d-stack --convs 8 --filters 64 --data regression --volume 8 --devices 2 --device-memory 1MiB --progress none)
 # A plan over the budget names the smallest --spatial under which the same stages would fit, and
 # that --spatial does fit.
 set(slab_plan train --plan-only --model conv3d-stack --convs 4 --filters 16 --data regression --volume 24 --batch 4 --microbatches 1 --partition memory --device-memory 16MiB --progress none)

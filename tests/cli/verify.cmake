@@ -15,7 +15,7 @@ tandem_cli_test(verify_spatial_recompute_gpipe 0 "result: verified parameters=16
                 --steps 2)
 tandem_cli_test(verify_zeroed_gradient_message 1
                 "result: differs first=dense0.weight layer=dense0 stage=1 "
-                ${verify_mlp} --devices 4 --inject-fault zero:grad=1,mb=0)
+                ${verify_mlp} --devices 4 --inject-fault zero:grad=1,mb=0 --balance 1,1,1,5)
 tandem_cli_test(verify_skipped_backward 1
                 "result: differs first=dense0.weight layer=dense0 stage=1 "
                 ${verify_mlp} --devices 4 --inject-fault skip-backward:stage=1,mb=1

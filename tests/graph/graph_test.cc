@@ -137,6 +137,43 @@ TEST(Partition, ByParametersBalancesWeight) {
       std::string::npos);
 }
 
+TEST(Partition, EvenlyPutsAFreeLayerWithANeighbour) {
+  // Costs 0 (a flatten), 4, 2, 2, 4 on 4 stages: the costliest stage is at least 4, and two
+  // splits reach it. partition_by_cost keeps the first it finds, the free layer alone
+  // (0 | 4 | 4 | 4); the even one joins it to its neighbour (4 | 2 | 2 | 4).
+  Model m = chain(5);
+  const std::vector<double> costs{0, 4, 2, 2, 4};
+  auto cost = [&](int, int b, int e) {
+    double sum = 0;
+    for (int l = b; l < e; ++l) sum += costs[static_cast<size_t>(l)];
+    return sum;
+  };
+  EXPECT_EQ(partition_by_cost(m, 4, cost).balance(), (std::vector<int>{1, 1, 2, 1}));
+  EXPECT_EQ(partition_by_cost_evenly(m, 4, cost).balance(), (std::vector<int>{2, 1, 1, 1}));
+  EXPECT_EQ(partition_by_cost_evenly(m, 2, cost).balance(), (std::vector<int>{3, 2}));
+  // A flatten of 0.01 before a layer of 4: alone, it keeps the costliest stage at 4 rather
+  // than 4.01, so only a slack lets it join (the least sum of squares then: 4.01 | 2 | 1.5 |
+  // 1.5; without, 0.01 | 4 | 2 | 3).
+  Model six = chain(6);
+  const std::vector<double> mlp{0.01, 4, 1, 1, 1.5, 1.5};
+  auto mlp_cost = [&](int, int b, int e) {
+    double sum = 0;
+    for (int l = b; l < e; ++l) sum += mlp[static_cast<size_t>(l)];
+    return sum;
+  };
+  EXPECT_EQ(partition_by_cost_evenly(six, 4, mlp_cost).balance(), (std::vector<int>{1, 1, 2, 2}));
+  EXPECT_EQ(partition_by_cost_evenly(six, 4, mlp_cost, 0.05).balance(),
+            (std::vector<int>{2, 2, 1, 1}));
+  EXPECT_NE(error_of([&] {
+              partition_under_cap(six, 4, mlp_cost, 3.9);
+            }).find("no split of model 'chain' into 4 stages keeps every stage's cost within 3.9"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              partition_by_cost_evenly(m, 2, [](int, int, int) { return -1.0; });
+            }).find("negative cost"),
+            std::string::npos);
+}
+
 TEST(Partition, ByPlacementFormsStagesFromRuns) {
   Model m = chain(5);
   std::vector<int> devices;

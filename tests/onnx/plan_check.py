@@ -39,6 +39,18 @@ def planned_peaks(text):
     return dict(enumerate(zip(planned, at_most)))
 
 
+def balance(text):
+    """The layers per stage of the placement table ("0  cpu:0  conv0..conv3 (4) ..."), for the
+    training run to take the plan's split: the default split by measured time can differ
+    between two runs."""
+    counts = {}
+    for stage, count in re.findall(r"^(\d+) +cpu:\d+ +\S+ \((\d+)\)", text, re.M):
+        counts.setdefault(int(stage), int(count))
+    if not counts:
+        sys.exit("plan_check: no placement table in:\n" + text)
+    return ",".join(str(counts[s]) for s in sorted(counts))
+
+
 def measured_peaks(text):
     """Per device index, the result line's peak_mem_cpu:N."""
     line = next((l for l in text.splitlines() if l.startswith("result:")), None)
@@ -65,8 +77,11 @@ def main():
     train, layouts = parts[0], parts[1:]
     failed = False
     for layout in layouts:
-        plan = planned_peaks(run([tandem, "train", *train, *layout, "--plan-only"]))
-        peaks = measured_peaks(run([tandem, "train", *train, *layout, "--steps", "2",
+        planning = run([tandem, "train", *train, *layout, "--plan-only"])
+        plan = planned_peaks(planning)
+        split = [] if "--balance" in train + layout or "--partition" in train + layout else [
+            "--balance", balance(planning)]
+        peaks = measured_peaks(run([tandem, "train", *train, *layout, *split, "--steps", "2",
                                     "--progress", "none"]))
         spatial = option(layout, "--spatial", 1)
         for stage, (planned, at_most) in sorted(plan.items()):

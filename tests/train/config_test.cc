@@ -105,7 +105,7 @@ TEST(Options, EachParserRefusesWordsItDoesNotTake) {
   EXPECT_EQ(refused("microbatches", "2.5"), "2.5 is not a whole number from 1 to 1048576");
   EXPECT_EQ(refused("dropout", "1"), "1 is not in [0, 0.99]");
   EXPECT_EQ(refused("lr", "fast"), "fast is not a number");
-  EXPECT_EQ(refused("partition", "even"), "even is not one of parameters, memory, fit");
+  EXPECT_EQ(refused("partition", "even"), "even is not one of time, parameters, memory, fit");
   EXPECT_EQ(refused("progress", "tqdm"), "tqdm is not one of auto, bar, line, none");
   EXPECT_EQ(refused("seed", "-1"), "-1 is not a whole number from 0 to 18446744073709551615");
   EXPECT_EQ(refused("balance", "3,x"), "'x' is not a positive integer; give a list like 3,4,3");

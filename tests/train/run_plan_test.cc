@@ -5,13 +5,16 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "error_of.h"
+#include "scratch.h"
 #include "tandem/common/check.h"
+#include "tandem/data/idx.h"
 #include "tandem/memory/bytes.h"
 #include "tandem/train/catalog.h"
 
@@ -64,7 +67,7 @@ TEST(RunPlan, SlabsMakeGroupsOfDevices) {
   EXPECT_EQ(p.stage_group, (std::vector<int>{0, 1}));
   EXPECT_TRUE(p.pipeline.stage_device.empty());
   EXPECT_EQ(p.partition.num_stages, 2);
-  EXPECT_TRUE(p.planned.empty());  // --partition parameters: no memory plan
+  EXPECT_TRUE(p.planned.empty());  // --partition time without a budget: no memory plan
   EXPECT_TRUE(p.memory_plan.empty());
 }
 
@@ -137,6 +140,44 @@ TEST(RunPlan, RefusesWhatCannotRun) {
   c.devices = "4";
   c.stages = 2;
   EXPECT_NE(error_of([&] { plan(c); }).find("leaves devices idle"), std::string::npos);
+}
+
+// The default split balances each layer's measured time: the MLP's flatten, which takes no
+// time and holds no parameters, joins the first dense layer (even parameter counts leave it
+// alone on the first device); under a budget, among the splits that fit.
+TEST(RunPlan, TheDefaultSplitBalancesMeasuredTime) {
+  // The demo's MLP on 4 devices, on images of MNIST's shape.
+  const std::string dir = tandem::testing::scratch_path("tandem_run_plan_", "images");
+  std::filesystem::create_directories(dir);
+  for (const char* prefix : {"train", "t10k"}) {
+    data::write_idx(
+        std::string(dir) + "/" + prefix + "-images-idx3-ubyte",
+        torch::arange(64 * 28 * 28).remainder(251).view({64, 28, 28}).to(torch::kUInt8));
+    data::write_idx(std::string(dir) + "/" + prefix + "-labels-idx1-ubyte",
+                    torch::arange(64).remainder(10).to(torch::kUInt8));
+  }
+  Config c;
+  c.data_dir = dir;
+  c.batch = 64;
+  ASSERT_EQ(c.partition, PartitionBy::kTime);
+  const Made m = make(c);
+  ASSERT_EQ(m.model.layers[0].name, "flatten");
+  const RunPlan timed = plan_run(c, m.model, *m.source);
+  EXPECT_EQ(timed.partition.num_stages, 4);
+  EXPECT_GE(timed.partition.balance()[0], 2) << timed.partition.to_string(m.model);
+  EXPECT_TRUE(timed.planned.empty());
+  c.partition = PartitionBy::kParameters;
+  EXPECT_EQ(plan_run(c, m.model, *m.source).partition.balance()[0], 1);
+  c.partition = PartitionBy::kTime;
+  c.device_memory = 64ull << 20;
+  const RunPlan fitted = plan_run(c, m.model, *m.source);
+  ASSERT_EQ(fitted.planned.size(), 4u);
+  EXPECT_TRUE(fitted.fits);
+  EXPECT_GE(fitted.partition.balance()[0], 2) << fitted.partition.to_string(m.model);
+  // --balance wins over the default.
+  c.device_memory = 0;
+  c.balance = {1, 2, 2, 3};
+  EXPECT_EQ(plan_run(c, m.model, *m.source).partition.balance(), (std::vector<int>{1, 2, 2, 3}));
 }
 
 TEST(RunPlan, MemoryPlanAndBudgetWithoutAPipeline) {

@@ -31,6 +31,15 @@ Partition partition_by_parameters(const Model& model, int stages);
 using StageCostFn = std::function<double(int stage, int begin, int end)>;
 // Contiguous stages (each at least one layer) that minimize the costliest stage.
 Partition partition_by_cost(const Model& model, int stages, const StageCostFn& cost);
+// Among the contiguous splits (each stage at least one layer) whose every stage costs at most
+// `cap`, the most even: the least sum of the stages' squared costs (none negative). Throws
+// when no split is within the cap.
+Partition partition_under_cap(const Model& model, int stages, const StageCostFn& cost, double cap);
+// As partition_by_cost, then the most even split whose costliest stage is within `slack` (a
+// fraction) of the least: costs measured with noise are not told apart closer than that, and a
+// nearly free layer (a flatten) joins a neighbour instead of making a stage of its own.
+Partition partition_by_cost_evenly(const Model& model, int stages, const StageCostFn& cost,
+                                   double slack = 0);
 // From a device per layer (the "with device(...)" habit): each maximal run of layers on one
 // device is a stage. Returns the partition and the device of each stage.
 Partition partition_by_placement(const Model& model, const std::vector<int>& layer_device,

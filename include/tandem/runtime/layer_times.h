@@ -19,7 +19,7 @@ struct LayerTimes {
   std::vector<double> backward;  // B: the gradients of the inputs and parameters in one call
   // The backward split as a pipeline runs it (zb-h1, zb-v): I, the backward with the layer's
   // weight-gradient work deferred (graph/deferred.h), and W, that work; a layer that defers
-  // none runs its whole backward in I.
+  // none runs its whole backward in I. Empty when not measured.
   std::vector<double> input;
   std::vector<double> weight;
   // The optimizer's step over the layer's parameters, once per training step (filled by the
@@ -27,17 +27,24 @@ struct LayerTimes {
   std::vector<double> step;
 };
 
+// How finely splits are told apart by measured times: stages whose costliest is within this
+// fraction of the least are taken as equally fast (timings of one layer repeated on a quiet
+// machine differ by a few percent), and the most even of them is chosen
+// (graph::partition_by_cost_evenly).
+constexpr double kTimeSlack = 0.05;
+
 // Runs `micro_input` (one micro-batch, on the CPU) through `model` layer by layer and times each
 // layer's forward, its whole backward (B) and its backward split in two (I, then W), `repeats`
 // times after a warm-up (the parameters' gradients are left as they were), with `threads` intra-op
 // threads (a CPU device's). `group` (null: whole samples): a dry slab group when `micro_input` is
 // one slab of a spatial split, as for measure_layer_bytes (its halos are zeros from no neighbour:
 // the exchange's transfer is not timed). `workspace_bound`: the layers'
-// (graph::CallContext::workspace_bound); `precision`: the forwards' type (CallContext::precision).
+// (graph::CallContext::workspace_bound); `precision`: the forwards' type (CallContext::precision);
+// `split`: false leaves the split backward (input, weight) unmeasured, at half the time.
 LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& micro_input,
                                spatial::Group* group = nullptr, int64_t workspace_bound = 0,
                                int repeats = 3, int threads = 1,
-                               c10::ScalarType precision = c10::kFloat);
+                               c10::ScalarType precision = c10::kFloat, bool split = true);
 
 // A measurement as JSON text and back (one process measures for an MPI job).
 std::string to_json(const LayerTimes& times);

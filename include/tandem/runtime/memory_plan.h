@@ -107,12 +107,15 @@ graph::Partition partition_by_memory(const graph::Model& model, const LayerBytes
 // Among the contiguous partitions whose every stage plans at most `stage_budget` bytes (as
 // partition_by_memory counts them), the one whose costliest stage has the least work: the sum
 // of `layer_costs` over its layers (one per layer, e.g. measured seconds), or without them its
-// forward FLOPs (graph::Layer::forward_flops_per_sample). The fastest split that fits. When none
-// fits, the one with the smallest largest peak, as partition_by_memory.
+// forward FLOPs (graph::Layer::forward_flops_per_sample); then, of the splits that fit whose
+// costliest stage is within `slack` (a fraction) of that least, the most even
+// (graph::partition_by_cost_evenly). The fastest split that fits. When none fits, the one with
+// the smallest largest peak, as partition_by_memory.
 graph::Partition partition_to_fit(const graph::Model& model, const LayerBytes& bytes,
                                   const std::vector<int>& in_flight, bool recompute,
                                   double stage_budget, const schedule::Schedule* chain = nullptr,
-                                  const std::vector<double>* layer_costs = nullptr);
+                                  const std::vector<double>* layer_costs = nullptr,
+                                  double slack = 0);
 
 // The most bytes every stage of `partition` can hold ("at most"): during its backward a stage
 // holds one gradient message per stage that read a tensor it sent, and their sum. `lowered`

@@ -16,6 +16,7 @@ namespace tandem::train {
 // The closed choices of a Config. Their words (name_of, and the command line's) are in
 // train/options.h with every option's.
 enum class PartitionBy {
+  kTime,        // the most even measured time (within the budget's planned peaks, if given)
   kParameters,  // even parameter counts
   kMemory,      // the smallest largest planned peak, measured per layer
   kFit,         // the most even FLOPs among the splits whose planned peaks fit the budget
@@ -78,9 +79,9 @@ struct Config {
   int threads_per_device = 1;    // 0: cores / cpu devices (bits depend on the machine)
   bool lend_idle_cores = false;  // waiting CPU devices lend cores: not bitwise repeatable
   std::vector<int> balance;      // layers per stage; empty: split by `partition`
-  PartitionBy partition = PartitionBy::kParameters;  // when `balance` is empty
-  int stages = 0;   // 0: one stage per device (per group of `spatial`)
-  int spatial = 1;  // slabs per sample: devices in each stage's group
+  PartitionBy partition = PartitionBy::kTime;  // when `balance` is empty
+  int stages = 0;                              // 0: one stage per device (per group of `spatial`)
+  int spatial = 1;                             // slabs per sample: devices in each stage's group
   int replicas = 1;
   TransportKind transport = TransportKind::kAuto;
   MpiCuda mpi_cuda = MpiCuda::kAuto;  // how CUDA tensors go between MPI ranks

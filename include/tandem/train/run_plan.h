@@ -46,6 +46,8 @@ struct RunPlan {
   int64_t steps_per_epoch = 0;   // whole global batches in the training set
   int64_t total_steps = 0;       // the run's last step: Config::steps, or epochs x steps_per_epoch
   runtime::OptimizerFactory optimizer;
+  // How --partition time shared the measured costs among the stages (a line); else empty.
+  std::string split;
   // With --partition memory or fit, or --plan-only: the planned peak of every stage and the
   // plan's text (runtime::memory_plan_table, the slab table under --spatial, the budget's
   // verdict and, over the budget, a --spatial that fits); else empty.

@@ -84,6 +84,7 @@ class Trainer {
   // With --partition memory or fit, or --plan-only: the predicted bytes per stage
   // (memory_plan_table) and, with --device-memory, whether they fit; else empty.
   const std::string& memory_plan() const { return plan_.memory_plan; }
+  const std::string& split() const { return plan_.split; }  // RunPlan::split
   // False when the memory plan's peaks exceed --device-memory on some device.
   bool plan_fits() const { return plan_.fits; }
   // The loss scaler of a run that scales its loss (scales_loss(config)); else null.

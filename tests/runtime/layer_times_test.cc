@@ -1,0 +1,46 @@
+// Timing each layer of a model on one micro-batch (runtime/layer_times.h): the forward and
+// backward of every layer, the split backward when asked for, the parameters' gradients left as
+// they were, and the measurement's JSON form.
+#include "tandem/runtime/layer_times.h"
+
+#include <gtest/gtest.h>
+
+#include "error_of.h"
+#include "tandem/graph/partition.h"
+#include "test_models.h"
+
+namespace tandem::runtime {
+namespace {
+
+TEST(LayerTimes, EveryLayerAndTheSplitBackwardWhenAskedFor) {
+  graph::Model m = testing::small_mlp();
+  const size_t n = m.layers.size();
+  const torch::Tensor x = torch::randn({8, 12});
+  const torch::Tensor weight = m.layers[1].module->parameters()[0];  // dense0.weight
+  weight.mutable_grad() = torch::full_like(weight, 3.0);
+  const LayerTimes split = measure_layer_times(m, x, nullptr, 0, 2);
+  ASSERT_EQ(split.forward.size(), n);
+  ASSERT_EQ(split.backward.size(), n);
+  ASSERT_EQ(split.input.size(), n);
+  ASSERT_EQ(split.weight.size(), n);
+  EXPECT_GT(split.forward[1] + split.backward[1], 0.0);  // dense0 does work
+  EXPECT_TRUE(torch::equal(weight.grad(), torch::full_like(weight, 3.0)));
+  // Forward and backward alone: no split halves.
+  const LayerTimes whole = measure_layer_times(m, x, nullptr, 0, 2, 1, c10::kFloat, false);
+  EXPECT_EQ(whole.forward.size(), n);
+  EXPECT_EQ(whole.backward.size(), n);
+  EXPECT_TRUE(whole.input.empty());
+  EXPECT_TRUE(whole.weight.empty());
+  EXPECT_TRUE(torch::equal(weight.grad(), torch::full_like(weight, 3.0)));
+  // Both read back from JSON; a measurement with halves for some layers only does not.
+  EXPECT_EQ(layer_times_from_json(to_json(split)).weight, split.weight);
+  EXPECT_TRUE(layer_times_from_json(to_json(whole)).input.empty());
+  LayerTimes broken = split;
+  broken.input.pop_back();
+  EXPECT_NE(
+      error_of([&] { layer_times_from_json(to_json(broken)); }).find("but 6, 5 and 6 backwards"),
+      std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::runtime
