@@ -174,6 +174,12 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo
   bash bench/partition.sh "$build" 5
   echo
+  echo "## The default split by measured time against even parameter counts"
+  echo
+  echo "Command: \`bench/split-time.sh $build 5\`"
+  echo
+  bash bench/split-time.sh "$build" 5
+  echo
   echo "## The planner against measured runs"
   echo
   echo "Command: \`OMP_WAIT_POLICY=passive bench/planner.sh $build/tandem 5\`: each configuration trained"
