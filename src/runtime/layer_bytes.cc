@@ -239,6 +239,7 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
       if (name == model.output || !last_read.count(name) || kept.at(name)) continue;
       out.activations[i] -= std::min(out.activations[i], out.tensors.at(name));
       unkept += out.tensors.at(name);
+      out.unkept.push_back(name);
     }
     out.forward.push_back(
         forward_peak[i] > out.activations[i] ? forward_peak[i] - out.activations[i] : 0);
@@ -261,6 +262,7 @@ std::string to_json(const LayerBytes& bytes) {
   j["state"] = bytes.state;
   j["step"] = bytes.step;
   j["tensors"] = bytes.tensors;
+  j["unkept"] = bytes.unkept;
   return j.dump();
 }
 
@@ -278,6 +280,7 @@ LayerBytes layer_bytes_from_json(const std::string& text) {
     j.at("state").get_to(out.state);
     j.at("step").get_to(out.step);
     j.at("tensors").get_to(out.tensors);
+    if (j.contains("unkept")) j.at("unkept").get_to(out.unkept);
     const size_t n = out.activations.size();
     TANDEM_CHECK(out.transient.size() == n && out.forward.size() == n && out.backward.size() == n &&
                      out.backward_held.size() == n && out.halo.size() == n &&

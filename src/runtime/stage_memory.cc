@@ -35,6 +35,7 @@ TensorUses index_tensors(const graph::Model& model, const LayerBytes& bytes) {
       u.producer.push_back(-1);
       u.readers.emplace_back();
       u.bytes.push_back(static_cast<double>(bytes.tensors.at(name)));
+      u.unkept.push_back(0);
     }
     return it->second;
   };
@@ -54,6 +55,10 @@ TensorUses index_tensors(const graph::Model& model, const LayerBytes& bytes) {
     }
   }
   u.output = id(model.output);
+  for (const std::string& name : bytes.unkept) {
+    const auto it = ids.find(name);
+    if (it != ids.end()) u.unkept[static_cast<size_t>(it->second)] = 1;
+  }
   return u;
 }
 
@@ -94,7 +99,7 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
     delta[from - begin] += b;
     delta[to + 1 - begin] -= b;
   };
-  double received = 0, sent = 0, sent_on = 0;
+  double received = 0, sent = 0, sent_on = 0, sent_unkept = 0;
   std::vector<char> seen(u.producer.size(), 0);
   // Layers whose outputs the stage keeps through its backward (it sent them): their backward
   // frees none of them.
@@ -134,6 +139,9 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
         hold(last_inside, last_inside, u.bytes[t]);  // the part and the sum, for a moment
       }
       if (after != readers.end()) sent_on += u.bytes[t];
+      // Sent on while no graph keeps it: the stage keeps it for its backward all the same, for
+      // every micro-batch in flight (its producer's activations leave it out).
+      if (after != readers.end() && u.unkept[static_cast<size_t>(t)]) sent_unkept += u.bytes[t];
       hold(begin, made - 1, u.bytes[t]);  // kept until the backward ends
       outputs_kept[made - begin] = 1;
     }
@@ -155,14 +163,17 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
         {largest_at_a_layer, forward,
          activations + held + static_cast<double>(backward) + sent + deferred_after[i - begin]});
   }
-  out.workspace = largest_at_a_layer - activations;
+  // Above the running micro-batch's kept tensors (what it sends on unkept is among them, and
+  // the largest moment holds it too).
+  const double kept_unkept = recompute ? 0.0 : sent_unkept;
+  out.workspace = std::max(0.0, largest_at_a_layer - activations - kept_unkept);
   out.received = received;
   out.sent_on = sent_on;
   // Kept per micro-batch in flight: its activations and what it received (with recomputation,
   // only what it received); under a split backward, between its I and W, what its deferred work
   // keeps instead (received tensors included), where that is more. The workspace stays what it
   // is above the activations: a W action holds every deferred micro-batch and its own workspace.
-  out.kept = recompute ? received : activations + received;
+  out.kept = recompute ? received : activations + received + sent_unkept;
   out.deferred = deferred_total;
   out.per_microbatch = std::max(out.kept, deferred_total);
   if (!recompute) return out;

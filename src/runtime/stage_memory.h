@@ -62,6 +62,7 @@ struct TensorUses {
   std::vector<int> producer;              // per tensor: the layer that makes it; -1: graph input
   std::vector<std::vector<int>> readers;  // per tensor: the layers that read it, ascending
   std::vector<double> bytes;              // per tensor: bytes for one micro-batch
+  std::vector<char> unkept;               // per tensor: no autograd graph keeps it
   std::vector<std::vector<int>> touched;  // per layer: the tensors it reads or makes
   int output = -1;                        // the model's output
 };

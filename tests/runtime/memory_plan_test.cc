@@ -396,6 +396,39 @@ TEST(MemoryPlan, ADecoderConvolutionKeepsNoConcatenation) {
   EXPECT_GE(measured, 0.9 * planned);
 }
 
+// A convolution without its ReLU keeps its input, not its output, and the ReLU after it keeps
+// its own result: on one device the convolution's output is gone once the ReLU has run, so it
+// is no activation. A stage that ends at the convolution sends that output on and keeps it for
+// its backward, for every micro-batch in flight: under 1F1B the first of 2 stages holds 2.
+TEST(MemoryPlan, AStageKeepsWhatItSendsOnThoughNoGraphKeepsIt) {
+  torch::manual_seed(5);
+  graph::Model m;
+  m.name = "conv-relu-conv";
+  m.layers.push_back(models::conv3d_layer("conv0", 1, 4, 3, /*relu=*/false, "input", "x1"));
+  m.layers.push_back(models::relu_layer("relu0", "x1", "x2"));
+  m.layers.push_back(models::conv3d_layer("conv1", 4, 1, 3, /*relu=*/false, "x2", "output"));
+  m.loss = [](const torch::Tensor& out, const torch::Tensor& target) {
+    return torch::mse_loss(out, target);
+  };
+  const torch::Tensor x = torch::randn({8, 1, 8, 8, 8}), y = torch::randn({8, 1, 8, 8, 8});
+  const runtime::LayerBytes b = runtime::measure_layer_bytes(m, x.narrow(0, 0, 4), 0);
+  EXPECT_EQ(b.unkept, std::vector<std::string>{"x1"});
+  EXPECT_EQ(runtime::layer_bytes_from_json(runtime::to_json(b)).unkept, b.unkept);
+  const graph::Partition part = graph::partition_by_balance(m, {1, 2});
+  schedule::Options so;
+  so.stages = 2;
+  so.microbatches = 2;
+  const schedule::Schedule sched = schedule::make("1f1b", so);
+  const auto in_flight = schedule::peak_in_flight(sched);
+  const schedule::Schedule lowered =
+      schedule::lower(sched, schedule::StageGraph{2, graph::analyze(m, part).consumers()});
+  const auto planned = runtime::planned_peaks(m, b, part, in_flight, false, &lowered);
+  const auto measured = second_step_peaks(m, part, 2, 2, x, y);
+  // At or below the plan, and above it with one x1 less per micro-batch kept.
+  EXPECT_LE(static_cast<double>(measured[0]), planned[0]);
+  EXPECT_GT(static_cast<double>(measured[0]), planned[0] - static_cast<double>(b.tensors.at("x1")));
+}
+
 TEST(MemoryPlan, RefusesAMeasurementOfAnotherModel) {
   graph::Model m = convs();
   runtime::LayerBytes b = runtime::measure_layer_bytes(m, torch::randn({1, 1, 8, 8, 8}), 0);

@@ -69,6 +69,9 @@ struct LayerBytes {
   std::vector<uint64_t> step;
   // Per named tensor, the graph input included: its bytes for one micro-batch.
   std::map<std::string, uint64_t> tensors;
+  // The layers' outputs that no autograd graph keeps (gone after their last reader, so in no
+  // layer's activations): a stage that sends one on keeps it until its backward.
+  std::vector<std::string> unkept;
 };
 
 // Runs `micro_input` (one micro-batch, on the CPU) forward through `model` with gradients
