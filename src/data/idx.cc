@@ -1,6 +1,7 @@
 #include "tandem/data/idx.h"
 
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "data/file_bytes.h"
@@ -157,6 +158,14 @@ torch::Tensor read_idx(const std::string& path) {
                "'{}' has {} bytes after the data for dims {} ({} expected); it is not a valid "
                "IDX file.",
                path, bytes.size() - expected, dims, expected);
+  if (info.bytes == 1 && count > 0) {
+    // Bytes need no swapping: the tensor keeps the file's buffer, not a copy of it (MNIST's
+    // 47 MB of images are not written twice).
+    auto held = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
+    return torch::from_blob(
+        held->data() + header, dims, [held](void*) mutable { held.reset(); },
+        torch::TensorOptions().dtype(info.dtype));
+  }
   torch::Tensor out = torch::empty(dims, torch::TensorOptions().dtype(info.dtype));
   if (count == 0) return out;  // no data: an empty tensor has no storage to copy into
   auto* dst = static_cast<uint8_t*>(out.data_ptr());

@@ -69,6 +69,16 @@ torch::Tensor normalized_each(const torch::Tensor& batch, const Normalization& n
   return normalized(batch, n);
 }
 
+void normalize_each_in_place(torch::Tensor& batch, const Normalization& n) {
+  if (n.mode == Normalize::kDataset && n.mean.size() == 1 && n.in_float32 &&
+      batch.scalar_type() == torch::kFloat32 && batch.is_contiguous()) {
+    // The kernels and scalars of normalized()'s (x - mean) / deviation, in place: the same bits.
+    batch.sub_(n.mean[0]).div_(n.deviation[0] > 0 ? n.deviation[0] : 1.0);
+    return;
+  }
+  batch = normalized_each(batch, n);
+}
+
 Normalization dataset_moments(const std::vector<torch::Tensor>& images) {
   TANDEM_ASSERT(!images.empty(), "dataset_moments needs at least one image");
   Normalization n;

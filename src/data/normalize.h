@@ -24,6 +24,11 @@ torch::Tensor normalized(const torch::Tensor& image, const Normalization& n,
 // normalized() of each sample of `batch` [B,C,...] (kPerImage: each sample on its own).
 torch::Tensor normalized_each(const torch::Tensor& batch, const Normalization& n);
 
+// normalized_each() into `batch` itself where that gives the same values (float32 already, one
+// pair for all channels, in float32): a data set of hundreds of MB is not copied twice more. The
+// tensor must not share its storage with one that is still used.
+void normalize_each_in_place(torch::Tensor& batch, const Normalization& n);
+
 // kDataset's moments per channel over `images` (each [C, ...], the same C), summed over all of
 // them in order, in double: the record that normalized() applies.
 Normalization dataset_moments(const std::vector<torch::Tensor>& images);

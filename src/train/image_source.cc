@@ -1,4 +1,9 @@
+#include <fmt/ranges.h>
+
+#include <filesystem>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -18,9 +23,10 @@ namespace {
 class ImageSource : public Source {
  public:
   using Loader = std::function<data::ImageDataset(data::Split)>;
-  ImageSource(std::string name, Loader load, int64_t train_size, int64_t test_size, int64_t height,
-              int64_t width, uint64_t seed, data::Normalization normalization)
+  ImageSource(std::string name, std::string key, Loader load, int64_t train_size, int64_t test_size,
+              int64_t height, int64_t width, uint64_t seed, data::Normalization normalization)
       : name_(std::move(name)),
+        key_(std::move(key)),
         load_(std::move(load)),
         train_size_(train_size),
         test_size_(test_size),
@@ -77,31 +83,48 @@ class ImageSource : public Source {
   // for these data sets: it speeds up training of the unnormalized-input models noticeably.
   const Loaded& loaded() const {
     std::call_once(load_once_, [this] {
-      Loaded d{load_(data::Split::kTrain), load_(data::Split::kTest), normalization_};
-      TANDEM_CHECK(d.train.size() == train_size_ && d.test.size() == test_size_,
-                   "{} changed while it was read: {} training and {} test images, its headers "
-                   "said {} and {}",
-                   name_, d.train.size(), d.test.size(), train_size_, test_size_);
-      if (d.normalization.mode == data::Normalize::kDataset && d.normalization.mean.empty()) {
-        d.normalization = data::dataset_moments({d.train.images.transpose(0, 1)});
-        d.normalization.in_float32 = true;  // as MNIST's pixels always were
-      }
-      d.train.images = data::normalized_each(d.train.images, d.normalization);
-      d.test.images = data::normalized_each(d.test.images, d.normalization);
-      data_ = std::move(d);
+      data_ = shared_loaded(key_, [this] {
+        Loaded d{load_(data::Split::kTrain), load_(data::Split::kTest), normalization_};
+        TANDEM_CHECK(d.train.size() == train_size_ && d.test.size() == test_size_,
+                     "{} changed while it was read: {} training and {} test images, its headers "
+                     "said {} and {}",
+                     name_, d.train.size(), d.test.size(), train_size_, test_size_);
+        if (d.normalization.mode == data::Normalize::kDataset && d.normalization.mean.empty()) {
+          d.normalization = data::dataset_moments({d.train.images.transpose(0, 1)});
+          d.normalization.in_float32 = true;  // as MNIST's pixels always were
+        }
+        data::normalize_each_in_place(d.train.images, d.normalization);
+        data::normalize_each_in_place(d.test.images, d.normalization);
+        return d;
+      });
     });
-    return data_;
+    return *data_;
+  }
+
+  // The images as loaded() makes them, shared by this process's sources of the same files read
+  // the same way (`key`) while any of them holds them: `tandem verify`'s split run and its two
+  // one-device references read and standardize 60,000 images once, not three times.
+  static std::shared_ptr<const Loaded> shared_loaded(const std::string& key,
+                                                     const std::function<Loaded()>& load) {
+    static std::mutex mutex;
+    static std::map<std::string, std::weak_ptr<const Loaded>> held;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (std::shared_ptr<const Loaded> d = held[key].lock()) return d;
+    auto d = std::make_shared<const Loaded>(load());
+    held[key] = d;
+    return d;
   }
 
   std::string name_;
+  std::string key_;  // the files and the normalization: equal keys load equal images
   Loader load_;
   int64_t train_size_, test_size_;
   int64_t height_, width_;
   uint64_t seed_;
   data::Normalization normalization_;  // resolved: never kDefault
   mutable std::once_flag load_once_;
-  mutable Loaded data_;             // written once, under load_once_
-  mutable std::mutex order_mutex_;  // guards the epoch order cache below
+  mutable std::shared_ptr<const Loaded> data_;  // written once, under load_once_
+  mutable std::mutex order_mutex_;              // guards the epoch order cache below
   mutable int64_t order_epoch_ = -1;
   mutable std::vector<int64_t> order_;
 };
@@ -138,9 +161,17 @@ std::unique_ptr<Source> make_image_source(const std::string& name, const std::st
                "the training images '{}' are {}x{} but the test images '{}' are {}x{}: both splits "
                "of a data set must have one image size",
                train.images, train.height, train.width, test.images, test.height, test.width);
+  // The key holds each images file's size and time of change: files rewritten between two
+  // sources are read again.
+  std::string key = fmt::format("{}|{}|{}|{}|{}|{}", name, d, static_cast<int>(normalization.mode),
+                                normalization.in_float32, fmt::join(normalization.mean, ","),
+                                fmt::join(normalization.deviation, ","));
+  for (const std::string& path : {train.images, test.images, train.labels, test.labels})
+    key += fmt::format("|{}:{}", std::filesystem::file_size(path),
+                       std::filesystem::last_write_time(path).time_since_epoch().count());
   return std::make_unique<ImageSource>(
-      name, [d, load](data::Split split) { return load(d, split); }, train.count, test.count,
-      train.height, train.width, seed, std::move(normalization));
+      name, std::move(key), [d, load](data::Split split) { return load(d, split); }, train.count,
+      test.count, train.height, train.width, seed, std::move(normalization));
 }
 
 }  // namespace tandem::train
