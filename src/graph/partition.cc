@@ -105,6 +105,15 @@ std::optional<Partition> least_split(const Model& model, int stages, const Stage
 
 }  // namespace
 
+double costliest_stage(const Partition& p, const StageCostFn& cost) {
+  double costliest = 0;
+  for (int s = 0; s < p.num_stages; ++s) {
+    auto [b, e] = p.layers_of(s);
+    costliest = std::max(costliest, cost(s, b, e));
+  }
+  return costliest;
+}
+
 Partition partition_by_cost(const Model& model, int stages, const StageCostFn& cost) {
   std::optional<Partition> least = least_split(model, stages, cost, /*sum=*/false);
   TANDEM_CHECK(least, "every split of model '{}' into {} stages costs infinity", model.name,
@@ -129,12 +138,7 @@ Partition partition_under_cap(const Model& model, int stages, const StageCostFn&
 Partition partition_by_cost_evenly(const Model& model, int stages, const StageCostFn& cost,
                                    double slack) {
   TANDEM_CHECK(slack >= 0, "the slack on the costliest stage must not be negative, not {}", slack);
-  const Partition least = partition_by_cost(model, stages, cost);
-  double costliest = 0;
-  for (int s = 0; s < stages; ++s) {
-    auto [b, e] = least.layers_of(s);
-    costliest = std::max(costliest, cost(s, b, e));
-  }
+  const double costliest = costliest_stage(partition_by_cost(model, stages, cost), cost);
   // The least split itself is within the cap (its costs computed the same way).
   return partition_under_cap(model, stages, cost, costliest * (1 + slack));
 }

@@ -245,12 +245,8 @@ graph::Partition partition_to_fit(const graph::Model& model, const LayerBytes& b
     if (planned > stage_budget) return 1.0 + planned / stage_budget;
     return total > 0 ? work(begin, end) / total : 0.0;
   };
-  const graph::Partition least = graph::partition_by_cost(model, stages, cost);
-  double costliest = 0;
-  for (int s = 0; s < stages; ++s) {
-    auto [b, e] = least.layers_of(s);
-    costliest = std::max(costliest, cost(s, b, e));
-  }
+  const double costliest =
+      graph::costliest_stage(graph::partition_by_cost(model, stages, cost), cost);
   // Then the most even split whose work is within `slack` of that, among those that fit (or,
   // when none fits, with that smallest largest peak).
   const double cap = costliest <= 1 ? std::min(1.0, costliest * (1 + slack)) : costliest;

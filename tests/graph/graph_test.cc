@@ -151,6 +151,8 @@ TEST(Partition, EvenlyPutsAFreeLayerWithANeighbour) {
   EXPECT_EQ(partition_by_cost(m, 4, cost).balance(), (std::vector<int>{1, 1, 2, 1}));
   EXPECT_EQ(partition_by_cost_evenly(m, 4, cost).balance(), (std::vector<int>{2, 1, 1, 1}));
   EXPECT_EQ(partition_by_cost_evenly(m, 2, cost).balance(), (std::vector<int>{3, 2}));
+  EXPECT_EQ(costliest_stage(partition_by_balance(m, {1, 1, 2, 1}), cost), 4.0);
+  EXPECT_EQ(costliest_stage(partition_by_balance(m, {3, 2}), cost), 6.0);
   // A flatten of 0.01 before a layer of 4: alone, it keeps the costliest stage at 4 rather
   // than 4.01, so only a slack lets it join (the least sum of squares then: 4.01 | 2 | 1.5 |
   // 1.5; without, 0.01 | 4 | 2 | 3).

@@ -29,6 +29,8 @@ Partition partition_by_balance(const Model& model, const std::vector<int>& balan
 Partition partition_by_parameters(const Model& model, int stages);
 // Cost of making layers [begin, end) stage `stage`.
 using StageCostFn = std::function<double(int stage, int begin, int end)>;
+// The largest cost(s, first layer, end) over the stages of `p`.
+double costliest_stage(const Partition& p, const StageCostFn& cost);
 // Contiguous stages (each at least one layer) that minimize the costliest stage.
 Partition partition_by_cost(const Model& model, int stages, const StageCostFn& cost);
 // Among the contiguous splits (each stage at least one layer) whose every stage costs at most
