@@ -1,10 +1,9 @@
 #include "tandem/data/mnist.h"
 
+#include <fmt/ranges.h>
 #include <sys/stat.h>
 
 #include <vector>
-
-#include <fmt/ranges.h>
 
 #include "tandem/common/check.h"
 #include "tandem/data/idx.h"
@@ -48,9 +47,9 @@ PairPaths find_pair(const std::string& dir, Split split, const char* name,
 }
 
 ImageDataset load_from_dir(const std::string& dir, Split split, const char* name,
-                           const char* install_hint) {
+                           const char* install_hint, Pixels pixels) {
   const PairPaths paths = find_pair(dir, split, name, install_hint);
-  return load_image_pair(paths.images, paths.labels);
+  return load_image_pair(paths.images, paths.labels, pixels);
 }
 
 // MNIST's files hold unsigned bytes; a file whose header says otherwise is refused by its type
@@ -87,7 +86,12 @@ constexpr const char* kFashionHint =
 
 }  // namespace
 
-ImageDataset load_image_pair(const std::string& images_path, const std::string& labels_path) {
+torch::Tensor scaled_pixels(const torch::Tensor& bytes) {
+  return bytes.to(torch::kFloat32).div_(255.0f);
+}
+
+ImageDataset load_image_pair(const std::string& images_path, const std::string& labels_path,
+                             Pixels pixels) {
   check_unsigned_bytes(images_path, read_idx_header(images_path).type);
   check_unsigned_bytes(labels_path, read_idx_header(labels_path).type);
   torch::Tensor images = read_idx(images_path);
@@ -113,17 +117,18 @@ ImageDataset load_image_pair(const std::string& images_path, const std::string& 
     }
   }
   ImageDataset out;
-  out.images = images.unsqueeze(1).to(torch::kFloat32).div_(255.0f);
+  out.images = images.unsqueeze(1);
+  if (pixels == Pixels::kScaled) out.images = scaled_pixels(out.images);
   out.labels = labels.to(torch::kInt64);
   return out;
 }
 
-ImageDataset load_mnist(const std::string& dir, Split split) {
-  return load_from_dir(dir, split, "MNIST", kMnistHint);
+ImageDataset load_mnist(const std::string& dir, Split split, Pixels pixels) {
+  return load_from_dir(dir, split, "MNIST", kMnistHint, pixels);
 }
 
-ImageDataset load_fashion_mnist(const std::string& dir, Split split) {
-  return load_from_dir(dir, split, "Fashion-MNIST", kFashionHint);
+ImageDataset load_fashion_mnist(const std::string& dir, Split split, Pixels pixels) {
+  return load_from_dir(dir, split, "Fashion-MNIST", kFashionHint, pixels);
 }
 
 ImageFiles inspect_mnist(const std::string& dir, Split split) {

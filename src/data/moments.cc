@@ -2,7 +2,10 @@
 
 #include <ATen/Dispatch.h>
 
+#include <array>
 #include <cmath>
+
+#include "tandem/common/check.h"
 
 namespace tandem::data {
 
@@ -35,6 +38,32 @@ Moments moments(const std::vector<torch::Tensor>& parts) {
       const double d = v - m.mean;
       squares += d * d;
     });
+  m.stddev = n > 1 ? std::sqrt(squares / static_cast<double>(n - 1)) : 0.0;
+  return m;
+}
+
+Moments moments_of_bytes(const torch::Tensor& bytes, const torch::Tensor& value_of) {
+  TANDEM_CHECK(bytes.scalar_type() == torch::kUInt8, "moments_of_bytes needs uint8, not {}",
+               c10::toString(bytes.scalar_type()));
+  TANDEM_CHECK(value_of.numel() == 256, "moments_of_bytes needs 256 values, not {}",
+               value_of.numel());
+  std::array<double, 256> table{};
+  int k = 0;
+  for_each_value(value_of, [&](double v) { table[static_cast<size_t>(k++)] = v; });
+  const torch::Tensor x = bytes.contiguous();
+  const uint8_t* p = x.data_ptr<uint8_t>();
+  const int64_t n = x.numel();
+  Moments m;
+  if (n == 0) return m;
+  // moments()'s two passes, on the same doubles in the same order.
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += table[p[i]];
+  m.mean = sum / static_cast<double>(n);
+  double squares = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = table[p[i]] - m.mean;
+    squares += d * d;
+  }
   m.stddev = n > 1 ? std::sqrt(squares / static_cast<double>(n - 1)) : 0.0;
   return m;
 }

@@ -20,4 +20,9 @@ Moments moments(const torch::Tensor& values);
 // flattened elements) without the copy.
 Moments moments(const std::vector<torch::Tensor>& parts);
 
+// moments() of value_of[b] for every byte b of `bytes` (uint8), in order: the moments of a data
+// set kept as bytes, bit for bit those of its values, without making them. `value_of`: the 256
+// values of the bytes (any real dtype).
+Moments moments_of_bytes(const torch::Tensor& bytes, const torch::Tensor& value_of);
+
 }  // namespace tandem::data

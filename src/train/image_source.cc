@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "data/batching.h"
+#include "data/moments.h"
 #include "data/normalize.h"
 #include "tandem/common/check.h"
 #include "tandem/data/mnist.h"
@@ -22,7 +23,7 @@ namespace {
 // the target) never reads the images.
 class ImageSource : public Source {
  public:
-  using Loader = std::function<data::ImageDataset(data::Split)>;
+  using Loader = std::function<data::ImageDataset(data::Split, data::Pixels)>;
   ImageSource(std::string name, std::string key, Loader load, int64_t train_size, int64_t test_size,
               int64_t height, int64_t width, uint64_t seed, data::Normalization normalization)
       : name_(std::move(name)),
@@ -46,12 +47,13 @@ class ImageSource : public Source {
       order_epoch_ = epoch;
     }
     data::ImageBatch b = data::gather(d.train, order_, begin, end);
-    return {b.images, b.labels};
+    return {pixels(b.images, d.normalization), b.labels};
   }
 
   Batch test_batch(int64_t begin, int64_t end) const override {
     const Loaded& d = loaded();
-    return {d.test.images.slice(0, begin, end), d.test.labels.slice(0, begin, end)};
+    return {pixels(d.test.images.slice(0, begin, end), d.normalization),
+            d.test.labels.slice(0, begin, end)};
   }
 
   std::string describe() const override {
@@ -74,8 +76,10 @@ class ImageSource : public Source {
   int64_t sample_bytes() const override { return height_ * width_ * 4 + 8; }
 
  private:
+  // The images are kept as the files' bytes (a quarter of float32's memory) and each batch's
+  // made from them: each pixel's float32 value, bit for bit as from the whole set at once.
   struct Loaded {
-    data::ImageDataset train, test;
+    data::ImageDataset train, test;     // images uint8
     data::Normalization normalization;  // as applied, with the measured moments
   };
 
@@ -84,21 +88,32 @@ class ImageSource : public Source {
   const Loaded& loaded() const {
     std::call_once(load_once_, [this] {
       data_ = shared_loaded(key_, [this] {
-        Loaded d{load_(data::Split::kTrain), load_(data::Split::kTest), normalization_};
+        Loaded d{load_(data::Split::kTrain, data::Pixels::kBytes),
+                 load_(data::Split::kTest, data::Pixels::kBytes), normalization_};
         TANDEM_CHECK(d.train.size() == train_size_ && d.test.size() == test_size_,
                      "{} changed while it was read: {} training and {} test images, its headers "
                      "said {} and {}",
                      name_, d.train.size(), d.test.size(), train_size_, test_size_);
         if (d.normalization.mode == data::Normalize::kDataset && d.normalization.mean.empty()) {
-          d.normalization = data::dataset_moments({d.train.images.transpose(0, 1)});
+          // Over every pixel's float32 value in order: data::dataset_moments of the scaled
+          // images (one channel), without making them.
+          const data::Moments m = data::moments_of_bytes(
+              d.train.images, data::scaled_pixels(torch::arange(256, torch::kUInt8)));
+          d.normalization.mean = {m.mean};
+          d.normalization.deviation = {m.stddev};
           d.normalization.in_float32 = true;  // as MNIST's pixels always were
         }
-        data::normalize_each_in_place(d.train.images, d.normalization);
-        data::normalize_each_in_place(d.test.images, d.normalization);
         return d;
       });
     });
     return *data_;
+  }
+
+  // Bytes [B,1,H,W] as the standardized float32 pixels `n` says.
+  static torch::Tensor pixels(const torch::Tensor& bytes, const data::Normalization& n) {
+    torch::Tensor x = data::scaled_pixels(bytes);
+    data::normalize_each_in_place(x, n);
+    return x;
   }
 
   // The images as loaded() makes them, shared by this process's sources of the same files read
@@ -134,7 +149,7 @@ class ImageSource : public Source {
 std::unique_ptr<Source> make_image_source(const std::string& name, const std::string& dir,
                                           uint64_t seed, data::Normalization normalization) {
   using Inspect = data::ImageFiles (*)(const std::string&, data::Split);
-  using Load = data::ImageDataset (*)(const std::string&, data::Split);
+  using Load = data::ImageDataset (*)(const std::string&, data::Split, data::Pixels);
   Inspect inspect = nullptr;
   Load load = nullptr;
   std::string d = dir;
@@ -170,8 +185,9 @@ std::unique_ptr<Source> make_image_source(const std::string& name, const std::st
     key += fmt::format("|{}:{}", std::filesystem::file_size(path),
                        std::filesystem::last_write_time(path).time_since_epoch().count());
   return std::make_unique<ImageSource>(
-      name, std::move(key), [d, load](data::Split split) { return load(d, split); }, train.count,
-      test.count, train.height, train.width, seed, std::move(normalization));
+      name, std::move(key),
+      [d, load](data::Split split, data::Pixels pixels) { return load(d, split, pixels); },
+      train.count, test.count, train.height, train.width, seed, std::move(normalization));
 }
 
 }  // namespace tandem::train

@@ -191,6 +191,11 @@ TEST(Mnist, RealFilesIfInstalled) {
   EXPECT_EQ(test.labels[0].item<int64_t>(), 7);
   EXPECT_EQ(train.images.max().item<float>(), 1.0f);
   EXPECT_EQ(train.images.min().item<float>(), 0.0f);
+  // Kept as bytes: the same pixels once scaled, bit for bit.
+  const ImageDataset bytes = load_mnist(dir, Split::kTest, Pixels::kBytes);
+  EXPECT_EQ(bytes.images.scalar_type(), torch::kUInt8);
+  EXPECT_TRUE(torch::equal(scaled_pixels(bytes.images), test.images));
+  EXPECT_TRUE(torch::equal(bytes.labels, test.labels));
 }
 
 TEST(FashionMnist, RealFilesIfInstalled) {

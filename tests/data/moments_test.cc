@@ -23,6 +23,21 @@ TEST(Moments, OfBytesAreThoseOfTheirValues) {
   EXPECT_DOUBLE_EQ(m.stddev, std::sqrt(4 * 127.5 * 127.5 / 3));
 }
 
+// A data set kept as bytes: the moments of the bytes' values, bit for bit those of the values
+// themselves (MNIST's pixels / 255, kept as bytes, standardized by them).
+TEST(Moments, ThroughATableOfByteValuesAreThoseOfTheValues) {
+  auto gen = torch::make_generator<at::CPUGeneratorImpl>(5);
+  const torch::Tensor bytes = torch::randint(0, 256, {3, 1, 28, 28}, gen, torch::kUInt8);
+  const torch::Tensor value_of = torch::arange(256, torch::kUInt8).to(torch::kFloat32).div_(255);
+  const Moments through = moments_of_bytes(bytes, value_of);
+  const Moments direct = moments(bytes.to(torch::kFloat32).div_(255));
+  EXPECT_EQ(through.mean, direct.mean);
+  EXPECT_EQ(through.stddev, direct.stddev);
+  EXPECT_GT(through.stddev, 0.2);
+  EXPECT_THROW(moments_of_bytes(bytes.to(torch::kInt32), value_of), std::exception);
+  EXPECT_THROW(moments_of_bytes(bytes, value_of.slice(0, 0, 255)), std::exception);
+}
+
 TEST(Moments, OfOneValueHaveNoDeviation) {
   const Moments one = moments(torch::tensor({7.0f}));
   EXPECT_EQ(one.mean, 7.0);
