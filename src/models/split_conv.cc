@@ -58,6 +58,40 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> conv_grads(
   return backward(g, x, pad.sizes());
 }
 
+// conv_grads of the concatenation of `parts` along the channels, computed part by part: each
+// part's input gradient from its channels of the weight, the weight's gradient channels from each
+// part, the bias's once. Under a reduced precision oneDNN copies its input into a blocked layout,
+// and the concatenation held beside that copy made the U-Net's bf16 peak at 64^3 (the first
+// decoder convolution's backward): 80 MiB of workspace there against 64 for a convolution of
+// half the channels. `grads`: the parts' input gradients where mask[0], else left empty.
+std::pair<torch::Tensor, torch::Tensor> conv_grads_by_part(const torch::Tensor& g,
+                                                           const std::vector<torch::Tensor>& parts,
+                                                           const torch::Tensor& w,
+                                                           const torch::Tensor& b, Padding pad,
+                                                           std::array<bool, 3> mask,
+                                                           std::vector<torch::Tensor>* grads) {
+  std::vector<torch::Tensor> gws;
+  torch::Tensor gb;
+  int64_t first = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const int64_t c = parts[i].size(1);
+    auto [gx, gw, gbi] =
+        conv_grads(g, parts[i], w.narrow(1, first, c), i == 0 ? b : torch::Tensor(), pad,
+                   {mask[0], mask[1], mask[2] && i == 0});
+    if (mask[0]) grads->push_back(gx);
+    if (mask[1]) gws.push_back(gw);
+    if (i == 0) gb = gbi;
+    first += c;
+  }
+  return {mask[1] ? torch::cat(gws, 1) : torch::Tensor(), gb};
+}
+
+// Whether conv_grads_by_part computes the gradients of `parts`: several parts in a reduced
+// precision (fp32 keeps one convolution of their concatenation, which is faster there).
+bool by_part(const std::vector<torch::Tensor>& parts, const torch::Tensor& g) {
+  return parts.size() > 1 && g.scalar_type() != torch::kFloat;
+}
+
 // The convolution of whole samples: the whole volume's padding along depth. Its backward splits
 // into I and W actions when the micro-batch's queue is deferring. `parts`: x, or the parts whose
 // concatenation along the channels is x (kept as they are; each pass concatenates them for a
@@ -110,11 +144,34 @@ class SplitConv3d : public torch::autograd::Function<SplitConv3d> {
       out.insert(out.end(), {gw, gb, none, none});
       return out;
     };
+    // The same with the parts' gradients given one by one (none: no input gradient).
+    auto by_parts = [&](std::vector<torch::Tensor> grads, const torch::Tensor& gw,
+                        const torch::Tensor& gb) {
+      if (grads.empty()) grads.resize(n);
+      grads.insert(grads.end(), {gw, gb, none, none});
+      return torch::autograd::tensor_list(std::move(grads));
+    };
+    const bool split_parts = by_part(parts, g);
     if (deferred && deferred->deferring()) {
       spatial::WeightSlice slice;
       slice.first = ctx->saved_data["slice_first"].toInt();
       if (ctx->saved_data.count("slice_whole"))
         slice.whole = ctx->saved_data["slice_whole"].toTensor();
+      if (split_parts) {
+        std::vector<torch::Tensor> part_grads;
+        if (input_grad)
+          conv_grads_by_part(g, parts, weight, bias, pad, {true, false, false}, &part_grads);
+        deferred->push([g, parts, weight, param, bias, pad, slice] {
+          auto [gw, gb] =
+              conv_grads_by_part(g, parts, weight, bias, pad, {false, true, true}, nullptr);
+          if (slice.whole.defined())
+            graph::accumulate_grad(slice.whole, gw, /*dim=*/1, slice.first);
+          else
+            graph::accumulate_grad(param, gw);
+          if (bias.defined()) graph::accumulate_grad(bias, gb);
+        });
+        return by_parts(part_grads, none, none);
+      }
       torch::Tensor grad_x = input_grad
                                  ? std::get<0>(conv_grads(g, spatial::concatenated(parts), weight,
                                                           bias, pad, {true, false, false}))
@@ -129,6 +186,12 @@ class SplitConv3d : public torch::autograd::Function<SplitConv3d> {
         if (bias.defined()) graph::accumulate_grad(bias, gb);
       });
       return result(grad_x, none, none);
+    }
+    if (split_parts) {
+      std::vector<torch::Tensor> part_grads;
+      auto [gw, gb] =
+          conv_grads_by_part(g, parts, weight, bias, pad, {input_grad, true, true}, &part_grads);
+      return by_parts(part_grads, gw, gb);
     }
     auto [gx, gw, gb] =
         conv_grads(g, spatial::concatenated(parts), weight, bias, pad, {input_grad, true, true});
