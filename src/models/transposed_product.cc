@@ -48,4 +48,29 @@ torch::Tensor transposed_conv_as_product(const torch::Tensor& x, const torch::Te
   return y.view(blocks).permute(order).reshape(shape);
 }
 
+bool pointwise_conv_as_product_here(const torch::Tensor& x, const torch::Tensor& weight) {
+  if (!x.is_cpu() || graph::autocast_type_here(x.device()) == c10::kFloat || x.dim() < 3 ||
+      weight.dim() != x.dim() || weight.size(1) != x.size(1))
+    return false;
+  for (int64_t i = 2; i < weight.dim(); ++i)
+    if (weight.size(i) != 1) return false;
+  return true;
+}
+
+torch::Tensor pointwise_conv_as_product(const torch::Tensor& x, const torch::Tensor& weight,
+                                        const torch::Tensor& bias) {
+  TANDEM_CHECK(x.dim() >= 3 && weight.dim() == x.dim() && weight.size(1) == x.size(1),
+               "a pointwise convolution of x [{}] by a weight [{}]", fmt::join(x.sizes(), ","),
+               fmt::join(weight.sizes(), ","));
+  const torch::Tensor w = weight.flatten(1);   // [out, in]
+  const torch::Tensor columns = x.flatten(2);  // [B, in, voxels]
+  std::vector<torch::Tensor> samples;
+  for (int64_t b = 0; b < x.size(0); ++b)
+    samples.push_back(bias.defined() ? torch::addmm(bias.unsqueeze(1), w, columns[b])
+                                     : torch::mm(w, columns[b]));
+  std::vector<int64_t> shape = x.sizes().vec();
+  shape[1] = weight.size(0);
+  return torch::stack(samples).view(shape);
+}
+
 }  // namespace tandem::models

@@ -72,5 +72,53 @@ TEST(TransposedProduct, TakenUnderAReducedCpuAutocastForAKernelAsLargeAsItsStrid
       models::transposed_conv_as_product_here(x, torch::randn({2, 3, 3, 3, 3}), {2, 2, 2}));
 }
 
+// A one-voxel kernel as a product per sample: LibTorch's convolution's output and gradients
+// in fp32, for 1 to 3 spatial axes, with and without a bias; under bf16 autocast its output
+// is bf16, within bf16's rounding of fp32's; taken only there, and only for one-voxel kernels.
+TEST(PointwiseProduct, IsTheConvolutionOfAOneVoxelKernel) {
+  torch::manual_seed(2);
+  for (int dims = 1; dims <= 3; ++dims) {
+    for (bool with_bias : {true, false}) {
+      std::vector<int64_t> xs{2, 4}, ws{3, 4};
+      for (int i = 0; i < dims; ++i) {
+        xs.push_back(3 + i);
+        ws.push_back(1);
+      }
+      const torch::Tensor x0 = torch::randn(xs), w0 = torch::randn(ws), b0 = torch::randn({3});
+      auto run = [&](bool product) {
+        torch::Tensor x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true),
+                      b = with_bias ? b0.clone().requires_grad_(true) : torch::Tensor();
+        torch::Tensor y = product     ? models::pointwise_conv_as_product(x, w, b)
+                          : dims == 1 ? torch::conv1d(x, w, b)
+                          : dims == 2 ? torch::conv2d(x, w, b)
+                                      : torch::conv3d(x, w, b);
+        torch::manual_seed(1);
+        y.backward(torch::randn(y.sizes()));
+        std::vector<torch::Tensor> out{y.detach(), x.grad(), w.grad()};
+        if (with_bias) out.push_back(b.grad());
+        return out;
+      };
+      const auto want = run(false), got = run(true);
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(got[i].sizes(), want[i].sizes()) << dims << "D tensor " << i;
+        EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-5, 1e-5))
+            << dims << "D bias " << with_bias << " tensor " << i;
+      }
+    }
+  }
+  const torch::Tensor x = torch::randn({2, 8, 4, 4, 4}), w = torch::randn({1, 8, 1, 1, 1});
+  const torch::Tensor b = torch::randn({1});
+  EXPECT_FALSE(models::pointwise_conv_as_product_here(x, w)) << "no autocast";
+  graph::ScopedAutocast autocast(c10::kCPU, c10::kBFloat16);
+  EXPECT_TRUE(models::pointwise_conv_as_product_here(x.to(torch::kBFloat16), w));
+  EXPECT_FALSE(models::pointwise_conv_as_product_here(x, torch::randn({1, 8, 3, 3, 3})));
+  EXPECT_FALSE(models::pointwise_conv_as_product_here(x, torch::randn({1, 4, 1, 1, 1})));
+  const torch::Tensor y = models::pointwise_conv_as_product(x.to(torch::kBFloat16), w, b);
+  EXPECT_EQ(y.scalar_type(), torch::kBFloat16);
+  const torch::Tensor exact = torch::conv3d(x.to(torch::kBFloat16).to(torch::kFloat32), w, b);
+  EXPECT_LE((y.to(torch::kFloat32) - exact).abs().max().item<double>(),
+            exact.abs().max().item<double>() / 64);
+}
+
 }  // namespace
 }  // namespace tandem

@@ -22,4 +22,16 @@ bool transposed_conv_as_product_here(const torch::Tensor& x, const torch::Tensor
 torch::Tensor transposed_conv_as_product(const torch::Tensor& x, const torch::Tensor& weight,
                                          const torch::Tensor& bias);
 
+// A convolution whose kernel is one voxel (the U-Net's last layer, F -> 1), as one matrix
+// product per sample: the weight [out, in] times the sample's [in, voxels], views of both (no
+// copy kept for the backward). For a reduced --precision on CPU devices: LibTorch's (1.13) bf16
+// convolution of one output channel held 47 MiB for a moment at 64^3 where fp32 holds 2, the
+// most of any layer there.
+bool pointwise_conv_as_product_here(const torch::Tensor& x, const torch::Tensor& weight);
+
+// The convolution of x [B, in, S...] by weight [out, in, 1...] plus `bias` [out] (undefined:
+// none): [B, out, S...].
+torch::Tensor pointwise_conv_as_product(const torch::Tensor& x, const torch::Tensor& weight,
+                                        const torch::Tensor& bias);
+
 }  // namespace tandem::models
