@@ -19,7 +19,7 @@ void swap_planes(Halo& h, const torch::Tensor& x, const transport::MessageKey& k
                  const char* kind, bool forward) {
   Group& g = *h.group;
   const int j = g.index(), n = g.size();
-  const int64_t dim = h.dim, w = h.width, d = h.depth;
+  const int64_t dim = h.dim, w = h.width;
   if (w == 0) return;  // a kernel without reach along `dim`: nothing to exchange
   Exchange ex{kind, h.stage, h.microbatch, g.now_us()};
   const bool from_before = j > 0 && !g.dry() && w > 0;
@@ -37,7 +37,7 @@ void swap_planes(Halo& h, const torch::Tensor& x, const transport::MessageKey& k
     }
   }
   if (j < n - 1) {
-    torch::Tensor high = x.detach().narrow(dim, d - w, w).contiguous();
+    torch::Tensor high = x.detach().narrow(dim, x.size(dim) - w, w).contiguous();
     if (g.dry()) {
       h.sent.push_back(high);
     } else {
@@ -89,6 +89,25 @@ void refetch_halo(Halo& h, const torch::Tensor& x) {
   Group& g = *h.group;
   swap_planes(h, x, g.key(h.name + " again", h.stage, h.microbatch, false), "halo again",
               /*forward=*/false);
+}
+
+void refetch_halo(Halo& h, at::TensorList parts) {
+  if (parts.size() == 1) return refetch_halo(h, parts[0]);
+  const int64_t w = h.width, d = h.depth;
+  for (const torch::Tensor& part : parts)
+    TANDEM_ASSERT(part.size(h.dim) == d, "halo of a slab of {} planes refetched for {}", d,
+                  part.size(h.dim));
+  if (w == 0) return;
+  // What swap_planes reads of x: its first w planes and its last w (all of x where they meet).
+  std::vector<torch::Tensor> edges;
+  for (const torch::Tensor& part : parts)
+    edges.push_back(2 * w < d ? torch::cat({part.detach().narrow(h.dim, 0, w),
+                                            part.detach().narrow(h.dim, d - w, w)},
+                                           h.dim)
+                              : part.detach());
+  Group& g = *h.group;
+  swap_planes(h, torch::cat(edges, 1), g.key(h.name + " again", h.stage, h.microbatch, false),
+              "halo again", /*forward=*/false);
 }
 
 void return_halo_grads(const Halo& h, const torch::Tensor& grad_before,

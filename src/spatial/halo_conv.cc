@@ -274,6 +274,50 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> whole_grads(
   return {gx, gw, gb};
 }
 
+// A tensor of the shape and type of `parts` concatenated along the channels, holding nothing (one
+// element, expanded): for what reads only x's shape (chunk sizes, halo_grads).
+torch::Tensor shape_of(const std::vector<torch::Tensor>& parts) {
+  std::vector<int64_t> sizes = parts.front().sizes().vec();
+  sizes[1] = 0;
+  for (const torch::Tensor& part : parts) sizes[1] += part.size(1);
+  return torch::zeros({1}, parts.front().options()).expand(sizes);
+}
+
+// whole_grads of x given as `parts` concatenated along the channels, part by part: each part's
+// input and weight gradients with its channels of the weight, written into x's gradient, the
+// bias's once; the halos' terms as for x. Under a reduced precision oneDNN copies its input into a
+// blocked layout; the concatenation beside that copy is what set the slabs' bf16 peak.
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> whole_grads_by_part(
+    const HaloConvState& s, const torch::Tensor& grad, const std::vector<torch::Tensor>& parts,
+    const torch::Tensor& shape, const torch::Tensor& weight, const torch::Tensor& bias,
+    bool needs_x) {
+  Halo& h = *s.halo;
+  refetch_halo(h, parts);
+  torch::Tensor gx =
+      needs_x ? torch::empty(shape.sizes(), parts.front().options()) : torch::Tensor();
+  std::vector<torch::Tensor> gws;
+  torch::Tensor gb;
+  int64_t first = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const int64_t c = parts[i].size(1);
+    const bool with_bias = i == 0 && bias.defined();
+    auto [gxi, gwi, gbi] = s.kernels->backward(grad, parts[i], weight.narrow(1, first, c),
+                                               with_bias ? bias : torch::Tensor(), h.width,
+                                               {needs_x, true, with_bias});
+    if (needs_x) gx.narrow(1, first, c).copy_(gxi);
+    gws.push_back(gwi);
+    if (with_bias) gb = gbi;
+    first += c;
+  }
+  torch::Tensor gw = torch::cat(gws, 1);
+  if (h.width > 0) {
+    const auto [before, after] = halo_grads(*s.kernels, h, grad, shape, weight, needs_x, &gw);
+    if (needs_x) return_halo_grads(h, before, after, gx);
+  }
+  release(h);
+  return {gx, gw, gb};
+}
+
 // The weight (and bias) gradients alone: the zero-padded convolution's, plus the halos' terms.
 // Refetches the halos and releases them.
 std::pair<torch::Tensor, torch::Tensor> weight_grads(const HaloConvState& s,
@@ -341,8 +385,18 @@ class HaloConv : public torch::autograd::Function<HaloConv> {
       out.insert(out.end(), {gw, bias.defined() ? gb : none, none, none, none, none});
       return out;
     };
+    const bool deferring = state->deferred && state->deferred->deferring();
+    if (parts.size() > 1 && g.scalar_type() != torch::kFloat && !deferring) {
+      // A reduced precision: part by part where the pass is whole (fp32 keeps the one
+      // convolution of the concatenation, faster there).
+      const torch::Tensor shape = shape_of(parts);
+      if (input_grad_chunk(*state, g, shape) >= state->halo->depth) {
+        auto [gx, gw, gb] = whole_grads_by_part(*state, g, parts, shape, weight, bias, needs_x);
+        return result(gx, gw, gb);
+      }
+    }
     torch::Tensor x = concatenated(parts);
-    if (state->deferred && state->deferred->deferring()) {
+    if (deferring) {
       torch::Tensor gx = needs_x ? input_grad_with_halos(*state, g, x, weight) : none;
       x = torch::Tensor();
       state->deferred->push([state, g, parts, weight, param, bias] {

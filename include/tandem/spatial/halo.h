@@ -48,6 +48,9 @@ c10::intrusive_ptr<Halo> exchange_halo(const torch::Tensor& x, int64_t dim, int6
 // forward exchanged, as the backward keeps it) and fills halo.before and halo.after with the
 // neighbours'. Every slab of the group calls it at the same point of the same backward.
 void refetch_halo(Halo& halo, const torch::Tensor& x);
+// The same for an x given as `parts` concatenated along the channels, without making x: only
+// the parts' boundary planes are concatenated.
+void refetch_halo(Halo& halo, at::TensorList parts);
 
 // Backward half: sends d(loss)/d(before) and d(loss)/d(after) [.., width, ..] to the slabs
 // that own those planes, and adds the gradients the neighbours send back for x's boundary
