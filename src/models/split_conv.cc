@@ -157,35 +157,28 @@ class SplitConv3d : public torch::autograd::Function<SplitConv3d> {
       slice.first = ctx->saved_data["slice_first"].toInt();
       if (ctx->saved_data.count("slice_whole"))
         slice.whole = ctx->saved_data["slice_whole"].toTensor();
-      if (split_parts) {
-        std::vector<torch::Tensor> part_grads;
-        if (input_grad)
-          conv_grads_by_part(g, parts, weight, bias, pad, {true, false, false}, &part_grads);
-        deferred->push([g, parts, weight, param, bias, pad, slice] {
-          auto [gw, gb] =
+      std::vector<torch::Tensor> part_grads;
+      torch::Tensor grad_x;
+      if (input_grad && split_parts)
+        conv_grads_by_part(g, parts, weight, bias, pad, {true, false, false}, &part_grads);
+      else if (input_grad)
+        grad_x = std::get<0>(
+            conv_grads(g, spatial::concatenated(parts), weight, bias, pad, {true, false, false}));
+      deferred->push([g, parts, weight, param, bias, pad, slice, split_parts] {
+        torch::Tensor gw, gb;
+        if (split_parts)
+          std::tie(gw, gb) =
               conv_grads_by_part(g, parts, weight, bias, pad, {false, true, true}, nullptr);
-          if (slice.whole.defined())
-            graph::accumulate_grad(slice.whole, gw, /*dim=*/1, slice.first);
-          else
-            graph::accumulate_grad(param, gw);
-          if (bias.defined()) graph::accumulate_grad(bias, gb);
-        });
-        return by_parts(part_grads, none, none);
-      }
-      torch::Tensor grad_x = input_grad
-                                 ? std::get<0>(conv_grads(g, spatial::concatenated(parts), weight,
-                                                          bias, pad, {true, false, false}))
-                                 : torch::Tensor();
-      deferred->push([g, parts, weight, param, bias, pad, slice] {
-        auto [gx, gw, gb] =
-            conv_grads(g, spatial::concatenated(parts), weight, bias, pad, {false, true, true});
+        else
+          std::tie(std::ignore, gw, gb) =
+              conv_grads(g, spatial::concatenated(parts), weight, bias, pad, {false, true, true});
         if (slice.whole.defined())
           graph::accumulate_grad(slice.whole, gw, /*dim=*/1, slice.first);
         else
           graph::accumulate_grad(param, gw);
         if (bias.defined()) graph::accumulate_grad(bias, gb);
       });
-      return result(grad_x, none, none);
+      return split_parts ? by_parts(part_grads, none, none) : result(grad_x, none, none);
     }
     if (split_parts) {
       std::vector<torch::Tensor> part_grads;
