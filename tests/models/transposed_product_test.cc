@@ -4,8 +4,13 @@
 // taken only under autocast to a reduced type on CPU devices, for such kernels.
 #include "tandem/models/transposed_product.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "tandem/graph/precision.h"
 
@@ -24,6 +29,33 @@ torch::Tensor reference(const torch::Tensor& x, const torch::Tensor& w, const to
   }
 }
 
+// forward(x, w, b) of copies of x0, w0 and b0 (no bias unless `with_bias`): its output, then the
+// gradients of x, w and b from a fixed random seed on the output.
+using Forward =
+    std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&)>;
+std::vector<torch::Tensor> output_and_grads(const Forward& forward, const torch::Tensor& x0,
+                                            const torch::Tensor& w0, const torch::Tensor& b0,
+                                            bool with_bias) {
+  torch::Tensor x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true),
+                b = with_bias ? b0.clone().requires_grad_(true) : torch::Tensor();
+  torch::Tensor y = forward(x, w, b);
+  torch::manual_seed(1);
+  y.backward(torch::randn(y.sizes()));
+  std::vector<torch::Tensor> out{y.detach(), x.grad(), w.grad()};
+  if (with_bias) out.push_back(b.grad());
+  return out;
+}
+
+// Both lists the same shapes and values to 1e-5; `what` names the case.
+void expect_close(const std::vector<torch::Tensor>& got, const std::vector<torch::Tensor>& want,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(got[i].sizes(), want[i].sizes()) << what << " tensor " << i;
+    EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-5, 1e-5)) << what << " tensor " << i;
+  }
+}
+
 TEST(TransposedProduct, IsTheTransposedConvolutionWhereTheKernelIsItsStride) {
   torch::manual_seed(0);
   for (int dims = 1; dims <= 3; ++dims) {
@@ -36,23 +68,13 @@ TEST(TransposedProduct, IsTheTransposedConvolutionWhereTheKernelIsItsStride) {
           stride.push_back(k);
         }
         const torch::Tensor x0 = torch::randn(xs), w0 = torch::randn(ws), b0 = torch::randn({5});
-        auto run = [&](bool product) {
-          torch::Tensor x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true),
-                        b = with_bias ? b0.clone().requires_grad_(true) : torch::Tensor();
-          torch::Tensor y =
-              product ? models::transposed_conv_as_product(x, w, b) : reference(x, w, b, stride);
-          torch::manual_seed(1);
-          y.backward(torch::randn(y.sizes()));
-          std::vector<torch::Tensor> out{y.detach(), x.grad(), w.grad()};
-          if (with_bias) out.push_back(b.grad());
-          return out;
-        };
-        const auto want = run(false), got = run(true);
-        for (size_t i = 0; i < want.size(); ++i) {
-          ASSERT_EQ(got[i].sizes(), want[i].sizes()) << dims << "D k=" << k << " tensor " << i;
-          EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-5, 1e-5))
-              << dims << "D k=" << k << " bias " << with_bias << " tensor " << i;
-        }
+        const Forward product = models::transposed_conv_as_product;
+        expect_close(
+            output_and_grads(product, x0, w0, b0, with_bias),
+            output_and_grads([&](const torch::Tensor& x, const torch::Tensor& w,
+                                 const torch::Tensor& b) { return reference(x, w, b, stride); },
+                             x0, w0, b0, with_bias),
+            fmt::format("{}D k={} bias {}", dims, k, with_bias));
       }
     }
   }
@@ -85,25 +107,16 @@ TEST(PointwiseProduct, IsTheConvolutionOfAOneVoxelKernel) {
         ws.push_back(1);
       }
       const torch::Tensor x0 = torch::randn(xs), w0 = torch::randn(ws), b0 = torch::randn({3});
-      auto run = [&](bool product) {
-        torch::Tensor x = x0.clone().requires_grad_(true), w = w0.clone().requires_grad_(true),
-                      b = with_bias ? b0.clone().requires_grad_(true) : torch::Tensor();
-        torch::Tensor y = product     ? models::pointwise_conv_as_product(x, w, b)
-                          : dims == 1 ? torch::conv1d(x, w, b)
-                          : dims == 2 ? torch::conv2d(x, w, b)
-                                      : torch::conv3d(x, w, b);
-        torch::manual_seed(1);
-        y.backward(torch::randn(y.sizes()));
-        std::vector<torch::Tensor> out{y.detach(), x.grad(), w.grad()};
-        if (with_bias) out.push_back(b.grad());
-        return out;
+      const Forward product = models::pointwise_conv_as_product;
+      const Forward conv = [dims](const torch::Tensor& x, const torch::Tensor& w,
+                                  const torch::Tensor& b) {
+        return dims == 1   ? torch::conv1d(x, w, b)
+               : dims == 2 ? torch::conv2d(x, w, b)
+                           : torch::conv3d(x, w, b);
       };
-      const auto want = run(false), got = run(true);
-      for (size_t i = 0; i < want.size(); ++i) {
-        ASSERT_EQ(got[i].sizes(), want[i].sizes()) << dims << "D tensor " << i;
-        EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-5, 1e-5))
-            << dims << "D bias " << with_bias << " tensor " << i;
-      }
+      expect_close(output_and_grads(product, x0, w0, b0, with_bias),
+                   output_and_grads(conv, x0, w0, b0, with_bias),
+                   fmt::format("{}D bias {}", dims, with_bias));
     }
   }
   const torch::Tensor x = torch::randn({2, 8, 4, 4, 4}), w = torch::randn({1, 8, 1, 1, 1});
