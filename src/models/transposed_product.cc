@@ -62,15 +62,20 @@ torch::Tensor pointwise_conv_as_product(const torch::Tensor& x, const torch::Ten
   TANDEM_CHECK(x.dim() >= 3 && weight.dim() == x.dim() && weight.size(1) == x.size(1),
                "a pointwise convolution of x [{}] by a weight [{}]", fmt::join(x.sizes(), ","),
                fmt::join(weight.sizes(), ","));
-  const torch::Tensor w = weight.flatten(1);   // [out, in]
+  const int64_t samples = x.size(0), out = weight.size(0), in = weight.size(1);
   const torch::Tensor columns = x.flatten(2);  // [B, in, voxels]
-  std::vector<torch::Tensor> samples;
-  for (int64_t b = 0; b < x.size(0); ++b)
-    samples.push_back(bias.defined() ? torch::addmm(bias.unsqueeze(1), w, columns[b])
-                                     : torch::mm(w, columns[b]));
+  // One batched product, not one product per sample: each sample's select would, in the
+  // backward, make a zero tensor of the whole input for its gradient (three inputs' bytes at once
+  // for two samples, where this holds one).
+  const torch::Tensor w = weight.flatten(1).expand({samples, out, in});
+  const torch::Tensor y =
+      bias.defined()
+          ? torch::baddbmm(bias.view({1, out, 1}).expand({samples, out, columns.size(2)}), w,
+                           columns)
+          : torch::bmm(w, columns);
   std::vector<int64_t> shape = x.sizes().vec();
-  shape[1] = weight.size(0);
-  return torch::stack(samples).view(shape);
+  shape[1] = out;
+  return y.view(shape);
 }
 
 }  // namespace tandem::models
