@@ -4,6 +4,7 @@
 #include <torch/nn/modules/conv.h>
 
 #include "tandem/common/check.h"
+#include "tandem/models/relu.h"
 #include "tandem/models/split_conv.h"
 #include "tandem/models/transposed_product.h"
 #include "tandem/spatial/group_sum.h"
@@ -21,12 +22,13 @@ graph::Layer conv3d_layer(std::string name, int64_t in, int64_t out, int64_t ker
     torch::nn::Conv3d conv(std::dynamic_pointer_cast<torch::nn::Conv3dImpl>(module));
     return [conv, relu, padding](const graph::Tensors& x) {
       // In place: the convolution keeps its input, not its output, so the output's memory can
-      // hold the activation (one tensor of the layer's output size less at a time).
+      // hold the activation (one tensor of the layer's output size less at a time), and the
+      // activation's backward can overwrite its incoming gradient (relu.h).
       // Under bf16 on CPU devices a one-voxel kernel is a matrix product (transposed_product.h).
       torch::Tensor y = pointwise_conv_as_product_here(x[0], conv->weight)
                             ? pointwise_conv_as_product(x[0], conv->weight, conv->bias)
                             : split_conv3d(x[0], conv->weight, conv->bias, padding);
-      return graph::Tensors{relu ? torch::relu_(y) : y};
+      return graph::Tensors{relu ? relu_in_place_with_gradient_in_place(y) : y};
     };
   };
   l.forward = l.bind(l.module);

@@ -6,6 +6,7 @@
 #include "tandem/common/check.h"
 #include "tandem/models/conv3d_stack.h"
 #include "tandem/models/layers.h"
+#include "tandem/models/relu.h"
 #include "tandem/models/split_conv.h"
 #include "tandem/models/transposed_product.h"
 #include "tandem/spatial/forward_chunks.h"
@@ -98,7 +99,7 @@ graph::Layer concat_conv_layer(int level, int64_t filters, int64_t voxels) {
     return [conv](const graph::Tensors& x) {
       // In place, as conv3d_layer's.
       torch::Tensor y = split_conv3d_concat({x[0], x[1]}, conv->weight, conv->bias, 1);
-      return graph::Tensors{torch::relu_(y)};
+      return graph::Tensors{relu_in_place_with_gradient_in_place(y)};
     };
   };
   l.forward = l.bind(l.module);
