@@ -51,7 +51,10 @@ std::string names_placing_own_stages() {
   std::vector<std::string> out;
   for (const ScheduleKind& k : r.kinds)
     if (k.stages_per_device != 1) out.push_back(k.name);
-  return fmt::format("{}", fmt::join(out, " and "));
+  if (out.size() < 2) return out.empty() ? std::string() : out.front();
+  const std::string last = out.back();
+  out.pop_back();
+  return fmt::format("{} and {}", fmt::join(out, ", "), last);
 }
 
 }  // namespace

@@ -2,6 +2,10 @@
 // split into I (d(loss)/d(inputs), needed upstream at once) and W (d(loss)/d(weights), needed
 // only by the optimizer step), and W is moved into what would be bubbles.
 #include <algorithm>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "tandem/common/check.h"
 #include "tandem/schedule/generators.h"
@@ -107,6 +111,96 @@ Schedule zb_v(int devices, int microbatches) {
     }
   }
   return s;
+}
+
+Schedule v_capped(const std::string& name, int devices, int microbatches, int cap) {
+  TANDEM_CHECK(devices >= 1, "{} needs at least 1 device; got devices={}.", name, devices);
+  TANDEM_CHECK(microbatches >= 1, "{} needs at least 1 micro-batch; got microbatches={}.", name,
+               microbatches);
+  TANDEM_CHECK(cap >= 2, "{} needs a cap of at least 2 micro-batches per device; got {}.", name,
+               cap);
+  const int p = devices, m = microbatches, stages = 2 * p;
+  Schedule s;
+  s.name = name;
+  s.num_stages = stages;
+  s.num_microbatches = m;
+  s.num_devices = p;
+  for (int stage = 0; stage < stages; ++stage)
+    s.stage_device.push_back(stage < p ? stage : stages - 1 - stage);
+  s.device_actions.resize(p);
+  // next[op][stage]: the stage's next micro-batch for that op; done: when an action ended (its
+  // step), so that an action may use only what ended at an earlier step.
+  std::vector<std::vector<int>> next(3, std::vector<int>(static_cast<size_t>(stages), 0));
+  std::unordered_map<Action, int, ActionHash> done;
+  std::vector<int> held(static_cast<size_t>(p), 0);
+  auto ended = [&](const Action& a, int step) {
+    const auto it = done.find(a);
+    return it != done.end() && it->second < step;
+  };
+  // The micro-batch of `op` that `stage` can run at `step`, or -1.
+  auto ready = [&](Op op, int stage, int step) {
+    const int k = op == Op::kForward ? 0 : op == Op::kInput ? 1 : 2;
+    const int mb = next[static_cast<size_t>(k)][static_cast<size_t>(stage)];
+    if (mb >= m) return -1;
+    bool ok = true;
+    if (op == Op::kForward) ok = stage == 0 || ended(f(stage - 1, mb), step);
+    if (op == Op::kInput)
+      ok = ended(f(stage, mb), step) && (stage == stages - 1 || ended(i(stage + 1, mb), step));
+    if (op == Op::kWeight) ok = ended(i(stage, mb), step);
+    return ok ? mb : -1;
+  };
+  // The oldest ready micro-batch of `op` on the device's two stages, the later stage first.
+  auto oldest = [&](Op op, int down, int up, int step) -> std::optional<Action> {
+    const int a = ready(op, up, step), b = ready(op, down, step);
+    if (a < 0 && b < 0) return std::nullopt;
+    if (b < 0 || (a >= 0 && a <= b)) return compute_action(up, op, a);
+    return compute_action(down, op, b);
+  };
+  const int total = 3 * stages * m;
+  int scheduled = 0;
+  bool acted_before = true;
+  for (int step = 0; scheduled < total; ++step) {
+    bool any = false;
+    for (int d = 0; d < p; ++d) {
+      const int down = d, up = stages - 1 - d;
+      std::optional<Action> act = oldest(Op::kInput, down, up, step);
+      if (!act) {
+        // The earlier stage leaves one place for the later one: a micro-batch the device has
+        // taken in can always go on through the V.
+        const int mb_up = ready(Op::kForward, up, step);
+        const int mb_down = ready(Op::kForward, down, step);
+        const int h = held[static_cast<size_t>(d)];
+        if (mb_up >= 0 && h + 1 <= cap)
+          act = f(up, mb_up);
+        else if (mb_down >= 0 && h + 1 <= cap - 1)
+          act = f(down, mb_down);
+      }
+      if (!act) act = oldest(Op::kWeight, down, up, step);
+      if (!act) continue;
+      any = true;
+      const int k = act->op == Op::kForward ? 0 : act->op == Op::kInput ? 1 : 2;
+      ++next[static_cast<size_t>(k)][static_cast<size_t>(act->stage)];
+      if (act->op == Op::kForward) ++held[static_cast<size_t>(d)];
+      if (act->op == Op::kWeight) --held[static_cast<size_t>(d)];
+      done[*act] = step;
+      s.device_actions[static_cast<size_t>(d)].push_back(*act);
+      ++scheduled;
+    }
+    // A step where no device acts after one where none did leaves everything as it was.
+    TANDEM_ASSERT(any || acted_before,
+                  "{} on {} devices, {} micro-batches, cap {}: stuck at step {}", name, p, m, cap,
+                  step);
+    acted_before = any;
+  }
+  return s;
+}
+
+Schedule v_half(int devices, int microbatches) {
+  return v_capped("v-half", devices, microbatches, 2 * ((devices + 2) / 2));
+}
+
+Schedule v_min(int devices, int microbatches) {
+  return v_capped("v-min", devices, microbatches, 2 * ((devices + 4) / 3));
 }
 
 }  // namespace tandem::schedule

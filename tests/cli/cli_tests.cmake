@@ -52,7 +52,7 @@ tandem_python_test(cli_own_name_after_restart own_name_check.py $<TARGET_FILE:ta
 tandem_cli_test(error_names_flags 2 "--lr must be positive, not -1" train --lr=-1 --steps 1)
 tandem_cli_test(catalog_in_help 0 "unet3d +a 3D U-Net segmenting 0/1 masks \\(Dice, --bce\\): --levels" train --help)
 tandem_cli_test(unknown_model 2 "unknown model 'cnn'; use conv3d-stack, mlp, unet3d or a path to an .onnx file" train --model cnn --steps 1)
-tandem_cli_test(bad_schedule 2 "unknown schedule 'nope'; valid names: 1f1b, forward-only, gpipe, interleaved, sequential, zb-h1, zb-v" train --schedule nope --steps 1)
+tandem_cli_test(bad_schedule 2 "unknown schedule 'nope'; valid names: 1f1b, forward-only, gpipe, interleaved, sequential, v-half, v-min, zb-h1, zb-v" train --schedule nope --steps 1)
 tandem_cli_test(balance_mismatch 2 "balance 3,4 covers 7 layers but the model has" train --balance 3,4 --steps 1)
 tandem_cli_test(too_many_microbatches 2 "micro-batches cannot be cut from a batch of 4" train --batch 4 --microbatches 8 --devices 2 --steps 1 --progress none)
 tandem_cli_test(train_two_steps 0 "result: steps=2 loss=[0-9.]+ test_accuracy=[0-9.]+ samples_per_s=" train --devices 2 --steps 2 --batch 32 --microbatches 4 --eval-batch 5000 --progress none)

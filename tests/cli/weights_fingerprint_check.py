@@ -94,6 +94,8 @@ def main():
             tandem, "train", *COMMON, "--seed", "4", "--devices", "3", "--schedule", "gpipe"),
         "the same run on 2 devices (zb-v)": run(
             tandem, "train", *COMMON, "--seed", "4", "--devices", "2", "--schedule", "zb-v"),
+        "the same run on 2 devices (v-min)": run(
+            tandem, "train", *COMMON, "--seed", "4", "--devices", "2", "--schedule", "v-min"),
     }
     for what, output in same.items():
         got = printed_weights(output, what)

@@ -162,6 +162,13 @@ std::vector<Case> matrix() {
     for (int m : {2, 4, 8}) cases.push_back({"zb-v", 2 * devices, m, 48, 2});
     cases.push_back({"zb-v", 2 * devices, 8, 50, 2});
   }
+  // v-half and v-min: zb-v's V with the micro-batches each device holds capped.
+  for (const char* v : {"v-half", "v-min"}) {
+    for (int devices : {2, 3}) {
+      cases.push_back({v, 2 * devices, 8, 48, 2});
+      cases.push_back({v, 2 * devices, 5, 50, 2});  // uneven micro-batches
+    }
+  }
   return cases;
 }
 

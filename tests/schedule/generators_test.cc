@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <string>
 
 #include "schedule/lower.h"
 #include "tandem/common/check.h"
@@ -83,6 +85,51 @@ TEST(Generators, ZeroBubbleVHoldsOneFOneBsPeakPerDevice) {
       EXPECT_EQ(worst, 2 * std::min(p, m)) << "p=" << p << " m=" << m;
     }
   }
+}
+
+// Over a device's two chunks, from F to W, as zb-v's peak is counted.
+int device_peak_to_w(const Schedule& s) {
+  int worst = 0;
+  for (const auto& row : s.device_actions) {
+    int now = 0;
+    for (const Action& a : row) {
+      if (a.op == Op::kForward) worst = std::max(worst, ++now);
+      if (a.op == Op::kWeight) --now;
+    }
+  }
+  return worst;
+}
+
+TEST(Generators, CappedVHoldsNoMoreThanItsCap) {
+  for (int p = 1; p <= 8; ++p) {
+    for (int m = 1; m <= 3 * p + 2; ++m) {
+      const std::string at = "p=" + std::to_string(p) + " m=" + std::to_string(m);
+      const Schedule half = v_half(p, m), least = v_min(p, m);
+      const StageGraph chain = StageGraph::chain(2 * p);
+      EXPECT_NO_THROW(validate(half, chain)) << at;
+      EXPECT_NO_THROW(validate(least, chain)) << at;
+      EXPECT_NO_THROW(validate(lower(half, chain), chain)) << at;
+      EXPECT_LE(device_peak_to_w(half), 2 * ((p + 2) / 2)) << at;
+      EXPECT_LE(device_peak_to_w(least), 2 * ((p + 4) / 3)) << at;
+      EXPECT_EQ(half.stage_device, zb_v(p, m).stage_device) << at;
+      // Each stage runs its F, I and W in micro-batch order (the weight gradients add up in
+      // the order of every other schedule).
+      for (const Schedule* sched : {&half, &least}) {
+        std::map<std::pair<int, char>, int> next;
+        for (const auto& row : sched->device_actions) {
+          for (const Action& a : row) {
+            const std::pair<int, char> key(a.stage, static_cast<char>(a.op));
+            EXPECT_EQ(a.microbatch, next[key]++) << at << " " << a;
+          }
+        }
+      }
+    }
+  }
+  // The cap is what bounds them: with 8 devices and 16 micro-batches zb-v holds 16.
+  EXPECT_EQ(device_peak_to_w(zb_v(8, 16)), 16);
+  EXPECT_EQ(device_peak_to_w(v_half(8, 16)), 10);
+  EXPECT_EQ(device_peak_to_w(v_min(8, 16)), 8);
+  EXPECT_THROW(v_capped("v-1", 4, 8, 1), Error);
 }
 
 TEST(Generators, PlacementOfMultiStageSchedules) {
@@ -192,7 +239,7 @@ TEST(Make, BuildsEveryNamedSchedule) {
     const Schedule s = make(name, o);
     EXPECT_EQ(s.name, name);
     EXPECT_EQ(s.num_devices, 4);  // interleaved and zb-v read `stages` as devices
-    EXPECT_EQ(s.num_stages, name == "zb-v" ? 8 : 4);
+    EXPECT_EQ(s.num_stages, name == "zb-v" || name == "v-half" || name == "v-min" ? 8 : 4);
   }
   EXPECT_EQ(make("gpipe", o), gpipe(4, 4));
   EXPECT_EQ(make("1f1b", o), one_f_one_b(4, 4));
@@ -202,19 +249,19 @@ TEST(Make, BuildsEveryNamedSchedule) {
   EXPECT_EQ(make("interleaved", o).num_stages, 8);
   EXPECT_EQ(make("zb-v", o), zb_v(4, 4));
   const std::vector<std::string> names = schedule_names();  // tandem's own come first
-  EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + 7),
+  EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + 9),
             (std::vector<std::string>{"1f1b", "forward-only", "gpipe", "interleaved", "sequential",
-                                      "zb-h1", "zb-v"}));
+                                      "v-half", "v-min", "zb-h1", "zb-v"}));
 }
 
 TEST(Make, RejectsUnknownNamesAndImpossibleCombinations) {
   expect_error("pipedream", {4, 4, 1},
                "unknown schedule 'pipedream'; valid names: 1f1b, forward-only, gpipe, interleaved, "
-               "sequential, zb-h1, zb-v.");
+               "sequential, v-half, v-min, zb-h1, zb-v.");
   expect_error("gpipe", {4, 0, 1}, "got microbatches=0");
   expect_error("1f1b", {0, 4, 1}, "got stages=0");
   expect_error("gpipe", {4, 4, 2},
-               "2 virtual stages per device only apply to interleaved and zb-v");
+               "2 virtual stages per device only apply to interleaved, v-half, v-min and zb-v");
   expect_error("interleaved", {4, 6, 2},
                "got 6 micro-batches on 4 devices (use Options::microbatches = 8 or 4)");
   expect_error("zb-v", {3, 4, 3}, "got 3 virtual stages (use Options::virtual_stages = 1 or 2)");

@@ -53,6 +53,21 @@ Schedule zb_h1(int stages, int microbatches);
 // F = I = W per chunk and m >= 2p-1, each device idles p-1 of them (1F1B: 6(p-1)).
 Schedule zb_v(int devices, int microbatches);
 
+// V-shaped schedules of bounded memory (Qi et al., "Pipeline Parallelism with Controllable
+// Memory", 2024): zb-v's placement (device d holds stages d and 2p-1-d) and split backward, with
+// each device holding at most `cap` half-size micro-batches between their F and their W (zb-v
+// holds up to 2p). Built by simulating unit costs (F = I = W): each device, at each step, runs
+// the oldest ready I (the later stage first); else an F its cap allows (the later stage first; the
+// earlier stage leaves one place free for the later one, so a micro-batch always passes the V's
+// bottom); else the oldest ready W. Each stage runs its F, I and W in micro-batch order.
+// cap >= 2. v_half: cap 2 ((p + 2) / 2), about half of 1F1B's 2p (the paper's V-Half); v_min: cap
+// 2 ((p + 4) / 3), about a third (V-Min). With F = I = W on 4 devices and 8 micro-batches (caps 6
+// and 4, against 8 for 1F1B and zb-v) they idle 0.158 and 0.314 of the step (1F1B 0.273, zb-v
+// 0.059).
+Schedule v_capped(const std::string& name, int devices, int microbatches, int cap);
+Schedule v_half(int devices, int microbatches);
+Schedule v_min(int devices, int microbatches);
+
 struct Options {
   // One-stage-per-device schedules: the number of stages (= devices). interleaved and zb-v: the
   // number of devices (the pipeline size); they build stages * virtual_stages and 2 * stages
