@@ -137,10 +137,13 @@ Schedule v_capped(const std::string& name, int devices, int microbatches, int ca
     const auto it = done.find(a);
     return it != done.end() && it->second < step;
   };
+  auto next_of = [&](Op op, int stage) -> int& {
+    const size_t k = op == Op::kForward ? 0 : op == Op::kInput ? 1 : 2;
+    return next[k][static_cast<size_t>(stage)];
+  };
   // The micro-batch of `op` that `stage` can run at `step`, or -1.
   auto ready = [&](Op op, int stage, int step) {
-    const int k = op == Op::kForward ? 0 : op == Op::kInput ? 1 : 2;
-    const int mb = next[static_cast<size_t>(k)][static_cast<size_t>(stage)];
+    const int mb = next_of(op, stage);
     if (mb >= m) return -1;
     bool ok = true;
     if (op == Op::kForward) ok = stage == 0 || ended(f(stage - 1, mb), step);
@@ -178,8 +181,7 @@ Schedule v_capped(const std::string& name, int devices, int microbatches, int ca
       if (!act) act = oldest(Op::kWeight, down, up, step);
       if (!act) continue;
       any = true;
-      const int k = act->op == Op::kForward ? 0 : act->op == Op::kInput ? 1 : 2;
-      ++next[static_cast<size_t>(k)][static_cast<size_t>(act->stage)];
+      ++next_of(act->op, act->stage);
       if (act->op == Op::kForward) ++held[static_cast<size_t>(d)];
       if (act->op == Op::kWeight) --held[static_cast<size_t>(d)];
       done[*act] = step;
