@@ -118,7 +118,13 @@ graph::Layer final_layer(int64_t filters, std::string input, int64_t voxels) {
   graph::BindFn conv = l.bind;
   l.bind = [conv](const std::shared_ptr<torch::nn::Module>& module) -> graph::ForwardFn {
     graph::ForwardFn f = conv(module);
-    return [f](const graph::Tensors& x) { return graph::Tensors{torch::sigmoid(f(x)[0])}; };
+    return [f](const graph::Tensors& x) {
+      // The probabilities in fp32 whatever the forward's type: in bf16 a sigmoid rounds to
+      // exactly 1 from a logit of about 6.2 on (fp32: 17), where the loss's log(1 - p) and its
+      // gradient blow up for a voxel whose mask is 0.
+      const torch::Tensor logits = f(x)[0];
+      return graph::Tensors{torch::sigmoid(logits.to(torch::kFloat))};
+    };
   };
   l.forward = l.bind(l.module);
   return l;

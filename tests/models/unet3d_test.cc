@@ -77,6 +77,33 @@ TEST(Unet3d, UpLayerInBf16IsTheTransposedConvolution) {
   }
 }
 
+// In bf16 a sigmoid reaches exactly 1 from a logit of about 6.2 on, where the Dice+BCE loss of a
+// voxel whose mask is 0 and its gradient blow up: the last layer gives fp32 probabilities under
+// bf16, from the bf16 convolution's logits.
+TEST(Unet3d, LastLayerInBf16GivesFp32Probabilities) {
+  const std::string why = graph::reduced_precision_refusal(c10::kCPU, c10::kBFloat16);
+  if (!why.empty()) GTEST_SKIP() << "this processor's kernels compute no bf16: " << why;
+  EXPECT_EQ(torch::sigmoid(torch::full({1}, 8.0).to(torch::kBFloat16)).item<double>(), 1.0);
+  EXPECT_LT(torch::sigmoid(torch::full({1}, 8.0)).item<double>(), 1.0);
+  graph::Model m = small_unet(2);
+  const graph::Layer& last = layer(m, "final");
+  const auto conv = std::dynamic_pointer_cast<torch::nn::Conv3dImpl>(last.module);
+  ASSERT_TRUE(conv);
+  torch::NoGradGuard no_grad;
+  // Logits of 8 (channels a power of 2: exact in bf16): weights of 1 / channels, inputs of 8.
+  const int64_t channels = conv->weight.size(1);
+  conv->weight.fill_(1.0 / static_cast<double>(channels));
+  conv->bias.zero_();
+  const torch::Tensor x = torch::full({1, channels, 2, 2, 2}, 8.0);
+  torch::Tensor y;
+  {
+    graph::ScopedAutocast autocast(c10::kCPU, c10::kBFloat16);
+    y = last.forward({x.to(torch::kBFloat16)})[0];
+  }
+  EXPECT_EQ(y.scalar_type(), torch::kFloat);
+  EXPECT_LT(y.max().item<double>(), 1.0) << "a probability rounded to 1";
+}
+
 TEST(Unet3d, OutputShapeAndRangeForEachDepth) {
   for (int levels : {1, 2, 3}) {
     graph::Model m = small_unet(levels);
