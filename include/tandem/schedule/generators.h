@@ -60,10 +60,11 @@ Schedule zb_v(int devices, int microbatches);
 // the oldest ready I (the later stage first); else an F its cap allows (the later stage first; the
 // earlier stage leaves one place free for the later one, so a micro-batch always passes the V's
 // bottom); else the oldest ready W. Each stage runs its F, I and W in micro-batch order.
-// cap >= 2. v_half: cap 2 ((p + 2) / 2), about half of 1F1B's 2p (the paper's V-Half); v_min: cap
-// 2 ((p + 4) / 3), about a third (V-Min). With F = I = W on 4 devices and 8 micro-batches (caps 6
-// and 4, against 8 for 1F1B and zb-v) they idle 0.158 and 0.314 of the step (1F1B 0.273, zb-v
-// 0.059).
+// cap >= 2. v_half: cap 2 ((p + 2) / 2), about half of 1F1B's 2p (the memory of the paper's
+// V-Half); v_min: cap 2 ((p + 4) / 3), about a third (V-Min's). Not the paper's hand-built blocks:
+// with F = I = W on 4 devices and 8 micro-batches (caps 6 and 4, against 8 for 1F1B and zb-v) they
+// idle 0.158 and 0.314 of the step (1F1B 0.273, zb-v 0.059), within the paper's rates (p / 2m,
+// 2p / 3m) with 2p micro-batches and above them with more.
 Schedule v_capped(const std::string& name, int devices, int microbatches, int cap);
 Schedule v_half(int devices, int microbatches);
 Schedule v_min(int devices, int microbatches);
