@@ -15,7 +15,10 @@ void DeferredWeightGrads::run_all() {
     std::lock_guard<std::mutex> lock(mu_);
     work.swap(work_);
   }
-  for (auto& w : work) w();
+  for (auto& w : work) {
+    w();
+    w = nullptr;  // what it kept (an input, a gradient) goes before the next one runs
+  }
 }
 
 size_t DeferredWeightGrads::size() const {

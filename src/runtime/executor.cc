@@ -377,6 +377,14 @@ void Executor::backward(int stage, int mb, bool input_only) {
     if (c.from_stage < 0) continue;
     const torch::Tensor& leaf = st.inputs.at(c.tensor);
     torch::Tensor g = leaf.grad().defined() ? leaf.grad() : torch::zeros_like(leaf);
+    // The leaf may live on in deferred W work that keeps it: its gradient goes with the message
+    // alone, not with the leaf too.
+    leaf.mutable_grad() = torch::Tensor();
+    // A gradient that is part of a larger tensor (a convolution of a concatenation hands each
+    // part a view of one gradient) would keep all of it until the receiver takes its copy: the
+    // message gets its own bytes.
+    if (g.has_storage() && g.storage().nbytes() > static_cast<size_t>(g.nbytes()))
+      g = g.clone(at::MemoryFormat::Contiguous);
     if (is_local(c.from_stage)) {
       state_.at({c.from_stage, mb}).output_grads[c.tensor][stage] = g;
     } else {

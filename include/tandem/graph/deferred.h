@@ -24,7 +24,8 @@ class DeferredWeightGrads {
   bool deferring() const { return deferring_; }
   void set_deferring(bool on) { deferring_ = on; }
   void push(std::function<void()> work);
-  // Runs every pushed work item in push order, then forgets them.
+  // Runs every pushed work item in push order, forgetting each (and what it keeps) once it has
+  // run.
   void run_all();
   size_t size() const;
 
