@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "memory/cpu_allocator.h"
 #include "runtime/probe.h"
@@ -44,6 +45,9 @@ enum class Outputs {
   // Kept throughout, with the gradients that reach them: a stage that sends its outputs keeps
   // them until its backward ends, and the gradient messages for them are counted apart.
   kKept,
+  // Kept throughout, the gradients that reach them made and freed as with kReleased: in the
+  // input half of a split backward, a later layer's deferred work keeps its input.
+  kKeptAlive,
 };
 
 // The most bytes a backward of `layer` alone holds above what is in use when it starts: it runs
@@ -73,16 +77,23 @@ Leaves leaves_of(const graph::Layer& layer, const graph::Tensors& inputs,
   return l;
 }
 
+// `split`: the input half of a split backward instead (schedules with I and W actions), under
+// `call` with a queue for the weight work, which is dropped unrun.
 uint64_t backward_workspace(const graph::Layer& layer, const graph::Tensors& inputs,
-                            const std::vector<bool>& needs_grad, Outputs outputs_are) {
+                            const std::vector<bool>& needs_grad, Outputs outputs_are,
+                            bool split = false, graph::CallContext call = {}) {
   auto& tracker = memory::Tracker::global();
+  graph::DeferredWeightGrads queue;
+  call.deferred = &queue;
+  std::optional<graph::ScopedCall> deferring;
+  if (split) deferring.emplace(call);
   const Leaves leaves = leaves_of(layer, inputs, needs_grad, /*copy=*/false);
   const std::vector<torch::Tensor>& wrt = leaves.wrt;
   graph::Tensors outputs = graph::forward_in_precision(layer, leaves.inputs);
   std::vector<torch::Tensor> roots, seeds;
   for (const auto& y : outputs) {
     if (!y.requires_grad()) continue;
-    if (outputs_are == Outputs::kReleased) {
+    if (outputs_are != Outputs::kKept) {
       roots.push_back(FreshGrad::apply(y));
       seeds.push_back(torch::ones({1}, y.options()).expand(y.sizes()));  // holds no bytes
     } else {
@@ -94,18 +105,26 @@ uint64_t backward_workspace(const graph::Layer& layer, const graph::Tensors& inp
   if (roots.empty() || wrt.empty()) return 0;
   const uint64_t start = tracker.current(kProbeDevice);
   tracker.reset_peak(kProbeDevice);
+  queue.set_deferring(split);
   torch::autograd::grad(roots, wrt, seeds, /*retain_graph=*/false, /*create_graph=*/false,
                         /*allow_unused=*/true);
+  queue.set_deferring(false);
   const uint64_t peak = tracker.peak(kProbeDevice);
   return peak > start ? peak - start : 0;
 }
 
-// What `layer` holds between the halves of a split backward: it runs the layer again, under
-// `call` with a deferred queue, on copies of `inputs` (the stage frees its own after the input
-// half, unless the deferred work keeps them) with fresh gradients for its outputs, runs the
-// input half, drops every handle of its own, and counts what the queued work still holds. The
-// queue is dropped unrun: the parameters' gradients stay untouched.
-uint64_t deferred_bytes(const graph::Layer& layer, const graph::Tensors& inputs,
+// What `layer` holds between the halves of a split backward and above that while its W work
+// runs. It runs the layer again, under `call` with a deferred queue, on copies of `inputs` (the
+// stage frees its own after the input half, unless the deferred work keeps them) with fresh
+// gradients for its outputs, runs the input half, drops every handle of its own, and counts
+// what the queued work still holds. Then it runs that work as a W action does (each piece freed
+// once done) and counts the most it holds above that; the parameters' gradients are set aside
+// meanwhile and put back.
+struct Deferred {
+  uint64_t held = 0;       // LayerBytes::deferred
+  uint64_t workspace = 0;  // LayerBytes::weight_workspace
+};
+Deferred deferred_bytes(const graph::Layer& layer, const graph::Tensors& inputs,
                         const std::vector<bool>& needs_grad, graph::CallContext call) {
   auto& tracker = memory::Tracker::global();
   graph::DeferredWeightGrads queue;
@@ -124,14 +143,24 @@ uint64_t deferred_bytes(const graph::Layer& layer, const graph::Tensors& inputs,
     }
     outputs.clear();
     copies.inputs.clear();
-    if (roots.empty() || wrt.empty()) return 0;
+    if (roots.empty() || wrt.empty()) return {};
     queue.set_deferring(true);
     torch::autograd::grad(roots, wrt, seeds, /*retain_graph=*/false, /*create_graph=*/false,
                           /*allow_unused=*/true);
     queue.set_deferring(false);
   }
   const uint64_t held = tracker.current(kProbeDevice);
-  return queue.size() > 0 && held > start ? held - start : 0;
+  if (queue.size() == 0 || held <= start) return {};
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> grads;
+  for (const auto& p : graph::named_parameters(layer)) {
+    grads.emplace_back(p.second, p.second.grad());
+    p.second.mutable_grad() = torch::Tensor();
+  }
+  tracker.reset_peak(kProbeDevice);
+  queue.run_all();
+  const uint64_t peak = tracker.peak(kProbeDevice);
+  for (auto& [param, grad] : grads) param.mutable_grad() = grad;
+  return {held - start, peak > held ? peak - held : 0};
 }
 
 }  // namespace
@@ -163,6 +192,7 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
   // Per layer: the most its forward held above what was in use before it; its backward's
   // workspace with its outputs released and with them kept (backward_workspace).
   std::vector<uint64_t> forward_peak, backward_released, backward_kept;
+  std::vector<uint64_t> input_released, input_kept;  // the same for the I half of a split backward
   auto held_beyond = [](const torch::Tensor& t, size_t impl_refs) {
     if (!t.has_storage() || t.use_count() > impl_refs) return true;
     // A view made inside the layer (an ONNX InstanceNormalization's reshape of its result)
@@ -201,7 +231,18 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
       backward_released.push_back(
           backward_workspace(layer, inputs, needs_grad, Outputs::kReleased));
       backward_kept.push_back(backward_workspace(layer, inputs, needs_grad, Outputs::kKept));
-      out.deferred.push_back(deferred_bytes(layer, inputs, needs_grad, call));
+      const Deferred deferred = deferred_bytes(layer, inputs, needs_grad, call);
+      out.deferred.push_back(deferred.held);
+      out.weight_workspace.push_back(deferred.workspace);
+      // The input half, where the layer defers work (else its whole backward runs there).
+      // Its outputs stay alive there where a later layer's deferred work reads them: counted so
+      // for every layer (a bound from above where none does), and alike for one that defers
+      // nothing, whose input half is its whole backward.
+      input_released.push_back(backward_workspace(layer, inputs, needs_grad, Outputs::kKeptAlive,
+                                                  deferred.held > 0, call));
+      input_kept.push_back(deferred.held > 0 ? backward_workspace(layer, inputs, needs_grad,
+                                                                  Outputs::kKept, true, call)
+                                             : backward_kept.back());
       for (size_t k = 0; k < outputs.size(); ++k) {
         out.tensors[layer.outputs[k]] = tensor_bytes(outputs[k]);
         kept[layer.outputs[k]] = held_beyond(outputs[k], 1);
@@ -245,6 +286,8 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
         forward_peak[i] > out.activations[i] ? forward_peak[i] - out.activations[i] : 0);
     out.backward.push_back(backward_released[i]);
     out.backward_held.push_back(backward_kept[i] + unkept);
+    out.input_backward.push_back(input_released[i]);
+    out.input_backward_held.push_back(input_kept[i] + unkept);
     out.transient.push_back(std::max(out.forward[i], out.backward[i]));
   }
   return out;
@@ -259,6 +302,9 @@ std::string to_json(const LayerBytes& bytes) {
   j["backward_held"] = bytes.backward_held;
   j["halo"] = bytes.halo;
   j["deferred"] = bytes.deferred;
+  j["weight_workspace"] = bytes.weight_workspace;
+  j["input_backward"] = bytes.input_backward;
+  j["input_backward_held"] = bytes.input_backward_held;
   j["state"] = bytes.state;
   j["step"] = bytes.step;
   j["tensors"] = bytes.tensors;
@@ -277,6 +323,10 @@ LayerBytes layer_bytes_from_json(const std::string& text) {
     j.at("backward_held").get_to(out.backward_held);
     j.at("halo").get_to(out.halo);
     if (j.contains("deferred")) j.at("deferred").get_to(out.deferred);
+    if (j.contains("weight_workspace")) j.at("weight_workspace").get_to(out.weight_workspace);
+    if (j.contains("input_backward")) j.at("input_backward").get_to(out.input_backward);
+    if (j.contains("input_backward_held"))
+      j.at("input_backward_held").get_to(out.input_backward_held);
     j.at("state").get_to(out.state);
     j.at("step").get_to(out.step);
     j.at("tensors").get_to(out.tensors);
@@ -285,7 +335,10 @@ LayerBytes layer_bytes_from_json(const std::string& text) {
     TANDEM_CHECK(out.transient.size() == n && out.forward.size() == n && out.backward.size() == n &&
                      out.backward_held.size() == n && out.halo.size() == n &&
                      out.state.size() == n && (out.step.empty() || out.step.size() == n) &&
-                     (out.deferred.empty() || out.deferred.size() == n),
+                     (out.deferred.empty() || out.deferred.size() == n) &&
+                     (out.weight_workspace.empty() || out.weight_workspace.size() == n) &&
+                     (out.input_backward.empty() || out.input_backward.size() == n) &&
+                     (out.input_backward_held.empty() || out.input_backward_held.size() == n),
                  "a layer memory measurement has {} activations but {}, {}, {} and {} "
                  "workspaces, {} halos, {} states and {} optimizer steps",
                  n, out.transient.size(), out.forward.size(), out.backward.size(),

@@ -61,8 +61,9 @@ double running_at_worst(const std::vector<StageParts>& parts,
     if (a.kind != schedule::Kind::kCompute || (!of.empty() && !of.count(a.stage))) continue;
     const StageParts& p = parts[static_cast<size_t>(a.stage)];
     if (a.op == schedule::Op::kForward) ++before_input[a.stage];
-    // The acting micro-batch is counted below as it is kept: take that out for its running().
-    double held = p.running() - (a.op == schedule::Op::kWeight ? p.deferred : p.kept);
+    // The acting micro-batch is counted below as it is kept: take that out for its worst.
+    double held =
+        a.op == schedule::Op::kWeight ? p.weighing() - p.deferred : p.computing() - p.kept;
     for (const auto& [stage, count] : before_input)
       held += count * parts[static_cast<size_t>(stage)].kept;
     for (const auto& [stage, count] : before_weight)

@@ -83,6 +83,28 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
   const double deferred_total = split_backward && !bytes.deferred.empty() && end > begin
                                     ? deferred_after[0] + static_cast<double>(bytes.deferred[begin])
                                     : 0.0;
+  // Of what a later layer's deferred work keeps, what layer i's backward holds anyway: its
+  // inputs made at or before layer i (activations still alive, or received tensors). The work's
+  // bytes beyond its outputs' (the gradient it keeps) are its inputs. The gradient is its own:
+  // the one its layer's first node made (a ReLU's), not a message the stage holds.
+  // already[i - begin] changes by already_delta[i - begin] from layer i on.
+  std::vector<double> already_delta(end - begin + 1, 0);
+  for (int j = begin + 1; deferred_total > 0 && j < end; ++j) {
+    const double kept_by_work = static_cast<double>(bytes.deferred[j]);
+    if (kept_by_work <= 0) continue;
+    double outputs = 0;
+    for (const int t : u.touched[j])
+      if (u.producer[t] == j) outputs += u.bytes[t];
+    double inputs_left = std::max(0.0, kept_by_work - outputs);
+    for (const int t : u.touched[j]) {
+      const int made = u.producer[t];
+      if (made >= j) continue;
+      const double b = std::min(u.bytes[t], inputs_left);
+      inputs_left -= b;
+      already_delta[std::max(made, begin) - begin] += b;
+      already_delta[j - begin] -= b;
+    }
+  }
   // The micro-batch that runs holds, at layer i's backward: what layers begin..i left alive (a
   // backward frees the later layers' tensors first: autograd runs nodes in reverse creation
   // order); the tensors it sent, which later layers made (kept until its backward ends); the
@@ -149,19 +171,27 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
   // The largest moment: a layer's forward (what the layers before it left, and its own
   // workspace; with recomputation it runs in the backward, beside the gradient messages), or
   // its backward (with what is held then and the gradient messages).
-  double activations = 0, largest_at_a_layer = 0, held = 0;
+  double activations = 0, largest_at_a_layer = 0, held = 0, already = 0;
   for (int i = begin; i < end; ++i) {
     activations += static_cast<double>(bytes.activations[i]);
+    already += already_delta[i - begin];
     out.state += static_cast<double>(bytes.state[i]);
     if (static_cast<size_t>(i) < bytes.step.size())
       out.step = std::max(out.step, static_cast<double>(bytes.step[i]));
     held += delta[i - begin];
     const double forward =
         activations + static_cast<double>(bytes.forward[i]) + (recompute ? sent : 0.0);
-    const uint64_t backward = outputs_kept[i - begin] ? bytes.backward_held[i] : bytes.backward[i];
-    largest_at_a_layer = std::max(
-        {largest_at_a_layer, forward,
-         activations + held + static_cast<double>(backward) + sent + deferred_after[i - begin]});
+    // Under a split backward, the input half's (it holds the gradient it defers).
+    const bool input_half = deferred_total > 0 &&
+                            bytes.input_backward.size() == bytes.backward.size() &&
+                            bytes.input_backward_held.size() == bytes.backward.size();
+    const uint64_t backward =
+        input_half
+            ? (outputs_kept[i - begin] ? bytes.input_backward_held[i] : bytes.input_backward[i])
+            : (outputs_kept[i - begin] ? bytes.backward_held[i] : bytes.backward[i]);
+    largest_at_a_layer = std::max({largest_at_a_layer, forward,
+                                   activations + held + static_cast<double>(backward) + sent +
+                                       std::max(0.0, deferred_after[i - begin] - already)});
   }
   // Above the running micro-batch's kept tensors (what it sends on unkept is among them, and
   // the largest moment holds it too).
@@ -175,6 +205,20 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
   // is above the activations: a W action holds every deferred micro-batch and its own workspace.
   out.kept = recompute ? received : activations + received + sent_unkept;
   out.deferred = deferred_total;
+  // A W action runs the layers' work in the order the I action queued it, the last layer's
+  // first (autograd runs nodes in reverse creation order), and frees each once done: at layer
+  // i's work the earlier layers' is still held.
+  if (deferred_total > 0 && bytes.weight_workspace.size() == bytes.deferred.size()) {
+    double most = 0;
+    for (int i = begin; i < end; ++i) {
+      if (bytes.deferred[i] == 0) continue;
+      const double still_held = deferred_total - deferred_after[i - begin];
+      most = std::max(most, still_held + static_cast<double>(bytes.weight_workspace[i]));
+    }
+    out.weight_workspace = std::max(0.0, most - deferred_total);
+  } else if (deferred_total > 0) {
+    out.weight_workspace = out.workspace;  // not measured: the backward's, a bound from above
+  }
   out.per_microbatch = std::max(out.kept, deferred_total);
   if (!recompute) return out;
   out.recomputed = activations;

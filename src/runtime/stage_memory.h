@@ -35,11 +35,15 @@ struct StageParts {
   // what a micro-batch keeps without it (per_microbatch is the larger of the two).
   double deferred = 0;
   double kept = 0;
-  // The running micro-batch at its worst: its kept tensors, its recomputed activations and the
-  // workspace, or (its backward split) its deferred work and a W action's workspace.
-  double running() const {
-    return std::max(kept + recomputed + workspace, deferred > 0 ? deferred + workspace : 0.0);
-  }
+  // Under a split backward: the most a W action holds above `deferred` (LayerBytes::
+  // weight_workspace at each layer's work, less what the work done before it has freed).
+  double weight_workspace = 0;
+  // The running micro-batch at its worst in an F, B or I action: its kept tensors, its
+  // recomputed activations and the workspace.
+  double computing() const { return kept + recomputed + workspace; }
+  // In a W action: its deferred work and what that work holds as it runs.
+  double weighing() const { return deferred > 0 ? deferred + weight_workspace : 0.0; }
+  double running() const { return std::max(computing(), weighing()); }
   // `messages`: bytes of messages held in a backward besides the above (held_messages.h).
   // The larger of the step's moments (a layer's forward or backward, with the other
   // micro-batches in flight) and the optimizer's step, which runs once every micro-batch's

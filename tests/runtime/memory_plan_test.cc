@@ -104,6 +104,7 @@ TEST(MemoryPlan, AMeasurementReadsBackFromItsJson) {
   EXPECT_EQ(back.state, b.state);
   EXPECT_EQ(back.step, b.step);
   EXPECT_EQ(back.deferred, b.deferred);
+  EXPECT_EQ(back.weight_workspace, b.weight_workspace);
   EXPECT_EQ(back.tensors, b.tensors);
   auto error_of = [](const std::string& text) {
     try {
@@ -373,6 +374,39 @@ TEST(MemoryPlan, ASplitBackwardPlansTheWeightWorkItDefers) {
     below |= static_cast<double>(measured[st]) > without[st];
   }
   EXPECT_TRUE(below) << "the deferred work is what the plan needed";
+}
+
+// A W action runs a micro-batch's deferred work layer by layer, freeing each layer's once done,
+// and holds the weight gradient each makes and its workspace: that, not the I action's
+// workspace, is what the plan adds to the deferred work. On one device under zb-h1 (F I W for
+// each micro-batch in turn) the W action is the peak: the plan holds it, within 5%, and the
+// I action's workspace in its place overshoots.
+TEST(MemoryPlan, AWeightActionPlansTheWorkspaceOfItsOwnWork) {
+  graph::Model m = small_unet();
+  torch::manual_seed(0);
+  const torch::Tensor x = torch::rand({2, 1, 16, 16, 16});
+  const torch::Tensor y = (torch::rand({2, 1, 16, 16, 16}) > 0.5).to(torch::kFloat);
+  const runtime::LayerBytes b = runtime::measure_layer_bytes(m, x.slice(0, 0, 1), 0);
+  ASSERT_EQ(b.weight_workspace.size(), m.layers.size());
+  EXPECT_GT(b.weight_workspace[1], 0u) << "enc0.conv1 makes its weight gradient";
+  EXPECT_EQ(b.weight_workspace[2], 0u) << "pool0 has no weights";
+  schedule::Options so;
+  so.stages = 1;
+  so.microbatches = 2;
+  const schedule::Schedule s = schedule::make("zb-h1", so);
+  const graph::Partition one = graph::partition_by_balance(m, {9});
+  const schedule::Schedule lowered =
+      schedule::lower(s, schedule::StageGraph{1, graph::analyze(m, one).consumers()});
+  const std::vector<int> in_flight = schedule::peak_in_flight(s);
+  const double plan = runtime::planned_peaks(m, b, one, in_flight, false, &lowered)[0];
+  runtime::LayerBytes unmeasured = b;
+  unmeasured.weight_workspace.clear();
+  const double bound = runtime::planned_peaks(m, unmeasured, one, in_flight, false, &lowered)[0];
+  const double measured =
+      static_cast<double>(second_step_peaks(small_unet(), one, 1, 2, x, y, "zb-h1")[0]);
+  EXPECT_LE(measured, plan);
+  EXPECT_GE(measured, 0.95 * plan);
+  EXPECT_LT(measured, 0.95 * bound) << "the I action's workspace in the W action's place";
 }
 
 // The U-Net's decoder convolves the transposed convolution's output and the skip as two parts

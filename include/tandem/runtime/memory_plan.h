@@ -59,6 +59,16 @@ struct LayerBytes {
   // gradient of its output), with everything else of the micro-batch's graph freed. 0 for a
   // layer that does not split.
   std::vector<uint64_t> deferred;
+  // Per layer: the most its deferred W work holds above `deferred` while a W action runs it
+  // (each piece of work freed once done): the weight gradient it makes and its workspace. Empty
+  // where not measured; 0 for a layer that does not split.
+  std::vector<uint64_t> weight_workspace;
+  // Per layer: `backward` and `backward_held` for the input half of a split backward (its
+  // weight work deferred; its whole backward where it defers none). There its outputs stay alive
+  // where a later layer's deferred work keeps them: `input_backward` counts them so throughout
+  // (a bound from above where none does). Empty where not measured.
+  std::vector<uint64_t> input_backward;
+  std::vector<uint64_t> input_backward_held;
   // Per layer: bytes of the halo planes its forward receives on a slab of a spatial split (0 on
   // whole samples); the layer holds them while it runs, and keeps none of them.
   std::vector<uint64_t> halo;
