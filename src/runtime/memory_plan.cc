@@ -52,24 +52,42 @@ ChainAhead chain_ahead(const schedule::Schedule* chain, int stages) {
 // worst (StageParts::running) and each other micro-batch as it is kept then: between its F and
 // its B (or I) its activations (StageParts::kept), between its I and its W what its deferred
 // work keeps (StageParts::deferred). `at_most`: with what a late receiver leaves in transit.
+// `local` (null: none): per stage, the gradients its backward hands to stages on its own device
+// (Executor::backward), by producer: each waits there until the producer's backward of that
+// micro-batch, which counts it in its workspace.
+struct LocalGradient {
+  int producer;
+  double bytes;
+};
+using LocalGradients = std::vector<std::vector<LocalGradient>>;
 double running_at_worst(const std::vector<StageParts>& parts,
                         const std::vector<schedule::Action>& actions, const std::set<int>& of,
-                        bool at_most) {
+                        bool at_most, const LocalGradients* local = nullptr) {
   std::map<int, int> before_input, before_weight;  // by stage: micro-batches held each way
+  std::map<std::pair<int, int>, double> waiting;   // by (producer, micro-batch): local gradients
   double most = 0;
   for (const schedule::Action& a : actions) {
     if (a.kind != schedule::Kind::kCompute || (!of.empty() && !of.count(a.stage))) continue;
     const StageParts& p = parts[static_cast<size_t>(a.stage)];
+    const bool backward = a.op == schedule::Op::kBackward || a.op == schedule::Op::kInput;
     if (a.op == schedule::Op::kForward) ++before_input[a.stage];
     // The acting micro-batch is counted below as it is kept: take that out for its worst.
-    double held =
-        a.op == schedule::Op::kWeight ? p.weighing() - p.deferred : p.computing() - p.kept;
+    double held = a.op == schedule::Op::kWeight    ? p.weighing() - p.deferred
+                  : a.op == schedule::Op::kForward ? p.forwarding() - p.kept
+                                                   : p.computing() - p.kept;
     for (const auto& [stage, count] : before_input)
       held += count * parts[static_cast<size_t>(stage)].kept;
     for (const auto& [stage, count] : before_weight)
       held += count * parts[static_cast<size_t>(stage)].deferred;
+    for (const auto& [key, b] : waiting)
+      if (!backward || key != std::pair<int, int>{a.stage, a.microbatch}) held += b;
     const bool several = before_input[a.stage] + before_weight[a.stage] > 1;
     most = std::max(most, held + (at_most && several ? p.in_transit : 0.0));
+    if (backward && local) {
+      waiting.erase({a.stage, a.microbatch});
+      for (const LocalGradient& g : (*local)[static_cast<size_t>(a.stage)])
+        waiting[{g.producer, a.microbatch}] += g.bytes;
+    }
     if (a.op == schedule::Op::kBackward || a.op == schedule::Op::kInput) --before_input[a.stage];
     if (a.op == schedule::Op::kInput) ++before_weight[a.stage];
     if (a.op == schedule::Op::kWeight) --before_weight[a.stage];
@@ -143,6 +161,30 @@ std::vector<double> device_peaks(const graph::Model& model, const LayerBytes& by
     auto [begin, end] = partition.layers_of(s);
     parts.push_back(stage_parts(uses, bytes, begin, end, recompute, &partition, split));
   }
+  // A stage takes what a stage on its own device sends it as the same tensor (Executor::
+  // forward), which the producer keeps until its backward, after the receiver's: the receiver
+  // holds no bytes of its own for it. With recomputation the producer keeps nothing.
+  // Its backward hands their gradients back the same way.
+  LocalGradients local(static_cast<size_t>(partition.num_stages));
+  if (lowered.stage_device.size() == static_cast<size_t>(partition.num_stages)) {
+    const graph::Flow flow = graph::analyze(model, partition);
+    for (int s = 0; s < partition.num_stages; ++s) {
+      double shared = 0;
+      for (const graph::Crossing& c : flow.inputs[s]) {
+        if (c.from_stage < 0 || lowered.stage_device[c.from_stage] != lowered.stage_device[s])
+          continue;
+        const double b = static_cast<double>(bytes.tensors.at(c.tensor));
+        shared += b;
+        local[static_cast<size_t>(s)].push_back({c.from_stage, b});
+      }
+      if (recompute) continue;
+      StageParts& p = parts[static_cast<size_t>(s)];
+      shared = std::min(shared, p.received);
+      p.received -= shared;
+      p.kept -= shared;
+      p.per_microbatch = std::max(p.kept, p.deferred);
+    }
+  }
   std::vector<double> out;
   for (const auto& actions : lowered.device_actions) {
     double state = 0, ahead = 0, step = 0;
@@ -153,7 +195,7 @@ std::vector<double> device_peaks(const graph::Model& model, const LayerBytes& by
       ahead += m.ahead[a.stage] + (at_most ? m.late[a.stage] : 0.0);
       step = std::max(step, parts[a.stage].step);
     }
-    const double most = running_at_worst(parts, actions, {}, at_most);
+    const double most = running_at_worst(parts, actions, {}, at_most, &local);
     out.push_back(state + std::max(most + ahead, step) +
                   (stages.count(with_loss) ? loss_scalars(&lowered, 0) : 0.0));
   }

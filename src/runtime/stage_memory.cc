@@ -171,7 +171,7 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
   // The largest moment: a layer's forward (what the layers before it left, and its own
   // workspace; with recomputation it runs in the backward, beside the gradient messages), or
   // its backward (with what is held then and the gradient messages).
-  double activations = 0, largest_at_a_layer = 0, held = 0, already = 0;
+  double activations = 0, largest_at_a_layer = 0, largest_forward = 0, held = 0, already = 0;
   for (int i = begin; i < end; ++i) {
     activations += static_cast<double>(bytes.activations[i]);
     already += already_delta[i - begin];
@@ -189,6 +189,7 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
         input_half
             ? (outputs_kept[i - begin] ? bytes.input_backward_held[i] : bytes.input_backward[i])
             : (outputs_kept[i - begin] ? bytes.backward_held[i] : bytes.backward[i]);
+    largest_forward = std::max(largest_forward, forward);
     largest_at_a_layer = std::max({largest_at_a_layer, forward,
                                    activations + held + static_cast<double>(backward) + sent +
                                        std::max(0.0, deferred_after[i - begin] - already)});
@@ -197,6 +198,7 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
   // the largest moment holds it too).
   const double kept_unkept = recompute ? 0.0 : sent_unkept;
   out.workspace = std::max(0.0, largest_at_a_layer - activations - kept_unkept);
+  out.forward_workspace = std::max(0.0, largest_forward - activations - kept_unkept);
   out.received = received;
   out.sent_on = sent_on;
   // Kept per micro-batch in flight: its activations and what it received (with recomputation,

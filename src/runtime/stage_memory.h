@@ -18,14 +18,15 @@ double forward_flops(const graph::Model& model, int begin, int end);
 
 // The parts of a stage's predicted peak.
 struct StageParts {
-  double per_microbatch = 0;  // kept per micro-batch in flight
-  double workspace = 0;       // held above the activations at the worst layer, and returned
-                              // gradients of what the stage sent
-  double state = 0;           // parameters, gradients, optimizer slots
-  double step = 0;            // the optimizer's step above the state (LayerBytes::step)
-  double recomputed = 0;      // with recomputation: one micro-batch's activations
-  double received = 0;        // the inputs of one micro-batch from earlier stages
-  double sent_on = 0;         // the activations of one micro-batch it sends to later stages
+  double per_microbatch = 0;     // kept per micro-batch in flight
+  double workspace = 0;          // held above the activations at the worst layer, and returned
+                                 // gradients of what the stage sent
+  double forward_workspace = 0;  // the same at the worst layer's forward (<= workspace)
+  double state = 0;              // parameters, gradients, optimizer slots
+  double step = 0;               // the optimizer's step above the state (LayerBytes::step)
+  double recomputed = 0;         // with recomputation: one micro-batch's activations
+  double received = 0;           // the inputs of one micro-batch from earlier stages
+  double sent_on = 0;            // the activations of one micro-batch it sends to later stages
   // With recomputation and several micro-batches in flight: what the stage sent of one
   // micro-batch, still on its way while the next micro-batch's forward runs (a later stage
   // takes it when its own work allows). Without recomputation the stage keeps what it sent
@@ -44,6 +45,8 @@ struct StageParts {
   // In a W action: its deferred work and what that work holds as it runs.
   double weighing() const { return deferred > 0 ? deferred + weight_workspace : 0.0; }
   double running() const { return std::max(computing(), weighing()); }
+  // In an F action (its forward alone).
+  double forwarding() const { return kept + recomputed + forward_workspace; }
   // `messages`: bytes of messages held in a backward besides the above (held_messages.h).
   // The larger of the step's moments (a layer's forward or backward, with the other
   // micro-batches in flight) and the optimizer's step, which runs once every micro-batch's
