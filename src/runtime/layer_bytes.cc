@@ -234,10 +234,9 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
       const Deferred deferred = deferred_bytes(layer, inputs, needs_grad, call);
       out.deferred.push_back(deferred.held);
       out.weight_workspace.push_back(deferred.workspace);
-      // The input half, where the layer defers work (else its whole backward runs there).
-      // Its outputs stay alive there where a later layer's deferred work reads them: counted so
-      // for every layer (a bound from above where none does), and alike for one that defers
-      // nothing, whose input half is its whole backward.
+      // The input half (a layer that defers nothing runs its whole backward there). Its outputs
+      // stay alive there where a later layer's deferred work reads them: counted so for every
+      // layer, a bound from above where none does.
       input_released.push_back(backward_workspace(layer, inputs, needs_grad, Outputs::kKeptAlive,
                                                   deferred.held > 0, call));
       input_kept.push_back(deferred.held > 0 ? backward_workspace(layer, inputs, needs_grad,

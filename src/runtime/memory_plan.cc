@@ -88,7 +88,7 @@ double running_at_worst(const std::vector<StageParts>& parts,
       for (const LocalGradient& g : (*local)[static_cast<size_t>(a.stage)])
         waiting[{g.producer, a.microbatch}] += g.bytes;
     }
-    if (a.op == schedule::Op::kBackward || a.op == schedule::Op::kInput) --before_input[a.stage];
+    if (backward) --before_input[a.stage];
     if (a.op == schedule::Op::kInput) ++before_weight[a.stage];
     if (a.op == schedule::Op::kWeight) --before_weight[a.stage];
   }

@@ -171,6 +171,10 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
   // The largest moment: a layer's forward (what the layers before it left, and its own
   // workspace; with recomputation it runs in the backward, beside the gradient messages), or
   // its backward (with what is held then and the gradient messages).
+  // Under a split backward, a layer's input half (it holds the gradient it defers).
+  const bool input_half = deferred_total > 0 &&
+                          bytes.input_backward.size() == bytes.backward.size() &&
+                          bytes.input_backward_held.size() == bytes.backward.size();
   double activations = 0, largest_at_a_layer = 0, largest_forward = 0, held = 0, already = 0;
   for (int i = begin; i < end; ++i) {
     activations += static_cast<double>(bytes.activations[i]);
@@ -181,10 +185,6 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
     held += delta[i - begin];
     const double forward =
         activations + static_cast<double>(bytes.forward[i]) + (recompute ? sent : 0.0);
-    // Under a split backward, the input half's (it holds the gradient it defers).
-    const bool input_half = deferred_total > 0 &&
-                            bytes.input_backward.size() == bytes.backward.size() &&
-                            bytes.input_backward_held.size() == bytes.backward.size();
     const uint64_t backward =
         input_half
             ? (outputs_kept[i - begin] ? bytes.input_backward_held[i] : bytes.input_backward[i])
