@@ -4,6 +4,7 @@
 #include <torch/nn/modules/conv.h>
 
 #include "tandem/common/check.h"
+#include "tandem/models/block_max.h"
 #include "tandem/models/conv3d_stack.h"
 #include "tandem/models/layers.h"
 #include "tandem/models/relu.h"
@@ -41,13 +42,8 @@ graph::Layer pool_layer(int level, int levels) {
         }
         if (x.scalar_type() == torch::kFloat) return graph::Tensors{torch::max_pool3d(x, 2)};
         // A reduced --precision: LibTorch's CPU max_pool3d has no bf16 kernel, and autocast would
-        // run it on an fp32 copy of x kept for the backward. The maximum of each 2x2x2 block in
-        // x's type instead (exact in any type). Its gradient goes to every maximum of a block
-        // where several tie (max_pool3d's to one): the ties are the zeros of the ReLU before,
-        // whose gradient is zero either way.
-        const auto s = x.sizes();
-        return graph::Tensors{
-            x.reshape({s[0], s[1], s[2] / 2, 2, s[3] / 2, 2, s[4] / 2, 2}).amax({3, 5, 7})};
+        // run it on an fp32 copy of x kept for the backward (block_max.h).
+        return graph::Tensors{block_max_pool(x, {2, 2, 2})};
       },
       {fmt::format("skip{}", level)}, {name});
 }

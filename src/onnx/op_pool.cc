@@ -1,6 +1,7 @@
 // Pooling over 1 to 3 spatial axes of x [B,C,D...]: MaxPool, AveragePool (both with pads,
 // strides, ceil_mode and auto_pad) and GlobalAveragePool ([B,C,D...] -> [B,C,1...]).
 #include "ops.h"
+#include "tandem/models/block_max.h"
 #include "window.h"
 
 namespace tandem::onnx::detail {
@@ -38,6 +39,17 @@ bool torch_pads(const Padding& p, const Window& w) {
   return true;
 }
 
+// Whether the windows tile the input: each kernel extent equal to its stride, no dilation or
+// padding, and ceil rounding (if asked for) adds no partial window.
+bool tiles(const Window& w, const Padding& p, c10::IntArrayRef spatial, bool ceil_mode) {
+  for (size_t i = 0; i < w.kernel.size(); ++i) {
+    if (w.strides[i] != w.kernel[i] || w.dilations[i] != 1 || p.begin[i] != 0 || p.end[i] != 0)
+      return false;
+    if (ceil_mode && spatial[i] % w.kernel[i] != 0) return false;
+  }
+  return true;
+}
+
 Window pool_window(const Node& n) {
   Window w = read_window(n);
   if (w.kernel.empty()) n.refuse("it has no kernel_shape");
@@ -49,7 +61,8 @@ Window pool_window(const Node& n) {
 Op make_max_pool(const Node& n) {
   const Window window = pool_window(n);
   const bool ceil_mode = n.get_int("ceil_mode", 0) != 0;
-  if (n.get_int("storage_order", 0) != 0) n.refuse("storage_order=1 (column-major) is not supported");
+  if (n.get_int("storage_order", 0) != 0)
+    n.refuse("storage_order=1 (column-major) is not supported");
   const std::string name = n.name();
   Op op;
   op.fn = [=](const graph::Tensors& in) {
@@ -58,6 +71,8 @@ Op make_max_pool(const Node& n) {
     const size_t dims = static_cast<size_t>(x.dim() - 2);
     const Window w = window.filled(dims, {});
     const Padding p = resolve_padding(w, x.sizes().slice(2));
+    if (tiles(w, p, x.sizes().slice(2), ceil_mode) && models::block_max_pool_here(x, w.kernel))
+      return graph::Tensors{models::block_max_pool(x, w.kernel)};
     if (torch_pads(p, w)) return graph::Tensors{max_pool(x, w, p.begin, ceil_mode)};
     const double lowest = -std::numeric_limits<double>::infinity();
     return graph::Tensors{

@@ -6,6 +6,7 @@
 // convolution, resizing by gathers and a lerp, the BCE-free paths) float32 rounding of a few
 // operations per value stays far below it.
 #include "onnx_test_util.h"
+#include "tandem/graph/precision.h"
 #include "tandem/models/layers.h"
 #include "tandem/onnx/load.h"
 
@@ -42,8 +43,8 @@ INSTANTIATE_TEST_SUITE_P(
         "gemm_alpha_beta", "gemm_trans_b", "matmul_add_bias", "matmul_transposed_weight",
         "add_broadcast", "sub_broadcast", "mul_broadcast", "div_broadcast", "leaky_relu",
         "sigmoid_tanh_relu", "softmax_axis2", "softmax_opset11_coerced", "log_softmax_last",
-        "maxpool_pads_ceil", "maxpool_asymmetric", "maxpool3d_dilated", "avgpool_exclude_pad",
-        "avgpool_asymmetric", "global_average_pool", "batch_normalization",
+        "maxpool_pads_ceil", "maxpool_asymmetric", "maxpool3d_dilated", "maxpool3d_tiles",
+        "avgpool_exclude_pad", "avgpool_asymmetric", "global_average_pool", "batch_normalization",
         "instance_normalization", "concat_last", "flatten", "reshape_copy_dims",
         "reshape_batch_minus_one", "transpose", "squeeze_axes_input", "squeeze_opset11_attribute",
         "unsqueeze_axes_input", "unsqueeze_opset11_attribute", "resize_nearest_asymmetric_floor",
@@ -53,6 +54,29 @@ INSTANTIATE_TEST_SUITE_P(
         "gelu_exported", "clip_relu6", "clip_min_only", "prelu_per_channel", "reduce_mean_keepdims",
         "reduce_mean_drop", "layer_norm", "view_flatten", "gather_channels"),
     [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// Under a bf16 autocast on the CPU, LibTorch's max_pool3d runs on an fp32 copy of its input
+// (kept for the backward) and gives fp32; a MaxPool whose windows tile the volume keeps bf16,
+// with max_pool3d's output and gradient (of an fp32 copy) bit for bit.
+TEST(OnnxOperators, ATilingMaxPool3dKeepsBf16UnderAutocast) {
+  const graph::Model model = load_case("maxpool3d_tiles");
+  const torch::Tensor x0 = testing::load_pt("ops/maxpool3d_tiles.pt").at("input");
+  torch::Tensor x = x0.to(torch::kBFloat16).requires_grad_(true);
+  torch::Tensor y;
+  {
+    graph::ScopedAutocast autocast(c10::kCPU, c10::kBFloat16);
+    y = testing::run_forward(model, x, /*training=*/true);
+  }
+  torch::manual_seed(4);
+  const torch::Tensor g = torch::randn(y.sizes()).to(torch::kBFloat16);
+  y.backward(g);
+  torch::Tensor x32 = x0.to(torch::kBFloat16).to(torch::kFloat).requires_grad_(true);
+  const torch::Tensor want = torch::max_pool3d(x32, {2, 1, 2}, {2, 1, 2});
+  want.backward(g.to(torch::kFloat));
+  EXPECT_EQ(y.scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(y.detach(), want.detach().to(torch::kBFloat16)));
+  EXPECT_TRUE(torch::equal(x.grad(), x32.grad().to(torch::kBFloat16)));
+}
 
 // A single micro-batch of one sample keeps its batch axis through operators that squeeze
 // every axis of size 1.
