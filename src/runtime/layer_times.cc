@@ -89,21 +89,24 @@ LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& m
     for (const auto& p : graph::named_parameters(layer))
       grads.emplace_back(p.second,
                          p.second.grad().defined() ? p.second.grad().clone() : torch::Tensor());
-  std::map<std::string, torch::Tensor> env{{model.input, micro_input}};
   graph::CallContext call;
   call.group = group;
   call.workspace_bound = workspace_bound;
   call.precision = precision;
-  LayerTimes out;
-  for (size_t i = 0; i < model.layers.size(); ++i) {
-    const graph::Layer& layer = model.layers[i];
-    call.layer = static_cast<int>(i);
-    graph::ScopedCall scoped(call);
-    graph::Tensors inputs;
-    for (const auto& name : layer.inputs) inputs.push_back(env.at(name));
-    Samples s;
-    graph::Tensors kept;
-    for (int r = 0; r <= repeats; ++r) {  // r = 0: the warm-up, not counted
+  // In rounds, each a pass through every layer from the model's input: a layer's repetitions
+  // spread over the whole measurement, so that the layers' times share the machine's load over
+  // it rather than each taking the moment of its own repetitions (on a shared machine the load
+  // changes over seconds, more than between repetitions). Round 0 is the warm-up.
+  std::vector<Samples> samples(model.layers.size());
+  for (int r = 0; r <= repeats; ++r) {
+    std::map<std::string, torch::Tensor> env{{model.input, micro_input}};
+    for (size_t i = 0; i < model.layers.size(); ++i) {
+      const graph::Layer& layer = model.layers[i];
+      call.layer = static_cast<int>(i);
+      graph::ScopedCall scoped(call);
+      graph::Tensors inputs;
+      for (const auto& name : layer.inputs) inputs.push_back(env.at(name));
+      Samples& s = samples[i];
       Clock::time_point start = Clock::now();
       graph::Tensors outputs = graph::forward_in_precision(layer, inputs);
       const double forward = seconds_since(start);
@@ -111,50 +114,53 @@ LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& m
       std::vector<torch::Tensor> all = b.inputs;
       all.insert(all.end(), b.params.begin(), b.params.end());
       const double backward = timed_grad(b, all, /*retain=*/false);
-      if (r == repeats) kept = outputs;
+      for (size_t k = 0; k < outputs.size(); ++k) {
+        if (!last_read.count(layer.outputs[k])) continue;
+        env[layer.outputs[k]] = outputs[k].detach().requires_grad_(outputs[k].requires_grad());
+      }
       outputs.clear();
       b = {};
       if (r > 0) {
         s.forward.push_back(forward);
         s.backward.push_back(backward);
       }
-      if (!split) continue;
-      // The split backward as a pipeline runs it: the input half with the layer's weight work
-      // deferred (a layer that defers none runs its whole backward there), then that work.
-      graph::DeferredWeightGrads queue;
-      {
-        graph::CallContext deferring = call;
-        deferring.deferred = &queue;
-        graph::ScopedCall in_queue(deferring);
-        outputs = graph::forward_in_precision(layer, inputs);
+      if (split) {
+        // The split backward as a pipeline runs it: the input half with the layer's weight work
+        // deferred (a layer that defers none runs its whole backward there), then that work.
+        graph::DeferredWeightGrads queue;
+        {
+          graph::CallContext deferring = call;
+          deferring.deferred = &queue;
+          graph::ScopedCall in_queue(deferring);
+          outputs = graph::forward_in_precision(layer, inputs);
+        }
+        b = backward_of(layer, inputs, outputs);
+        outputs.clear();
+        all = b.inputs;
+        all.insert(all.end(), b.params.begin(), b.params.end());
+        queue.set_deferring(true);
+        const double input = timed_grad(b, all, /*retain=*/false);
+        queue.set_deferring(false);
+        start = Clock::now();
+        queue.run_all();
+        const double weight = seconds_since(start);
+        if (r > 0) {
+          s.input.push_back(input);
+          s.weight.push_back(weight);
+        }
       }
-      b = backward_of(layer, inputs, outputs);
-      outputs.clear();
-      all = b.inputs;
-      all.insert(all.end(), b.params.begin(), b.params.end());
-      queue.set_deferring(true);
-      const double input = timed_grad(b, all, /*retain=*/false);
-      queue.set_deferring(false);
-      start = Clock::now();
-      queue.run_all();
-      const double weight = seconds_since(start);
-      if (r == 0) continue;
-      s.input.push_back(input);
-      s.weight.push_back(weight);
+      for (const auto& name : layer.inputs)
+        if (last_read.at(name) == i) env.erase(name);
     }
+  }
+  LayerTimes out;
+  for (const Samples& s : samples) {
     out.forward.push_back(median(s.forward));
     out.backward.push_back(median(s.backward));
     if (split) {
       out.input.push_back(median(s.input));
       out.weight.push_back(median(s.weight));
     }
-    for (size_t k = 0; k < kept.size(); ++k) {
-      if (!last_read.count(layer.outputs[k])) continue;
-      env[layer.outputs[k]] = kept[k].detach().requires_grad_(kept[k].requires_grad());
-    }
-    kept.clear();
-    for (const auto& name : layer.inputs)
-      if (last_read.at(name) == i) env.erase(name);
   }
   for (auto& [param, grad] : grads) param.mutable_grad() = grad;
   at::set_num_threads(threads_before);

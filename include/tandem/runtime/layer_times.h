@@ -34,8 +34,9 @@ struct LayerTimes {
 constexpr double kTimeSlack = 0.05;
 
 // Runs `micro_input` (one micro-batch, on the CPU) through `model` layer by layer and times each
-// layer's forward, its whole backward (B) and its backward split in two (I, then W), `repeats`
-// times after a warm-up (the parameters' gradients are left as they were), with `threads` intra-op
+// layer's forward, its whole backward (B) and its backward split in two (I, then W), in
+// `repeats` rounds through the whole model after a warm-up round, each time the median over the
+// rounds (the parameters' gradients are left as they were), with `threads` intra-op
 // threads (a CPU device's). `group` (null: whole samples): a dry slab group when `micro_input` is
 // one slab of a spatial split, as for measure_layer_bytes (its halos are zeros from no neighbour:
 // the exchange's transfer is not timed). `workspace_bound`: the layers'
