@@ -244,6 +244,8 @@ LayerBytes measure_layer_bytes(const graph::Model& model, const torch::Tensor& m
                                              : backward_kept.back());
       for (size_t k = 0; k < outputs.size(); ++k) {
         out.tensors[layer.outputs[k]] = tensor_bytes(outputs[k]);
+        if (layer.outputs[k] == model.output)
+          out.loss_input = static_cast<uint64_t>(outputs[k].numel()) * sizeof(float);
         kept[layer.outputs[k]] = held_beyond(outputs[k], 1);
         if (!last_read.count(layer.outputs[k])) continue;
         env[layer.outputs[k]] = outputs[k].detach().requires_grad_(outputs[k].requires_grad());
@@ -308,6 +310,8 @@ std::string to_json(const LayerBytes& bytes) {
   j["step"] = bytes.step;
   j["tensors"] = bytes.tensors;
   j["unkept"] = bytes.unkept;
+  j["loss_input"] = bytes.loss_input;
+  j["target"] = bytes.target;
   return j.dump();
 }
 
@@ -330,6 +334,8 @@ LayerBytes layer_bytes_from_json(const std::string& text) {
     j.at("step").get_to(out.step);
     j.at("tensors").get_to(out.tensors);
     if (j.contains("unkept")) j.at("unkept").get_to(out.unkept);
+    if (j.contains("loss_input")) j.at("loss_input").get_to(out.loss_input);
+    if (j.contains("target")) j.at("target").get_to(out.target);
     const size_t n = out.activations.size();
     TANDEM_CHECK(out.transient.size() == n && out.forward.size() == n && out.backward.size() == n &&
                      out.backward_held.size() == n && out.halo.size() == n &&

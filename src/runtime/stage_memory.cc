@@ -122,6 +122,7 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
     delta[to + 1 - begin] -= b;
   };
   double received = 0, sent = 0, sent_on = 0, sent_unkept = 0;
+  bool loss_here = false;
   std::vector<char> seen(u.producer.size(), 0);
   // Layers whose outputs the stage keeps through its backward (it sent them): their backward
   // frees none of them.
@@ -142,6 +143,12 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
         continue;
       }
       if (after == readers.end() && t != u.output) continue;
+      // The model's output, which the loss on this stage reads, is planned as a tensor sent on:
+      // held with its gradient. The loss keeps it (or its fp32 copy, counted below) until the
+      // loss's backward, and the gradient it hands back is made as the last layer's backward
+      // starts; counted throughout, a bound from above that covers what timing may leave
+      // (a split backward's loss stage measured 16 KiB above the plan without it, under load).
+      loss_here = loss_here || after == readers.end();
       // Sent on. During its backward the stage holds every gradient message for it, one per
       // later stage that reads it (without the partition, while partitions are searched, one
       // per later layer: a bound from above), and from two messages on their sum
@@ -206,6 +213,19 @@ StageParts stage_parts(const TensorUses& u, const LayerBytes& bytes, int begin, 
   // keeps instead (received tensors included), where that is more. The workspace stays what it
   // is above the activations: a W action holds every deferred micro-batch and its own workspace.
   out.kept = recompute ? received : activations + received + sent_unkept;
+  // The stage with the loss holds each micro-batch's target, and the loss's fp32 copy of the
+  // output where the output is of a reduced type (the copy replaces it) from the micro-batch's
+  // loss to the start of its backward: the running micro-batch's moments (its forward before the
+  // loss, its backward after) are without it, so the workspaces above the kept bytes are less by
+  // it.
+  if (loss_here) {
+    out.kept += static_cast<double>(bytes.target);
+    const double copy =
+        recompute ? 0.0 : std::max(0.0, static_cast<double>(bytes.loss_input) - u.bytes[u.output]);
+    out.kept += copy;
+    out.workspace = std::max(0.0, out.workspace - copy);
+    out.forward_workspace = std::max(0.0, out.forward_workspace - copy);
+  }
   out.deferred = deferred_total;
   // A W action runs the layers' work in the order the I action queued it, the last layer's
   // first (autograd runs nodes in reverse creation order), and frees each once done: at layer

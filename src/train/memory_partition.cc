@@ -48,6 +48,7 @@ int most_stages_per_memory(const std::vector<DeviceSpec>& devices, int stages, b
 // split the planes of the slab that holds the most (spatial::heaviest_slab).
 struct MeasuredSample {
   torch::Tensor input;
+  uint64_t target = 0;         // bytes of the micro-batch's target (the slab's share on slabs)
   spatial::SlabLayout layout;  // c.spatial > 1: the cut, with the measured slab at `index`
   int index = 0;
   int slots = 0;  // the optimizer's tensors per parameter
@@ -57,8 +58,10 @@ struct MeasuredSample {
 MeasuredSample measured_sample(const graph::Model& model, const Config& c, const Source& source) {
   MeasuredSample m;
   const int64_t micro = c.batch / c.microbatches + (c.batch % c.microbatches ? 1 : 0);
-  m.input = graph::fit_input(
-      model, source.train_batch(0, 0, std::min<int64_t>(micro, source.train_size())).input);
+  const Batch batch = source.train_batch(0, 0, std::min<int64_t>(micro, source.train_size()));
+  m.input = graph::fit_input(model, batch.input);
+  const torch::Tensor& target = batch.target;
+  if (target.defined()) m.target = static_cast<uint64_t>(target.numel() * target.element_size());
   m.slots = c.optimizer == OptimizerKind::kAdam ? 2 : (c.momentum != 0 ? 1 : 0);
   m.step = c.optimizer == OptimizerKind::kAdam ? 2 : 0;
   if (c.spatial == 1) return m;
@@ -71,6 +74,9 @@ MeasuredSample measured_sample(const graph::Model& model, const Config& c, const
   m.index = heaviest.index;
   const spatial::Slab& slab = m.layout.slabs[static_cast<size_t>(m.index)];
   m.input = m.input.narrow(m.layout.dim, slab.offset, slab.size).contiguous();
+  // A target with the input's volume is cut as the input is (a segmentation's labels).
+  if (target.defined() && target.dim() > m.layout.dim && target.size(m.layout.dim) == cut.extent)
+    m.target = m.target / static_cast<uint64_t>(cut.extent) * static_cast<uint64_t>(slab.size);
   return m;
 }
 
@@ -143,16 +149,21 @@ runtime::LayerBytes measure_bytes(const PlanInputs& in) {
   // cores and memory) and every process plans from its numbers: the same partition everywhere.
   auto measure = [&] {
     const MeasuredSample m = measured_sample(in.model, c, in.source);
-    if (c.spatial == 1)
-      return runtime::to_json(runtime::measure_layer_bytes(
-          in.model, m.input, m.slots, nullptr, m.step, graph::workspace_bound(c.device_memory),
-          compute_type(c.precision)));
-    // A spatial split: the slab that holds the most, with its halos (zeros from a dry group:
-    // the same bytes as its neighbours' planes) and its share of every tensor.
-    spatial::Group dry = dry_group(c.spatial, m);
-    return runtime::to_json(runtime::measure_layer_bytes(in.model, m.input, m.slots, &dry, m.step,
-                                                         graph::workspace_bound(c.device_memory),
-                                                         compute_type(c.precision)));
+    runtime::LayerBytes bytes;
+    if (c.spatial == 1) {
+      bytes = runtime::measure_layer_bytes(in.model, m.input, m.slots, nullptr, m.step,
+                                           graph::workspace_bound(c.device_memory),
+                                           compute_type(c.precision));
+    } else {
+      // A spatial split: the slab that holds the most, with its halos (zeros from a dry group:
+      // the same bytes as its neighbours' planes) and its share of every tensor.
+      spatial::Group dry = dry_group(c.spatial, m);
+      bytes = runtime::measure_layer_bytes(in.model, m.input, m.slots, &dry, m.step,
+                                           graph::workspace_bound(c.device_memory),
+                                           compute_type(c.precision));
+    }
+    bytes.target = m.target;
+    return runtime::to_json(bytes);
   };
   return runtime::layer_bytes_from_json(once_for_the_job(in.job, measure));
 }

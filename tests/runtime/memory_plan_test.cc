@@ -232,6 +232,13 @@ TEST(MemoryPlan, ForecastsTheStepFromFlops) {
 
 // The peak of every device in a pipeline's second step (the first allocates the gradients):
 // `devices` CPU devices, `schedule` (1F1B) with `microbatches`, plain SGD.
+// `b` with the target of one micro-batch, `y`, which the stage with the loss holds (the
+// trainer's measurement sets it from the data).
+runtime::LayerBytes with_target(runtime::LayerBytes b, const torch::Tensor& y) {
+  b.target = static_cast<uint64_t>(y.numel() * y.element_size());
+  return b;
+}
+
 std::vector<uint64_t> second_step_peaks(graph::Model model, const graph::Partition& part,
                                         int devices, int microbatches, const torch::Tensor& x,
                                         const torch::Tensor& y,
@@ -282,7 +289,7 @@ TEST(MemoryPlan, CountsAGradientFromEveryStageThatReadsATensor) {
   torch::manual_seed(0);
   const torch::Tensor x = torch::rand({2, 1, 16, 16, 16});
   const torch::Tensor y = (torch::rand({2, 1, 16, 16, 16}) > 0.5).to(torch::kFloat);
-  const runtime::LayerBytes b = runtime::measure_layer_bytes(m, x, 0);
+  const runtime::LayerBytes b = with_target(runtime::measure_layer_bytes(m, x, 0), y);
   const double skip = static_cast<double>(b.tensors.at("skip0"));
   const graph::Partition two = graph::partition_by_balance(m, {2, 4, 3});
   const graph::Partition one = graph::partition_by_balance(m, {2, 7});
@@ -311,7 +318,8 @@ TEST(MemoryPlan, CountsTheMessagesAStageHoldsInABackward) {
   graph::Model m = convs();
   torch::manual_seed(0);
   const torch::Tensor x = torch::randn({8, 1, 8, 8, 8}), y = torch::randn({8, 1, 8, 8, 8});
-  const runtime::LayerBytes b = runtime::measure_layer_bytes(m, x.slice(0, 0, 2), 0);
+  const runtime::LayerBytes b =
+      with_target(runtime::measure_layer_bytes(m, x.slice(0, 0, 2), 0), y.slice(0, 0, 2));
   schedule::Options so;
   so.stages = 4;
   so.microbatches = 4;
@@ -352,7 +360,8 @@ TEST(MemoryPlan, ASplitBackwardPlansTheWeightWorkItDefers) {
   torch::manual_seed(0);
   const torch::Tensor x = torch::rand({2, 1, 16, 16, 16});
   const torch::Tensor y = (torch::rand({2, 1, 16, 16, 16}) > 0.5).to(torch::kFloat);
-  const runtime::LayerBytes b = runtime::measure_layer_bytes(m, x.slice(0, 0, 1), 0);
+  const runtime::LayerBytes b =
+      with_target(runtime::measure_layer_bytes(m, x.slice(0, 0, 1), 0), y.slice(0, 0, 1));
   ASSERT_EQ(b.deferred.size(), m.layers.size());
   EXPECT_GT(b.deferred[1], 0u) << "enc0.conv1 defers its weight gradient";
   EXPECT_EQ(b.deferred[2], 0u) << "pool0 has no weights";
@@ -388,7 +397,8 @@ TEST(MemoryPlan, AWeightActionPlansTheWorkspaceOfItsOwnWork) {
   torch::manual_seed(0);
   const torch::Tensor x = torch::rand({2, 1, 16, 16, 16});
   const torch::Tensor y = (torch::rand({2, 1, 16, 16, 16}) > 0.5).to(torch::kFloat);
-  const runtime::LayerBytes b = runtime::measure_layer_bytes(m, x.slice(0, 0, 1), 0);
+  const runtime::LayerBytes b =
+      with_target(runtime::measure_layer_bytes(m, x.slice(0, 0, 1), 0), y.slice(0, 0, 1));
   ASSERT_EQ(b.weight_workspace.size(), m.layers.size());
   EXPECT_GT(b.weight_workspace[1], 0u) << "enc0.conv1 makes its weight gradient";
   EXPECT_EQ(b.weight_workspace[2], 0u) << "pool0 has no weights";
@@ -421,7 +431,8 @@ TEST(MemoryPlan, TwoStagesOnADeviceShareWhatOneSendsTheOther) {
   torch::manual_seed(0);
   const torch::Tensor x = torch::rand({4, 1, 16, 16, 16});
   const torch::Tensor y = (torch::rand({4, 1, 16, 16, 16}) > 0.5).to(torch::kFloat);
-  const runtime::LayerBytes b = runtime::measure_layer_bytes(m, x.slice(0, 0, 1), 0);
+  const runtime::LayerBytes b =
+      with_target(runtime::measure_layer_bytes(m, x.slice(0, 0, 1), 0), y.slice(0, 0, 1));
   schedule::Options so;
   so.stages = 2;
   so.microbatches = 4;
@@ -453,7 +464,7 @@ TEST(MemoryPlan, ADecoderConvolutionKeepsNoConcatenation) {
   torch::manual_seed(0);
   const torch::Tensor x = torch::rand({2, 1, 16, 16, 16});
   const torch::Tensor y = (torch::rand({2, 1, 16, 16, 16}) > 0.5).to(torch::kFloat);
-  const runtime::LayerBytes b = runtime::measure_layer_bytes(m, x, 0);
+  const runtime::LayerBytes b = with_target(runtime::measure_layer_bytes(m, x, 0), y);
   const int up = m.find_layer("up0"), dec = m.find_layer("dec0.conv0");
   EXPECT_EQ(b.activations[up], b.tensors.at("up0"));
   EXPECT_EQ(b.activations[dec], b.tensors.at("dec0.a"));
@@ -479,7 +490,8 @@ TEST(MemoryPlan, AStageKeepsWhatItSendsOnThoughNoGraphKeepsIt) {
     return torch::mse_loss(out, target);
   };
   const torch::Tensor x = torch::randn({8, 1, 8, 8, 8}), y = torch::randn({8, 1, 8, 8, 8});
-  const runtime::LayerBytes b = runtime::measure_layer_bytes(m, x.narrow(0, 0, 4), 0);
+  const runtime::LayerBytes b =
+      with_target(runtime::measure_layer_bytes(m, x.narrow(0, 0, 4), 0), y.narrow(0, 0, 4));
   EXPECT_EQ(b.unkept, std::vector<std::string>{"x1"});
   EXPECT_EQ(runtime::layer_bytes_from_json(runtime::to_json(b)).unkept, b.unkept);
   const graph::Partition part = graph::partition_by_balance(m, {1, 2});

@@ -79,6 +79,12 @@ struct LayerBytes {
   std::vector<uint64_t> step;
   // Per named tensor, the graph input included: its bytes for one micro-batch.
   std::map<std::string, uint64_t> tensors;
+  // The model's output as the loss reads it, in fp32 (a copy of its own under a reduced
+  // --precision, which replaces the output), for one micro-batch; and the micro-batch's target
+  // (a slab's share on slabs; set by the caller, which has the data). The stage with the loss
+  // holds both from the micro-batch's forward to its backward.
+  uint64_t loss_input = 0;
+  uint64_t target = 0;
   // The layers' outputs that no autograd graph keeps (gone after their last reader, so in no
   // layer's activations): a stage that sends one on keeps it until its backward.
   std::vector<std::string> unkept;
