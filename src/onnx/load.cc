@@ -110,8 +110,11 @@ class Builder {
   void add_shape(int index, const graph::Model& model);
   Shape dry_shape(const std::string& tensor, const graph::Model& model) const;
   void add_layer(int index, graph::Model& model);
+  bool folds_into_conv(int index) const;
 
   const Analysis& a_;
+  // A Concat's output that the one Conv reading it takes as its parts: the Concat's inputs.
+  std::map<std::string, std::vector<std::string>> folded_;
   std::map<std::string, Static> statics_;
   std::map<std::string, std::string> owner_;  // initializer -> the layer that holds it
   SlabWalk slabs_;
@@ -276,7 +279,13 @@ void Builder::add_layer(int index, graph::Model& model) {
     };
   };
   std::vector<Operand> operands;
-  for (const auto& t : n.input()) {
+  std::vector<std::string> operand_names(n.input().begin(), n.input().end());
+  const auto folded = n.input_size() > 0 ? folded_.find(n.input(0)) : folded_.end();
+  if (folded != folded_.end()) {
+    operand_names.erase(operand_names.begin());
+    operand_names.insert(operand_names.begin(), folded->second.begin(), folded->second.end());
+  }
+  for (const auto& t : operand_names) {
     if (t.empty()) {
       operands.push_back([](const State&, const graph::Tensors&) { return torch::Tensor(); });
     } else if (a_.batched.count(t)) {
@@ -304,7 +313,12 @@ void Builder::add_layer(int index, graph::Model& model) {
           "it computes with the batch size ('{}' holds it, from the shape of a per-sample "
           "tensor), which tandem leaves free: micro-batches of any size run",
           node.input_name(i)));
-  const Op op = find_operator(n.op_type())->make(node);
+  const Op op = folded == folded_.end()
+                    ? find_operator(n.op_type())->make(node)
+                    : conv_of_concatenation(node, folded->second.size(),
+                                            find_operator(n.op_type())->make(node));
+  // Its convolution defers its weight gradient under a split backward (models/split_conv.h).
+  layer.splits_backward = folded != folded_.end();
   slabs_.add(node);
   std::vector<size_t> kept;  // the node's outputs a later node or the loss reads
   for (int k = 0; k < n.output_size(); ++k) {
@@ -336,6 +350,32 @@ void Builder::add_layer(int index, graph::Model& model) {
   model.layers.push_back(std::move(layer));
 }
 
+// Whether node `index` is a Concat of per-sample tensors along the channels (axis 1) whose
+// output only a Conv reads, as its input x: the Conv then keeps the parts, not a copy of their
+// concatenation (the decoder of a U-Net: the up-sampled tensor and the skip, which the encoder
+// keeps anyway).
+bool Builder::folds_into_conv(int index) const {
+  const pb::NodeProto& n = a_.node(index);
+  if (n.op_type() != "Concat" || n.output_size() != 1 || n.input_size() < 2) return false;
+  const std::string& out = n.output(0);
+  const auto readers = a_.readers.find(out);
+  if (out == a_.output || readers == a_.readers.end() || readers->second != 1) return false;
+  for (const auto& t : n.input())
+    if (t.empty() || !a_.batched.count(t) || folded_.count(t)) return false;
+  int64_t axis = 0;
+  for (const auto& attr : n.attribute())
+    if (attr.name() == "axis") axis = attr.i();
+  if (axis != 1) return false;
+  for (int j = index + 1; j < a_.graph->node_size(); ++j) {
+    const pb::NodeProto& reader = a_.node(j);
+    if (std::find(reader.input().begin(), reader.input().end(), out) == reader.input().end())
+      continue;
+    return a_.needed[static_cast<size_t>(j)] && reader.op_type() == "Conv" &&
+           reader.input(0) == out;
+  }
+  return false;
+}
+
 graph::Model Builder::build() {
   for (const auto& [name, proto] : a_.initializers) {
     Static s;
@@ -357,6 +397,12 @@ graph::Model Builder::build() {
     for (const auto& t : a_.node(i).input()) per_sample = per_sample || a_.batched.count(t);
     if (per_sample && a_.node(i).op_type() == "Shape") {
       add_shape(i, model);
+    } else if (per_sample && folds_into_conv(i)) {
+      // Not a layer of its own: the Conv after it takes its inputs (conv_of_concatenation).
+      const pb::NodeProto& n = a_.node(i);
+      slabs_.add(Node(n, a_.layer_names[static_cast<size_t>(i)], a_.opset, node_inputs(n),
+                      output_shapes(n), nullptr));
+      folded_[n.output(0)] = {n.input().begin(), n.input().end()};
     } else if (per_sample) {
       add_layer(i, model);
     } else {

@@ -26,6 +26,12 @@
 namespace tandem::onnx::detail {
 
 Op make_conv(const Node& n);
+// A Conv node whose input is the concatenation of `parts` per-sample tensors along the channels
+// (a Concat node that only this Conv reads, folded into it): `conv`, its Op, takes the parts in
+// x's place, followed by the weight and bias. A 3D convolution of odd cubic kernel, stride 1 and
+// "same" padding keeps the parts, never a copy of their concatenation
+// (models::split_conv3d_concat); any other concatenates them and runs `conv`.
+Op conv_of_concatenation(const Node& n, size_t parts, Op conv);
 Op make_conv_transpose(const Node& n);
 Op make_gemm(const Node& n);
 Op make_matmul(const Node& n);
