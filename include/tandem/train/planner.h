@@ -8,7 +8,8 @@
 //  - the costs: for every slab count and micro-batch size of the space, one micro-batch
 //    measured layer by layer on the calling thread with a device's threads, its bytes as the
 //    memory plan measures them (runtime::measure_layer_bytes) and its forward, backward and
-//    split backward times (runtime::measure_layer_times, the median of warm repetitions);
+//    split backward times (runtime::measure_layer_times, the median over passes through the
+//    model after a warm-up pass);
 //  - each configuration: its stages split (every contiguous split where there are few, else by
 //    measured time under the budget), its peak per device as the memory plan's "at most" (the
 //    messages a late receiver may leave included: no timing of the run goes above it), and its step
@@ -18,9 +19,10 @@
 //    them.
 //
 // The search is exhaustive over the space, and over the splits of a configuration's layers up to
-// PlanSpace::every_split of them (planner.cc argues the pruning beyond). Left out of the time: the
-// optimizer's step, the halo exchange's and the messages' copies, and the transport (in process
-// they are memory copies; measured runs set them against the prediction: bench/RESULTS.md).
+// PlanSpace::every_split of them (planner.cc argues the pruning beyond). The time counts each
+// device's optimizer step after its last action; left out of it: the halo exchange's and the
+// messages' copies, and the transport (in process they are memory copies; measured runs set
+// them against the prediction: bench/RESULTS.md).
 #pragma once
 
 #include <cstdint>
