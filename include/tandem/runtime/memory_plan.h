@@ -82,7 +82,8 @@ struct LayerBytes {
   // The model's output as the loss reads it, in fp32 (a copy of its own under a reduced
   // --precision, which replaces the output), for one micro-batch; and the micro-batch's target
   // (a slab's share on slabs; set by the caller, which has the data). The stage with the loss
-  // holds both from the micro-batch's forward to its backward.
+  // holds the target from the micro-batch's forward to its backward, and the copy from the loss
+  // to the start of the backward.
   uint64_t loss_input = 0;
   uint64_t target = 0;
   // The layers' outputs that no autograd graph keeps (gone after their last reader, so in no
