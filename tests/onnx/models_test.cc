@@ -6,6 +6,7 @@
 // what differs is summation order where tandem computes otherwise (a folded softmax, an
 // explicit pad), a few float32 roundings.
 #include "onnx_test_util.h"
+#include "tandem/graph/call_context.h"
 #include "tandem/onnx/load.h"
 #include "tandem/runtime/pipeline.h"
 
@@ -126,6 +127,42 @@ TEST(OnnxModels, FlopsFromInferredShapes) {
   EXPECT_EQ(flops.count("/Concat"), 0u);
   const graph::Model mlp = load("mlp");
   EXPECT_EQ(mlp.layers[1].forward_flops_per_sample, 2.0 * 12 * 16);
+}
+
+// The U-Net's Concat folded into the Conv after it: under a workspace bound that convolution
+// keeps the two parts and convolves each with its channels of the weight; without one (fp32) it
+// convolves their concatenation, as the unfolded graph did. Both give the same output and
+// gradients (to float32 rounding of the parts' sum).
+TEST(OnnxModels, AFoldedConcatenationConvolvesAsItsConcatenation) {
+  auto run = [](int64_t bound) {
+    const graph::Model m = load("unet3d");
+    torch::manual_seed(5);
+    const torch::Tensor x = torch::randn({2, 1, 8, 8, 8});
+    std::map<std::string, torch::Tensor> env{{m.input, x}};
+    for (size_t i = 0; i < m.layers.size(); ++i) {
+      graph::CallContext call;
+      call.layer = static_cast<int>(i);
+      call.training = true;
+      call.workspace_bound = bound;
+      graph::ScopedCall scoped(call);
+      graph::Tensors in;
+      for (const auto& name : m.layers[i].inputs) in.push_back(env.at(name));
+      const graph::Tensors out = m.layers[i].forward(in);
+      for (size_t k = 0; k < out.size(); ++k) env[m.layers[i].outputs[k]] = out[k];
+    }
+    const torch::Tensor y = env.at(m.output);
+    y.pow(2).sum().backward();
+    std::vector<torch::Tensor> got{y.detach()};
+    for (const auto& layer : m.layers)
+      for (const auto& p : graph::named_parameters(layer)) got.push_back(p.second.grad());
+    return got;
+  };
+  const auto whole = run(0), by_parts = run(1);
+  ASSERT_EQ(whole.size(), by_parts.size());
+  // Absolute 1e-6 too: the gradients of the biases before an InstanceNormalization are zero but
+  // for rounding (the normalization removes a constant per channel).
+  for (size_t i = 0; i < whole.size(); ++i)
+    EXPECT_TRUE(torch::allclose(by_parts[i], whole[i], 1e-5, 1e-6)) << "tensor " << i;
 }
 
 // The graph's declared input, without its batch axis, is the model's input shape; a Keras
