@@ -66,6 +66,22 @@ double timed_grad(const BackwardOf& b, const std::vector<torch::Tensor>& wrt, bo
   return seconds_since(start);
 }
 
+// The exchanges a group has recorded so far and the bytes they sent.
+struct Tally {
+  int count = 0;
+  double bytes = 0;
+};
+
+Tally tally(const spatial::Group* group) {
+  Tally t;
+  if (!group) return t;
+  for (const spatial::Exchange& e : group->exchanges()) {
+    ++t.count;
+    t.bytes += static_cast<double>(e.bytes_sent);
+  }
+  return t;
+}
+
 }  // namespace
 
 LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& micro_input,
@@ -98,6 +114,14 @@ LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& m
   // it rather than each taking the moment of its own repetitions (on a shared machine the load
   // changes over seconds, more than between repetitions). Round 0 is the warm-up.
   std::vector<Samples> samples(model.layers.size());
+  LayerTimes out;
+  if (group) {
+    const size_t n = model.layers.size();
+    out.forward_exchanges.assign(n, 0);
+    out.backward_exchanges.assign(n, 0);
+    out.forward_exchange_bytes.assign(n, 0.0);
+    out.backward_exchange_bytes.assign(n, 0.0);
+  }
   for (int r = 0; r <= repeats; ++r) {
     std::map<std::string, torch::Tensor> env{{model.input, micro_input}};
     for (size_t i = 0; i < model.layers.size(); ++i) {
@@ -107,13 +131,23 @@ LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& m
       graph::Tensors inputs;
       for (const auto& name : layer.inputs) inputs.push_back(env.at(name));
       Samples& s = samples[i];
+      const Tally before = r == 0 ? tally(group) : Tally{};
       Clock::time_point start = Clock::now();
       graph::Tensors outputs = graph::forward_in_precision(layer, inputs);
       const double forward = seconds_since(start);
+      const Tally forwarded = r == 0 ? tally(group) : Tally{};
       BackwardOf b = backward_of(layer, inputs, outputs);
       std::vector<torch::Tensor> all = b.inputs;
       all.insert(all.end(), b.params.begin(), b.params.end());
       const double backward = timed_grad(b, all, /*retain=*/false);
+      if (r == 0 && group) {
+        // The warm-up round counts the exchanges (every round makes the same).
+        const Tally after = tally(group);
+        out.forward_exchanges[i] = forwarded.count - before.count;
+        out.forward_exchange_bytes[i] = forwarded.bytes - before.bytes;
+        out.backward_exchanges[i] = after.count - forwarded.count;
+        out.backward_exchange_bytes[i] = after.bytes - forwarded.bytes;
+      }
       for (size_t k = 0; k < outputs.size(); ++k) {
         if (!last_read.count(layer.outputs[k])) continue;
         env[layer.outputs[k]] = outputs[k].detach().requires_grad_(outputs[k].requires_grad());
@@ -153,7 +187,6 @@ LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& m
         if (last_read.at(name) == i) env.erase(name);
     }
   }
-  LayerTimes out;
   for (const Samples& s : samples) {
     out.forward.push_back(median(s.forward));
     out.backward.push_back(median(s.backward));
@@ -174,6 +207,10 @@ std::string to_json(const LayerTimes& times) {
   j["input"] = times.input;
   j["weight"] = times.weight;
   j["step"] = times.step;
+  j["forward_exchanges"] = times.forward_exchanges;
+  j["backward_exchanges"] = times.backward_exchanges;
+  j["forward_exchange_bytes"] = times.forward_exchange_bytes;
+  j["backward_exchange_bytes"] = times.backward_exchange_bytes;
   return j.dump();
 }
 
@@ -186,7 +223,17 @@ LayerTimes layer_times_from_json(const std::string& text) {
     j.at("input").get_to(out.input);
     j.at("weight").get_to(out.weight);
     j.at("step").get_to(out.step);
+    j.at("forward_exchanges").get_to(out.forward_exchanges);
+    j.at("backward_exchanges").get_to(out.backward_exchanges);
+    j.at("forward_exchange_bytes").get_to(out.forward_exchange_bytes);
+    j.at("backward_exchange_bytes").get_to(out.backward_exchange_bytes);
     const size_t n = out.forward.size();
+    const size_t exchanged = out.forward_exchanges.size();
+    TANDEM_CHECK((exchanged == n || exchanged == 0) && out.backward_exchanges.size() == exchanged &&
+                     out.forward_exchange_bytes.size() == exchanged &&
+                     out.backward_exchange_bytes.size() == exchanged,
+                 "a layer time measurement has {} forwards but {} of its exchanges counted", n,
+                 exchanged);
     const size_t split = out.input.size();
     TANDEM_CHECK(out.backward.size() == n && (split == n || split == 0) &&
                      out.weight.size() == split && (out.step.empty() || out.step.size() == n),

@@ -29,6 +29,14 @@ torch::Tensor sum_over_group(Group& g, const transport::MessageKey& key, const t
   return total;
 }
 
+// Records a dry group's sum of `partial` with the bytes it would send (a measurement times the
+// exchanges by them); the sum is the slab's own.
+void record_dry_sum(Group& g, const torch::Tensor& partial, Exchange ex) {
+  ex.bytes_sent = (g.size() - 1) * partial.numel() * static_cast<int64_t>(partial.element_size());
+  ex.end_us = g.now_us();
+  g.record(std::move(ex));
+}
+
 // What a shared sum's backward needs to find its messages again (autograd may run it on
 // another thread, outside the layer's call).
 struct SumKey : torch::CustomClassHolder {
@@ -50,7 +58,10 @@ torch::Tensor forward_sum(const torch::Tensor& partial, SumKey* key_out) {
     key_out->stage = call.stage;
     key_out->microbatch = call.microbatch;
   }
-  if (g.dry()) return partial.clone();
+  if (g.dry()) {
+    record_dry_sum(g, partial, Exchange{"sum", call.stage, call.microbatch, g.now_us()});
+    return partial.clone();
+  }
   return sum_over_group(g, g.key(name, call.stage, call.microbatch, false),
                         partial.detach().contiguous(),
                         Exchange{"sum", call.stage, call.microbatch, g.now_us()});
@@ -82,7 +93,10 @@ class SharedSum : public torch::autograd::Function<SharedSum> {
                                                torch::autograd::tensor_list grads) {
     auto k = c10::static_intrusive_pointer_cast<SumKey>(ctx->saved_data["key"].toCapsule());
     Group& g = *k->group;
-    if (g.dry()) return {grads[0]};
+    if (g.dry()) {
+      record_dry_sum(g, grads[0], Exchange{"sum grad", k->stage, k->microbatch, g.now_us()});
+      return {grads[0]};
+    }
     return {sum_over_group(g, g.key(k->name, k->stage, k->microbatch, true), grads[0].contiguous(),
                            Exchange{"sum grad", k->stage, k->microbatch, g.now_us()})};
   }

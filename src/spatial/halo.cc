@@ -27,23 +27,22 @@ void swap_planes(Halo& h, const torch::Tensor& x, const transport::MessageKey& k
   // What goes to a neighbour is a copy of its planes, held until the neighbour takes it; a dry
   // group keeps its copies with the halo instead, so that a measurement counts them.
   h.sent.clear();
+  // A dry group records the bytes it would send (a measurement times the exchanges by them).
   if (j > 0) {
     torch::Tensor low = x.detach().narrow(dim, 0, w).contiguous();
-    if (g.dry()) {
+    ex.bytes_sent += bytes_of(low);
+    if (g.dry())
       h.sent.push_back(low);
-    } else {
-      ex.bytes_sent += bytes_of(low);
+    else
       g.send(j - 1, key, low);
-    }
   }
   if (j < n - 1) {
     torch::Tensor high = x.detach().narrow(dim, x.size(dim) - w, w).contiguous();
-    if (g.dry()) {
+    ex.bytes_sent += bytes_of(high);
+    if (g.dry())
       h.sent.push_back(high);
-    } else {
-      ex.bytes_sent += bytes_of(high);
+    else
       g.send(j + 1, key, high);
-    }
   }
   std::vector<int64_t> sizes = x.sizes().vec();
   sizes[dim] = w;
@@ -126,14 +125,11 @@ void return_halo_grads(const Halo& h, const torch::Tensor& grad_before,
   torch::Tensor low, high;
   if (j > 0 && w > 0) low = grad_before.contiguous();
   if (j < n - 1 && w > 0) high = grad_after.contiguous();
-  if (to_before) {
-    ex.bytes_sent += bytes_of(low);
-    g.send(j - 1, key, low);
-  }
-  if (to_after) {
-    ex.bytes_sent += bytes_of(high);
-    g.send(j + 1, key, high);
-  }
+  // A dry group records the bytes it would send, as in swap_planes.
+  if (low.defined()) ex.bytes_sent += bytes_of(low);
+  if (high.defined()) ex.bytes_sent += bytes_of(high);
+  if (to_before) g.send(j - 1, key, low);
+  if (to_after) g.send(j + 1, key, high);
   if (to_before) grad_x.narrow(dim, 0, w).add_(g.recv(j - 1, key));
   if (to_after) grad_x.narrow(dim, d - w, w).add_(g.recv(j + 1, key));
   ex.end_us = g.now_us();

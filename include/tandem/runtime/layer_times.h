@@ -25,6 +25,12 @@ struct LayerTimes {
   // The optimizer's step over the layer's parameters, once per training step (filled by the
   // caller, which knows the optimizer; empty: not measured).
   std::vector<double> step;
+  // On a slab of a spatial split, per layer: the exchanges with the other slabs (halos and
+  // sums, spatial/group.h) its forward makes and the bytes it sends in them, and the same for
+  // its backward (all in the input half of a split one). A dry group times none of them: the
+  // planner adds their transfer (planner.h: TransportCosts). Empty on whole samples.
+  std::vector<int> forward_exchanges, backward_exchanges;
+  std::vector<double> forward_exchange_bytes, backward_exchange_bytes;
 };
 
 // How finely splits are told apart by measured times: stages whose costliest is within this
@@ -39,7 +45,8 @@ constexpr double kTimeSlack = 0.05;
 // rounds (the parameters' gradients are left as they were), with `threads` intra-op
 // threads (a CPU device's). `group` (null: whole samples): a dry slab group when `micro_input` is
 // one slab of a spatial split, as for measure_layer_bytes (its halos are zeros from no neighbour:
-// the exchange's transfer is not timed). `workspace_bound`: the layers'
+// the exchanges' transfers are not timed but counted, LayerTimes::forward_exchanges).
+// `workspace_bound`: the layers'
 // (graph::CallContext::workspace_bound); `precision`: the forwards' type (CallContext::precision);
 // `split`: false leaves the split backward (input, weight) unmeasured, at half the time.
 LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& micro_input,

@@ -7,7 +7,8 @@
 // as the tensor, so the same code runs in process, over MPI and on CUDA.
 //
 // A dry group (no transport) stands for a slab's neighbours while one process measures a
-// slab's memory: halos are zeros and sums are the slab's own.
+// slab's memory or time: halos are zeros and sums are the slab's own; it records its exchanges
+// with the bytes it would send, for the time they would take.
 //
 // Ownership and threads: the runtime owns one group per device and sets it for every run
 // (begin_run); the device's worker calls it in forwards, and autograd's threads may call it in
