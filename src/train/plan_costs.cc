@@ -3,12 +3,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 #include "memory_partition.h"
 #include "tandem/common/check.h"
 #include "tandem/common/device.h"
 #include "tandem/train/planner.h"
+#include "tandem/transport/inprocess.h"
 
 namespace tandem::train {
 
@@ -47,12 +51,103 @@ double measured_core_efficiency(int cores) {
   return std::min(1.0, rounds[1]);
 }
 
+double TransportCosts::latency_of(int k) const {
+  const auto it = latency.find(k);
+  return it == latency.end() ? 0.0 : it->second;
+}
+
+double TransportCosts::copy_seconds(double bytes) const {
+  if (copy.size() < 2 || bytes <= 0) return 0;
+  size_t k = 1;
+  while (k + 1 < copy.size() && copy[k].first < bytes) ++k;
+  const auto [b0, t0] = copy[k - 1];
+  const auto [b1, t1] = copy[k];
+  return std::max(0.0, t0 + (t1 - t0) * (bytes - b0) / (b1 - b0));
+}
+
+namespace {
+
+// Seconds per round of `rounds` exchanges among `k` threads through an in-process transport:
+// in each, thread j sends `floats` floats to threads j - 1 and j + 1 and takes theirs, as a
+// slab's halo exchange does. Timed on thread 0 after an untimed round.
+double exchange_round(int k, int64_t floats, int rounds) {
+  const std::vector<DeviceSpec> specs = parse_devices(std::to_string(k), 1);
+  std::vector<std::unique_ptr<DeviceContext>> contexts;
+  std::vector<const DeviceContext*> devices;
+  for (const DeviceSpec& spec : specs) {
+    contexts.push_back(std::make_unique<DeviceContext>(spec));
+    devices.push_back(contexts.back().get());
+  }
+  transport::InProcessTransport t(devices, std::chrono::seconds(60));
+  double seconds = 0;
+  std::vector<std::thread> threads;
+  std::exception_ptr failed;
+  std::mutex failed_mu;
+  for (int j = 0; j < k; ++j) {
+    threads.emplace_back([&, j] {
+      try {
+        contexts[static_cast<size_t>(j)]->enter_worker_thread();
+        const torch::Tensor planes = torch::zeros({floats});
+        auto start = std::chrono::steady_clock::now();
+        for (int r = 0; r <= rounds; ++r) {
+          if (r == 1) start = std::chrono::steady_clock::now();
+          const transport::MessageKey key{"exchange", 0, r, false, 0, 0, 0};
+          for (int to : {j - 1, j + 1})
+            if (to >= 0 && to < k) t.send(j, to, key, planes, nullptr);
+          for (int from : {j - 1, j + 1})
+            if (from >= 0 && from < k) t.recv(j, from, key, c10::kCPU);
+        }
+        if (j == 0)
+          seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failed_mu);
+        if (!failed) failed = std::current_exception();
+        t.abort("an exchange of the transport's measurement failed");
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  if (failed) std::rethrow_exception(failed);
+  return seconds / rounds;
+}
+
+double median_of_3(const std::function<double()>& f) {
+  std::vector<double> v{f(), f(), f()};
+  std::sort(v.begin(), v.end());
+  return v[1];
+}
+
+}  // namespace
+
+TransportCosts measured_transport(const std::set<int>& k) {
+  TransportCosts costs;
+  std::set<int> sizes = k;
+  sizes.insert(2);
+  for (int members : sizes)
+    if (members >= 2)
+      costs.latency[members] = median_of_3([&] { return exchange_round(members, 4, 100); });
+  // The copies: up to 8 MiB (a 64³ volume's activation of 8 channels for one sample).
+  costs.copy.emplace_back(0.0, 0.0);
+  for (int64_t floats :
+       {int64_t{1} << 14, int64_t{1} << 16, int64_t{1} << 18, int64_t{1} << 20, int64_t{1} << 21}) {
+    const double t = median_of_3([&] { return exchange_round(2, floats, 8); });
+    costs.copy.emplace_back(floats * 4.0,
+                            std::max(costs.copy.back().second, t - costs.latency_of(2)));
+  }
+  return costs;
+}
+
 PlanCosts measure_plan_costs(const Config& c, const graph::Model& model, const Source& source,
                              const PlanSpace& space, int repeats, Job* job) {
   const auto start = std::chrono::steady_clock::now();
   const std::vector<DeviceSpec> devices = parse_devices(c.devices, c.threads_per_device);
   PlanCosts costs;
   costs.core_efficiency = measured_core_efficiency(available_cores());
+  if (space.devices > 1) {
+    std::set<int> groups;
+    for (int k : space.spatial) groups.insert(k);
+    costs.transport = measured_transport(groups);
+  }
   const std::vector<Precision> precisions =
       space.precisions.empty() ? std::vector<Precision>{c.precision} : space.precisions;
   for (Precision p : precisions) {

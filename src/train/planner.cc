@@ -125,6 +125,7 @@ struct Setting {
   int cores = 1;
   int threads = 1;
   double efficiency = 1;  // PlanCosts::core_efficiency
+  TransportCosts transport;
 };
 
 // A split's planned peaks and step time.
@@ -209,7 +210,8 @@ double contended_step(const schedule::Schedule& sched, const schedule::StageGrap
 
 Evaluated evaluate(const Setting& s, const graph::Partition& partition) {
   const int stages = partition.num_stages;
-  const schedule::StageGraph graph{stages, graph::analyze(s.model, partition).consumers()};
+  const graph::Flow flow = graph::analyze(s.model, partition);
+  const schedule::StageGraph graph{stages, flow.consumers()};
   const schedule::Schedule lowered = schedule::lower(s.sched, graph);
   const std::vector<double> at_most =
       runtime::stage_peaks(s.model, s.costs.bytes, partition, s.in_flight, s.recompute, &lowered);
@@ -241,17 +243,41 @@ Evaluated evaluate(const Setting& s, const graph::Partition& partition) {
   e.peak = *std::max_element(e.device_peak.begin(), e.device_peak.end());
   e.fits = s.budget == 0 || e.peak <= static_cast<double>(s.budget);
   // The schedule on the stages' summed times; a recomputing stage runs its forward again
-  // before each backward (before the input half of a split one).
+  // before each backward (before the input half of a split one). A forward takes the messages
+  // its stage receives, each sending stage's wait once and every byte's copy; a backward the
+  // gradients of what its stage sent. On slabs each layer takes its exchanges with the group.
   const runtime::LayerTimes& t = s.costs.times;
+  const TransportCosts& tr = s.transport;
+  auto received = [&](const std::vector<graph::Crossing>& crossings, bool inputs) {
+    std::set<int> peers;
+    double bytes = 0;
+    for (const graph::Crossing& x : crossings) {
+      const int peer = inputs ? x.from_stage : x.to_stage;
+      if (peer < 0) continue;  // the graph's input
+      peers.insert(peer);
+      const auto it = s.costs.bytes.tensors.find(x.tensor);
+      if (it != s.costs.bytes.tensors.end()) bytes += static_cast<double>(it->second);
+    }
+    return tr.seconds(2, static_cast<int>(peers.size()), bytes);
+  };
+  const bool exchanges = !t.forward_exchanges.empty();
   schedule::Costs step;
   for (int k = 0; k < stages; ++k) {
     auto [begin, end] = partition.layers_of(k);
-    double f = 0, b = 0, i = 0, w = 0;
+    double f = received(flow.inputs[static_cast<size_t>(k)], true);
+    double b = received(flow.outputs[static_cast<size_t>(k)], false), i = b, w = 0;
     for (int l = begin; l < end; ++l) {
-      f += t.forward[static_cast<size_t>(l)];
-      b += t.backward[static_cast<size_t>(l)];
-      i += t.input[static_cast<size_t>(l)];
-      w += t.weight[static_cast<size_t>(l)];
+      const size_t x = static_cast<size_t>(l);
+      const double fx =
+          exchanges ? tr.seconds(s.spatial, t.forward_exchanges[x], t.forward_exchange_bytes[x])
+                    : 0.0;
+      const double bx =
+          exchanges ? tr.seconds(s.spatial, t.backward_exchanges[x], t.backward_exchange_bytes[x])
+                    : 0.0;
+      f += t.forward[x] + fx;
+      b += t.backward[x] + bx;
+      i += t.input[x] + bx;
+      w += t.weight[x];
     }
     step.forward.push_back(f);
     step.backward.push_back(b + (s.recompute ? f : 0));
@@ -316,7 +342,8 @@ std::vector<graph::Partition> splits_to_try(const Config& base, const Setting& s
 // One configuration planned on its layout's costs.
 PlannedRun plan_one(const Config& base, const graph::Model& model, const PlanSpace& space,
                     const LayoutCosts& costs, int spatial, int microbatches,
-                    const std::string& name, bool recompute, int cores, double efficiency) {
+                    const std::string& name, bool recompute, int cores, double efficiency,
+                    const TransportCosts& transport) {
   PlannedRun run;
   Config& c = run.config;
   c = base;
@@ -368,6 +395,7 @@ PlannedRun plan_one(const Config& base, const graph::Model& model, const PlanSpa
   s.cores = cores;
   s.threads = std::max(1, base.threads_per_device);
   s.efficiency = efficiency;
+  s.transport = transport;
   std::optional<std::pair<graph::Partition, Evaluated>> best;
   for (const graph::Partition& split : splits_to_try(base, s, stages, space.every_split)) {
     Evaluated e = evaluate(s, split);
@@ -446,6 +474,7 @@ Planning plan_search(const Config& c, const graph::Model& model, const PlanSpace
   p.measure_seconds = costs.seconds;
   p.layouts = static_cast<int>(costs.layouts.size());
   p.core_efficiency = costs.core_efficiency;
+  p.transport = costs.transport;
   const std::vector<Precision> precisions =
       space.precisions.empty() ? std::vector<Precision>{c.precision} : space.precisions;
   for (Precision precision : precisions)
@@ -454,7 +483,8 @@ Planning plan_search(const Config& c, const graph::Model& model, const PlanSpace
         for (const std::string& name : space.schedules)
           for (bool recompute : space.recompute)
             p.runs.push_back(plan_one(c, model, space, costs.of(s, micro_of(c.batch, m), precision),
-                                      s, m, name, recompute, cores, costs.core_efficiency));
+                                      s, m, name, recompute, cores, costs.core_efficiency,
+                                      costs.transport));
   // Fitting, fastest first (the leaner of two as fast); then over the budget, leanest first;
   // then those that cannot run. Stable: ties keep the space's order.
   auto rank = [](const PlannedRun& r) { return !r.why_not.empty() ? 2 : r.fits ? 0 : 1; };

@@ -1,6 +1,8 @@
 // The planning as text and JSON, and a configuration as a command line (planner.h).
 #include <map>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "tandem/memory/bytes.h"
 #include "tandem/train/options.h"
@@ -36,6 +38,18 @@ std::string planning_table(const Planning& p, const Config& c, int top) {
       p.runs.size(), p.runs.size() == 1 ? "" : "s",
       c.device_memory ? fmt::format(" against --device-memory {}", bytes_text(c.device_memory))
                       : "");
+  if (!p.transport.latency.empty()) {
+    std::vector<std::string> waits;
+    for (const auto& [k, seconds] : p.transport.latency)
+      waits.push_back(fmt::format("{:.0f} us among {}", 1e6 * seconds, k));
+    std::vector<std::string> copies;
+    for (const auto& [bytes, seconds] : p.transport.copy)
+      if (bytes > 0)
+        copies.push_back(fmt::format("{} in {:.0f} us", bytes_text(bytes), 1e6 * seconds));
+    out += fmt::format("messages: an exchange waits {}; a receiver copies {}\n",
+                       fmt::join(waits, ", "),
+                       copies.empty() ? "in no time" : fmt::format("{}", fmt::join(copies, ", ")));
+  }
   std::vector<const PlannedRun*> fit, over, cannot;
   for (const PlannedRun& r : p.runs)
     (!r.why_not.empty() ? cannot : r.fits ? fit : over).push_back(&r);
@@ -69,6 +83,10 @@ std::string planning_json(const Planning& p, const Config& c) {
   j["measure_seconds"] = p.measure_seconds;
   j["layouts"] = p.layouts;
   j["core_efficiency"] = p.core_efficiency;
+  nlohmann::json waits = nlohmann::json::object();
+  for (const auto& [k, seconds] : p.transport.latency) waits[std::to_string(k)] = seconds;
+  j["exchange_seconds"] = waits;
+  j["copy_seconds"] = p.transport.copy;  // [bytes, seconds] pairs
   j["device_memory"] = c.device_memory;
   j["configurations"] = nlohmann::json::array();
   for (const PlannedRun& r : p.runs) {

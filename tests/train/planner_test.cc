@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tandem/common/check.h"
+#include "tandem/graph/partition.h"
 #include "tandem/train/catalog.h"
 
 namespace tandem::train {
@@ -77,6 +78,120 @@ TEST(Planner, StepIsTheScheduleOnTheStagesTimes) {
   EXPECT_DOUBLE_EQ(p.runs[0].step_seconds, 60);
   // Costs of a layout that was not measured are refused.
   EXPECT_THROW(plan_search(f.config, f.model, one("1f1b", 1, false), costs, 16), Error);
+}
+
+// A stage's forward takes the messages it receives (a wait and a copy of their bytes), its
+// backward the gradients of what it sent; on slabs each layer takes its exchanges.
+TEST(Planner, MessagesAndExchangesTakeTheirTransfer) {
+  Fixture f = mlp(4, 2, [](int) { return 1.0; });
+  f.config.balance = {4, 4};  // F = 4, B = 8 on each stage
+  PlanCosts costs;
+  costs.layouts = {f.costs};
+  costs.transport.latency[2] = 0.5;
+  costs.transport.copy = {{0.0, 0.0}, {1e6, 1.0}};  // 1e-6 s per byte
+  const graph::Flow flow = graph::analyze(f.model, graph::partition_by_balance(f.model, {4, 4}));
+  ASSERT_EQ(flow.inputs[1].size(), 1u);
+  const double bytes = static_cast<double>(f.costs.bytes.tensors.at(flow.inputs[1][0].tensor));
+  ASSERT_GT(bytes, 0);
+  const double c = 0.5 + bytes * 1e-6;
+  // GPipe, 2 micro-batches: stage 1's forwards take F + c, stage 0's backwards B + c. Stage 0
+  // forwards at 0-4 and 4-8; stage 1 at 4-(8 + c) and (8 + c)-(12 + 2c), then backwards to
+  // 20 + 2c and 28 + 2c; stage 0's backwards end at 28 + 3c and 36 + 4c.
+  Planning p = plan_search(f.config, f.model, one("gpipe", 2, false), costs, 16);
+  ASSERT_EQ(p.runs.size(), 1u);
+  EXPECT_DOUBLE_EQ(p.runs[0].step_seconds, 36 + 4 * c);
+  // Zero transport costs: the step of the compute alone.
+  costs.transport = {};
+  EXPECT_DOUBLE_EQ(
+      plan_search(f.config, f.model, one("gpipe", 2, false), costs, 16).runs[0].step_seconds, 36);
+  // One stage on a group of 2 slabs: layer 0's forward exchanges once (1000 bytes sent), its
+  // backward once, each 0.5 + 1000 x 1e-3 = 1.5; GPipe's 2 micro-batches take 2 x (8 + 16 + 3).
+  Config slabs = f.config;
+  slabs.balance = {8};
+  LayoutCosts slab = f.costs;
+  slab.spatial = 2;
+  const size_t n = f.model.layers.size();
+  slab.times.forward_exchanges.assign(n, 0);
+  slab.times.backward_exchanges.assign(n, 0);
+  slab.times.forward_exchange_bytes.assign(n, 0.0);
+  slab.times.backward_exchange_bytes.assign(n, 0.0);
+  slab.times.forward_exchanges[0] = slab.times.backward_exchanges[0] = 1;
+  slab.times.forward_exchange_bytes[0] = slab.times.backward_exchange_bytes[0] = 1000;
+  costs.layouts = {slab};
+  costs.transport.latency[2] = 0.5;
+  costs.transport.copy = {{0.0, 0.0}, {100.0, 0.1}, {200.0, 0.2}};  // 1e-3 s per byte
+  PlanSpace space = one("gpipe", 2, false);
+  space.spatial = {2};
+  p = plan_search(slabs, f.model, space, costs, 16);
+  ASSERT_EQ(p.runs.size(), 1u);
+  EXPECT_DOUBLE_EQ(p.runs[0].step_seconds, 54);
+  // The table says what the transport costs.
+  EXPECT_NE(planning_table(p, slabs).find("an exchange waits 500000 us among 2; a receiver "
+                                          "copies 100 B in 100000 us, 200 B in 200000 us"),
+            std::string::npos)
+      << planning_table(p, slabs);
+}
+
+// A message's copy lies on the line between the measured sizes around it, beyond the last on
+// the last two's; each message of an exchange waits once and copies its share.
+TEST(Planner, TransportInterpolatesCopiesBetweenMeasuredSizes) {
+  TransportCosts t;
+  EXPECT_EQ(t.copy_seconds(1e9), 0.0);  // nothing measured
+  t.copy = {{0.0, 0.0}, {100.0, 1.0}, {200.0, 5.0}};
+  t.latency[4] = 2;
+  EXPECT_DOUBLE_EQ(t.copy_seconds(50), 0.5);
+  EXPECT_DOUBLE_EQ(t.copy_seconds(150), 3.0);
+  EXPECT_DOUBLE_EQ(t.copy_seconds(300), 9.0);
+  EXPECT_DOUBLE_EQ(t.seconds(4, 2, 300), 2 * (2 + 3.0));
+  EXPECT_DOUBLE_EQ(t.seconds(2, 1, 100), 1.0);  // no wait measured among 2
+  EXPECT_DOUBLE_EQ(t.seconds(4, 0, 0), 0.0);
+}
+
+// The costs measured for a spatial split count each layer's exchanges with the other slabs, and
+// the transport's are measured for the group's size.
+TEST(Planner, MeasuredSlabsCountTheirExchanges) {
+  Config c;
+  c.model = "unet3d";
+  c.levels = 2;
+  c.filters = 2;
+  c.data = "spheres";
+  c.volume = 16;
+  c.batch = 1;
+  c.train_samples = 1;
+  c.test_samples = 0;
+  c.devices = "2";
+  const std::unique_ptr<Source> source = make_source(c, model_needs(c));
+  torch::manual_seed(0);
+  const graph::Model model = make_model(c, source->input_shape());
+  PlanSpace space;
+  space.devices = 2;
+  space.spatial = {1, 2};
+  space.microbatches = {1};
+  space.schedules = {"gpipe"};
+  space.recompute = {false};
+  const PlanCosts costs = measure_plan_costs(c, model, *source, space, 1);
+  EXPECT_TRUE(costs.of(1, 1).times.forward_exchanges.empty());
+  const runtime::LayerTimes& t = costs.of(2, 1).times;
+  ASSERT_EQ(t.forward_exchanges.size(), model.layers.size());
+  int forward = 0, backward = 0;
+  double forward_bytes = 0;
+  for (size_t l = 0; l < model.layers.size(); ++l) {
+    forward += t.forward_exchanges[l];
+    backward += t.backward_exchanges[l];
+    forward_bytes += t.forward_exchange_bytes[l];
+    EXPECT_EQ(t.forward_exchanges[l] > 0, t.forward_exchange_bytes[l] > 0) << "layer " << l;
+  }
+  // Every 3x3x3 convolution exchanges a halo each way; its backward returns the halo's gradient.
+  EXPECT_GE(forward, 4);
+  EXPECT_GE(backward, 4);
+  // Each at least a plane of 16 x 16 voxels of one channel in fp32.
+  EXPECT_GE(forward_bytes, forward * 16.0 * 16 * 4);
+  ASSERT_EQ(costs.transport.latency.count(2), 1u);
+  EXPECT_GT(costs.transport.latency.at(2), 0);
+  ASSERT_EQ(costs.transport.copy.size(), 6u);
+  EXPECT_GT(costs.transport.copy.back().second, 0);
+  for (size_t k = 1; k < costs.transport.copy.size(); ++k)
+    EXPECT_GE(costs.transport.copy[k].second, costs.transport.copy[k - 1].second);
 }
 
 // Each precision of the space is planned on its own layout's costs, and the flags say it.

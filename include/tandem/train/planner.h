@@ -9,24 +9,28 @@
 //    measured layer by layer on the calling thread with a device's threads, its bytes as the
 //    memory plan measures them (runtime::measure_layer_bytes) and its forward, backward and
 //    split backward times (runtime::measure_layer_times, the median over passes through the
-//    model after a warm-up pass);
+//    model after a warm-up pass), with the halo exchanges and sums each layer makes on a slab
+//    and their bytes; and the transport once: how long an exchange among the devices of a
+//    group waits, and how fast a receiver copies (TransportCosts);
 //  - each configuration: its stages split (every contiguous split where there are few, else by
 //    measured time under the budget), its peak per device as the memory plan's "at most" (the
 //    messages a late receiver may leave included: no timing of the run goes above it), and its step
 //    time from the schedule simulator on the stages' summed times (a recomputing stage runs its
-//    forward again before each backward), but never less than the step's whole work over the
-//    machine's cores: in-process CPU devices share the cores, so more devices than cores wait for
-//    them.
+//    forward again before each backward; a stage's forward takes the messages it receives, its
+//    backward the gradients of those it sent, and a layer on slabs its exchanges), but never less
+//    than the step's whole work over the machine's cores: in-process CPU devices share the
+//    cores, so more devices than cores wait for them.
 //
 // The search is exhaustive over the space, and over the splits of a configuration's layers up to
 // PlanSpace::every_split of them (planner.cc argues the pruning beyond). The time counts each
-// device's optimizer step after its last action; left out of it: the halo exchange's and the
-// messages' copies, and the transport (in process they are memory copies; measured runs set
-// them against the prediction: bench/RESULTS.md).
+// device's optimizer step after its last action; left out of it: the loss and its sums over the
+// slabs (the layers' times do not hold the loss), and replicas (MPI ranks, which the planner
+// does not plan).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -76,9 +80,38 @@ struct LayoutCosts {
   runtime::LayerTimes times;
 };
 
+// What a message between devices of this process costs (transport/inprocess.h: the sender
+// leaves a reference, the receiver wakes and copies it).
+struct TransportCosts {
+  // Seconds of one exchange among k devices at once, by k: each sends a small message to its
+  // neighbours and takes theirs, as a slab group's halo exchange does (k = 2 also stands for a
+  // message between two stages). Its threads run on the machine's cores with the others' time
+  // slices, so with more devices than cores it takes their turns too.
+  std::map<int, double> latency;
+  // Seconds a receiver takes to copy a message, by its bytes, in ascending bytes: a message's
+  // copy is interpolated between them (beyond the last, along the last two). Not one rate:
+  // large copies go to fresh pages, which the system maps as they are first written.
+  std::vector<std::pair<double, double>> copy;
+  // latency of k devices (0 where not measured: costs set by hand).
+  double latency_of(int k) const;
+  // The copy of a message of `bytes` (0 without measured copies).
+  double copy_seconds(double bytes) const;
+  // What taking `messages` messages of `bytes` bytes in all costs: each a wait of an exchange
+  // among `k` devices and the copy of its share of the bytes.
+  double seconds(int k, int messages, double bytes) const {
+    return messages > 0 ? messages * (latency_of(k) + copy_seconds(bytes / messages)) : 0.0;
+  }
+};
+
+// Measures TransportCosts on this process's in-process transport for the group sizes `k` (2
+// always): exchanges of 16 bytes among k threads, the median over rounds; and the copies from
+// exchanges of 64 KiB to 8 MiB between 2, less the wait.
+TransportCosts measured_transport(const std::set<int>& k);
+
 struct PlanCosts {
   std::vector<LayoutCosts> layouts;
-  double seconds = 0;  // spent measuring
+  TransportCosts transport;  // zero: messages and halo exchanges take no time
+  double seconds = 0;        // spent measuring
   // How fast the machine's cores compute all at once, each against one alone (1: they do not
   // slow each other; virtual cores that share a physical one, or a shared memory bus, less):
   // measured_core_efficiency().
@@ -120,6 +153,7 @@ struct Planning {
   double measure_seconds = 0;
   int layouts = 0;             // measured
   double core_efficiency = 1;  // PlanCosts::core_efficiency
+  TransportCosts transport;    // PlanCosts::transport
   // The choice, or null when nothing fits.
   const PlannedRun* chosen() const;
 };
