@@ -90,7 +90,7 @@ struct TransportCosts {
   std::map<int, double> latency;
   // Seconds a receiver takes to copy a message, by its bytes, in ascending bytes: a message's
   // copy is interpolated between them (beyond the last, along the last two). Not one rate:
-  // large copies go to fresh pages, which the system maps as they are first written.
+  // small copies stay in the processor's caches.
   std::vector<std::pair<double, double>> copy;
   // latency of k devices (0 where not measured: costs set by hand).
   double latency_of(int k) const;
@@ -104,8 +104,8 @@ struct TransportCosts {
 };
 
 // Measures TransportCosts on this process's in-process transport for the group sizes `k` (2
-// always): exchanges of 16 bytes among k threads, the median over rounds; and the copies from
-// exchanges of 64 KiB to 8 MiB between 2, less the wait.
+// always): exchanges of 16 bytes among k threads, the median over rounds; and copies of 64 KiB
+// to 8 MiB on one thread into memory written before, as a running pipeline's receivers copy.
 TransportCosts measured_transport(const std::set<int>& k);
 
 struct PlanCosts {
