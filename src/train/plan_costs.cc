@@ -161,11 +161,6 @@ PlanCosts measure_plan_costs(const Config& c, const graph::Model& model, const S
   const std::vector<DeviceSpec> devices = parse_devices(c.devices, c.threads_per_device);
   PlanCosts costs;
   costs.core_efficiency = measured_core_efficiency(available_cores());
-  if (space.devices > 1) {
-    std::set<int> groups;
-    for (int k : space.spatial) groups.insert(k);
-    costs.transport = measured_transport(groups);
-  }
   const std::vector<Precision> precisions =
       space.precisions.empty() ? std::vector<Precision>{c.precision} : space.precisions;
   for (Precision p : precisions) {
@@ -190,6 +185,13 @@ PlanCosts measure_plan_costs(const Config& c, const graph::Model& model, const S
         costs.layouts.push_back(std::move(l));
       }
     }
+  }
+  // The transport last, so that its threads and copies leave nothing behind that the layers'
+  // times would take.
+  if (space.devices > 1) {
+    std::set<int> groups;
+    for (int k : space.spatial) groups.insert(k);
+    costs.transport = measured_transport(groups);
   }
   costs.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return costs;
