@@ -68,9 +68,9 @@ double TransportCosts::copy_seconds(double bytes) const {
 namespace {
 
 // Seconds per round of `rounds` exchanges among `k` threads through an in-process transport:
-// in each, thread j sends `floats` floats to threads j - 1 and j + 1 and takes theirs, as a
-// slab's halo exchange does. Timed on thread 0 after an untimed round.
-double exchange_round(int k, int64_t floats, int rounds) {
+// in each, thread j sends 16 bytes to threads j - 1 and j + 1 and takes theirs, as a slab's
+// halo exchange does. Timed on thread 0 after an untimed round.
+double exchange_round(int k, int rounds) {
   const std::vector<DeviceSpec> specs = parse_devices(std::to_string(k), 1);
   std::vector<std::unique_ptr<DeviceContext>> contexts;
   std::vector<const DeviceContext*> devices;
@@ -87,7 +87,7 @@ double exchange_round(int k, int64_t floats, int rounds) {
     threads.emplace_back([&, j] {
       try {
         contexts[static_cast<size_t>(j)]->enter_worker_thread();
-        const torch::Tensor planes = torch::zeros({floats});
+        const torch::Tensor planes = torch::zeros({4});
         auto start = std::chrono::steady_clock::now();
         for (int r = 0; r <= rounds; ++r) {
           if (r == 1) start = std::chrono::steady_clock::now();
@@ -146,7 +146,7 @@ TransportCosts measured_transport(const std::set<int>& k) {
   sizes.insert(2);
   for (int members : sizes)
     if (members >= 2)
-      costs.latency[members] = median_of_3([&] { return exchange_round(members, 4, 100); });
+      costs.latency[members] = median_of_3([&] { return exchange_round(members, 100); });
   // The copies: up to 8 MiB (a 64³ volume's activation of 8 channels for one sample).
   costs.copy.emplace_back(0.0, 0.0);
   for (int64_t floats :

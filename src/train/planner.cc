@@ -127,6 +127,15 @@ struct Setting {
   TransportCosts transport;
 };
 
+// What layer `l`'s exchanges with the other slabs take in its forward and in its backward (0
+// on whole samples).
+std::pair<double, double> exchange_seconds(const Setting& s, size_t l) {
+  const runtime::LayerTimes& t = s.costs.times;
+  if (t.forward_exchanges.empty()) return {0.0, 0.0};
+  return {s.transport.seconds(s.spatial, t.forward_exchanges[l], t.forward_exchange_bytes[l]),
+          s.transport.seconds(s.spatial, t.backward_exchanges[l], t.backward_exchange_bytes[l])};
+}
+
 // A split's planned peaks and step time.
 struct Evaluated {
   std::vector<double> device_peak;     // at most
@@ -189,7 +198,6 @@ Evaluated evaluate(const Setting& s, const graph::Partition& partition) {
     }
     return tr.seconds(2, static_cast<int>(peers.size()), bytes);
   };
-  const bool exchanges = !t.forward_exchanges.empty();
   schedule::Costs step;
   for (int k = 0; k < stages; ++k) {
     auto [begin, end] = partition.layers_of(k);
@@ -197,12 +205,7 @@ Evaluated evaluate(const Setting& s, const graph::Partition& partition) {
     double b = received(flow.outputs[static_cast<size_t>(k)], false), i = b, w = 0;
     for (int l = begin; l < end; ++l) {
       const size_t x = static_cast<size_t>(l);
-      const double fx =
-          exchanges ? tr.seconds(s.spatial, t.forward_exchanges[x], t.forward_exchange_bytes[x])
-                    : 0.0;
-      const double bx =
-          exchanges ? tr.seconds(s.spatial, t.backward_exchanges[x], t.backward_exchange_bytes[x])
-                    : 0.0;
+      const auto [fx, bx] = exchange_seconds(s, x);
       f += t.forward[x] + fx;
       b += t.backward[x] + bx;
       i += t.input[x] + bx;
@@ -261,8 +264,10 @@ std::vector<graph::Partition> splits_to_try(const Config& base, const Setting& s
       s.budget > 0 ? static_cast<double>(s.budget) / most : std::numeric_limits<double>::max();
   const runtime::LayerTimes& t = s.costs.times;
   std::vector<double> layer_seconds;
-  for (size_t l = 0; l < model.layers.size(); ++l)
-    layer_seconds.push_back(t.forward[l] * (s.recompute ? 2 : 1) + t.backward[l]);
+  for (size_t l = 0; l < model.layers.size(); ++l) {
+    const auto [fx, bx] = exchange_seconds(s, l);
+    layer_seconds.push_back((t.forward[l] + fx) * (s.recompute ? 2 : 1) + t.backward[l] + bx);
+  }
   const schedule::Schedule chain = schedule::lower(s.sched, schedule::StageGraph::chain(stages));
   return {runtime::partition_to_fit(model, s.costs.bytes, s.in_flight, s.recompute, stage_budget,
                                     &chain, &layer_seconds, runtime::kTimeSlack)};
