@@ -26,14 +26,16 @@ std::set<std::string> fixed_fields(const CLI::App& cmd) {
 
 namespace {
 
-// What the planner starts from: `c` with one micro-batch where --microbatches was not given (the
-// default count need not fit the batch: the search chooses it).
+// What the planner starts from: `c` as the job places it (under MPI one replica's devices, one
+// per rank, and their threads), with one micro-batch where --microbatches was not given (the
+// default count need not fit the batch: the search chooses it). The replicas stay as given: they
+// set the global batch, which is the user's choice.
 train::Config planned_config(const train::Config& c, const train::Job& job,
                              const std::set<std::string>& fixed) {
-  TANDEM_CHECK(!job.mpi(),
-               "the planner measures and plans in one process for this machine's CPU devices: "
-               "run it without mpirun, then launch the chosen layout");
-  train::Config base = c;
+  train::Config unstaged = c;  // --stages may need a --spatial that the search chooses
+  unstaged.stages = 0;
+  train::Config base = job.placed(unstaged);
+  base.stages = c.stages;
   if (!fixed.count("microbatches")) base.microbatches = 1;
   train::check_config(base);
   return base;
@@ -51,11 +53,26 @@ train::ModelAndData made_for(const train::Config& c) {
 
 }  // namespace
 
+namespace {
+
+// Each run of `p` with the devices and threads `c` gave (the job places them again when it
+// runs), so that its command line is the one to type.
+train::Planning as_given(train::Planning p, const train::Config& c) {
+  for (train::PlannedRun& r : p.runs) {
+    r.config.devices = c.devices;
+    r.config.devices_given = c.devices_given;
+    r.config.threads_per_device = c.threads_per_device;
+  }
+  return p;
+}
+
+}  // namespace
+
 train::Planning plan_here(const train::Config& c, train::Job& job,
                           const std::set<std::string>& fixed, int repeats) {
   const train::Config base = planned_config(c, job, fixed);
   const train::ModelAndData m = made_for(base);
-  return train::plan(base, m.model, *m.source, fixed, repeats, &job);
+  return as_given(train::plan(base, m.model, *m.source, fixed, repeats, &job), c);
 }
 
 namespace {
@@ -162,17 +179,21 @@ int plan_largest_volume(PlanArgs& args, train::Job& job) {
                  return n.volumes;
                })));
   const int64_t grid = std::max<int64_t>(1, first.model.slab_multiple);
-  const train::LargestVolume v = largest_here(base, grid, job, fixed, args.repeats);
+  train::LargestVolume v = largest_here(base, grid, job, fixed, args.repeats);
+  v.planning = as_given(std::move(v.planning), args.run.config);
+  const bool main = job.rank() == 0;  // under MPI rank 0 prints
   std::vector<std::string> tried;
   for (const auto& [side, fit] : v.tried)
     tried.push_back(fmt::format("{} {}", side, fit ? "fits" : "does not"));
-  std::cout << fmt::format("volumes tried on the grid of {} (bytes measured): {}\n", grid,
-                           fmt::join(tried, ", "));
+  if (main)
+    std::cout << fmt::format("volumes tried on the grid of {} (bytes measured): {}\n", grid,
+                             fmt::join(tried, ", "));
   if (v.volume == 0)
     throw memory::DoesNotFit(fmt::format("no volume fits --device-memory {}: {}",
                                          memory::format_bytes(base.device_memory), v.limit));
   train::Config at = base;
   at.volume = static_cast<int>(v.volume);
+  if (!main) return 0;
   std::cout << fmt::format("largest volume: {} ({}^3 voxels per sample){}\n", v.volume, v.volume,
                            v.limit.empty() ? "" : "; " + v.limit)
             << train::planning_table(v.planning, at, args.top) << std::flush;
@@ -182,6 +203,7 @@ int plan_largest_volume(PlanArgs& args, train::Job& job) {
 
 int run_plan(PlanArgs& args) {
   Session session;
+  args.run.planned = true;
   if (const int status = join_job(args.run, session)) return status;
   return run_guarded(session, [&] {
     train::Config& c = args.run.config;
@@ -189,8 +211,10 @@ int run_plan(PlanArgs& args) {
     if (!args.volume.empty()) c.volume = side_of(args.volume);
     const std::set<std::string> fixed = fixed_fields(*args.cmd);
     const train::Planning p = plan_here(c, *session.job, fixed, args.repeats);
-    std::cout << train::planning_table(p, c, args.top) << std::flush;
-    write_json(args.json, p, c);
+    if (session.job->rank() == 0) {  // under MPI rank 0 prints
+      std::cout << train::planning_table(p, c, args.top) << std::flush;
+      write_json(args.json, p, c);
+    }
     require_a_fit(p, c, *session.job, fixed, args.repeats);
     return 0;
   });

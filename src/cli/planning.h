@@ -15,9 +15,10 @@ namespace tandem::cli {
 // The Config fields the planner searches that `cmd`'s command line gave: they stay as given.
 std::set<std::string> fixed_fields(const CLI::App& cmd);
 
-// Plans `c` in this process: its data and model made as the trainer makes them, the costs
-// measured with `repeats` repetitions. Throws tandem::Error under MPI (the planner measures this
-// machine's CPU devices in one process) and for configurations the planner cannot start from.
+// Plans `c` on `job`'s devices (under MPI one replica's ranks; collective): its data and model
+// made as the trainer makes them, the costs measured with `repeats` repetitions. Each planned
+// run keeps c's --devices and --threads-per-device, so that its command line is the one to
+// type. Throws tandem::Error for configurations the planner cannot start from.
 train::Planning plan_here(const train::Config& c, train::Job& job,
                           const std::set<std::string>& fixed, int repeats);
 

@@ -17,6 +17,10 @@ struct RunArgs {
   train::Config config;
   std::string device_memory;             // --device-memory as given, e.g. "2GiB"
   std::string cpu_kernels = "portable";  // --cpu-kernels: portable (AVX2 family) | native
+  // The planner chooses the layout (tandem plan, train --auto): under MPI the job starts on one
+  // replica's ranks as stage devices whatever --stages says, which the chosen --spatial may
+  // meet (Job::relayout).
+  bool planned = false;
 };
 
 // Every option of `group` in the table, in its order, on `cmd`; the placement group adds

@@ -87,7 +87,9 @@ int join_job(RunArgs& args, Session& session) {
                    "missing (--device-memory %sMiB or %sGiB?)\n",
                    args.device_memory.c_str(), args.device_memory.c_str(),
                    args.device_memory.c_str(), args.device_memory.c_str());
-    session.job = std::make_unique<train::Job>(c);
+    train::Config joined = c;
+    if (args.planned) joined.stages = 0;
+    session.job = std::make_unique<train::Job>(joined);
     session.job->agree(c);
   } catch (...) {
     const train::Failure f = train::failure_of(std::current_exception(), train::When::kBeforeWork);

@@ -34,15 +34,21 @@ int run_train(TrainArgs& args) {
     const train::Planning p = plan_here(c, job, fixed, /*repeats=*/3);
     require_a_fit(p, c, job, fixed, /*repeats=*/3);
     const train::PlannedRun& best = *p.chosen();
-    std::cout << fmt::format(
-        "auto: chose the fastest that fits of {} configurations (costs measured in {:.1f} s): {}; "
-        "predicted {:.1f} ms per step, at most {} per device\n",
-        p.runs.size(), p.measure_seconds, best.flags, best.step_seconds * 1000,
-        memory::format_bytes(static_cast<uint64_t>(best.peak)));
+    // Every rank planned from rank 0's costs; agree() proves they chose the same, and the job's
+    // transport takes the chosen layout (its --spatial sets the ranks' groups).
+    job.agree(best.config);
+    job.relayout(best.config);
+    if (job.rank() == 0)
+      std::cout << fmt::format(
+          "{}auto: chose the fastest that fits of {} configurations (costs measured in {:.1f} s): "
+          "{}; predicted {:.1f} ms per step, at most {} per device\n",
+          job.prefix(), p.runs.size(), p.measure_seconds, best.flags, best.step_seconds * 1000,
+          memory::format_bytes(static_cast<uint64_t>(best.peak)));
     args.observe.predicted = train::ObserveOptions::Prediction{
         best.flags, best.step_seconds, best.device_peak, best.device_planned};
     c = best.config;
   };
+  args.run.planned = args.automatic;
   if (const int status = start_session(args.run, session, outputs, choose)) return status;
   return run_guarded(session, [&] {
     const train::Config& c = session.trainer->config();

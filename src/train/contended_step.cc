@@ -9,8 +9,9 @@
 namespace tandem::train {
 
 double contended_step(const schedule::Schedule& sched, const schedule::StageGraph& graph,
-                      const schedule::Costs& costs, const std::vector<double>& optimizer,
-                      int spatial, int threads, int cores, double efficiency) {
+                      const schedule::Costs& costs, const std::vector<double>& sums,
+                      const std::vector<double>& optimizer, int spatial, int threads, int cores,
+                      double efficiency) {
   const schedule::ScheduleIndex index(sched, graph);
   const int devices = sched.num_devices;
   const int want = spatial * threads;
@@ -63,12 +64,12 @@ double contended_step(const schedule::Schedule& sched, const schedule::StageGrap
     end[a] = finish;
     device_free[static_cast<size_t>(best)] = finish;
   }
+  auto of = [](const std::vector<double>& v, int d) {
+    return d < static_cast<int>(v.size()) ? v[static_cast<size_t>(d)] : 0.0;
+  };
   double last = 0;
   for (int d = 0; d < devices; ++d)
-    last = std::max(
-        last,
-        run(device_free[static_cast<size_t>(d)],
-            d < static_cast<int>(optimizer.size()) ? optimizer[static_cast<size_t>(d)] : 0.0));
+    last = std::max(last, run(device_free[static_cast<size_t>(d)] + of(sums, d), of(optimizer, d)));
   return last;
 }
 

@@ -90,20 +90,7 @@ Job::Job(const Config& c) : mpi_(std::make_unique<Mpi>()) {
   mpi_->env = std::make_unique<mpi::Environment>();
   rank_ = mpi_->env->rank();
   world_ = mpi_->env->size();
-  const int stage_devices = stage_devices_of(c, world_);
-  mpi::MpiTransportOptions options;
-  options.comm_timeout_s = c.comm_timeout_s;
-  using CudaPath = mpi::MpiTransportOptions::CudaPath;
-  options.cuda_path = c.mpi_cuda == MpiCuda::kStaged   ? CudaPath::kStaged
-                      : c.mpi_cuda == MpiCuda::kDirect ? CudaPath::kDirect
-                                                       : CudaPath::kAuto;
-  // One device per rank: a list names each rank's; a count means cpu devices.
-  if (c.devices.find(':') != std::string::npos)
-    options.device = parse_devices(c.devices, 1)[rank_ % stage_devices].device;
-  mpi::Layout layout{stage_devices, c.replicas, c.spatial};
-  auto t = std::make_shared<mpi::MpiTransport>(*mpi_->env, layout, options);
-  mpi_->transport = t.get();
-  transport_ = t;
+  make_transport(c);
 #else
   TANDEM_CHECK(c.transport != TransportKind::kMpi,
                "Config::transport = mpi: this tandem was built without MPI");
@@ -118,8 +105,50 @@ Job::Job(const Config& c) : mpi_(std::make_unique<Mpi>()) {
 #endif
 }
 
+void Job::make_transport(const Config& c) {
+#ifdef TANDEM_WITH_MPI
+  const int stage_devices = stage_devices_of(c, world_);
+  mpi::MpiTransportOptions options;
+  options.comm_timeout_s = c.comm_timeout_s;
+  using CudaPath = mpi::MpiTransportOptions::CudaPath;
+  options.cuda_path = c.mpi_cuda == MpiCuda::kStaged   ? CudaPath::kStaged
+                      : c.mpi_cuda == MpiCuda::kDirect ? CudaPath::kDirect
+                                                       : CudaPath::kAuto;
+  // One device per rank: a list names each rank's; a count means cpu devices.
+  if (c.devices.find(':') != std::string::npos)
+    options.device = parse_devices(c.devices, 1)[rank_ % stage_devices].device;
+  mpi::Layout layout{stage_devices, c.replicas, c.spatial};
+  spatial_ = c.spatial;
+  auto t = std::make_shared<mpi::MpiTransport>(*mpi_->env, layout, options);
+  mpi_->transport = t.get();
+  transport_ = t;
+#else
+  (void)c;
+#endif
+}
+
+void Job::relayout(const Config& config) {
+  if (!mpi()) return;
+#ifdef TANDEM_WITH_MPI
+  stage_devices_of(config, world_);  // refuses a layout the ranks cannot hold, on every rank
+  TANDEM_CHECK(transport_.use_count() == 1,
+               "the job's transport changes its layout while a trainer still uses it");
+  // The old transport's destructor waits for every rank's sends (collective), then the new one
+  // is made on every rank (collective).
+  mpi_->transport = nullptr;
+  transport_.reset();
+  make_transport(config);
+#endif
+}
+
 Config Job::placed(const Config& config) const {
   if (!mpi()) return config;
+  // The transport's groups (the gradients' sums, the slabs) follow the layout it was made for:
+  // a run of other slabs on it would sum over the wrong ranks.
+  TANDEM_CHECK(config.spatial == spatial_,
+               "the job's transport was laid out for --spatial {}, not {}: make the job with the "
+               "run's configuration, or call Job::relayout with it first",
+               spatial_, config.spatial);
   Config c = config;
   const int stage_devices = stage_devices_of(c, world_);
   if (c.devices.find(':') == std::string::npos) c.devices = std::to_string(stage_devices);

@@ -11,6 +11,7 @@
 #include "memory_partition.h"
 #include "tandem/common/check.h"
 #include "tandem/common/device.h"
+#include "tandem/train/job.h"
 #include "tandem/train/planner.h"
 #include "tandem/transport/inprocess.h"
 
@@ -56,13 +57,26 @@ double TransportCosts::latency_of(int k) const {
   return it == latency.end() ? 0.0 : it->second;
 }
 
-double TransportCosts::copy_seconds(double bytes) const {
-  if (copy.size() < 2 || bytes <= 0) return 0;
+namespace {
+
+// Seconds for `bytes` between the measured (bytes, seconds) points of `curve`, ascending (beyond
+// the last, along the last two; 0 with fewer than two).
+double interpolated(const std::vector<std::pair<double, double>>& curve, double bytes) {
+  if (curve.size() < 2 || bytes <= 0) return 0;
   size_t k = 1;
-  while (k + 1 < copy.size() && copy[k].first < bytes) ++k;
-  const auto [b0, t0] = copy[k - 1];
-  const auto [b1, t1] = copy[k];
+  while (k + 1 < curve.size() && curve[k].first < bytes) ++k;
+  const auto [b0, t0] = curve[k - 1];
+  const auto [b1, t1] = curve[k];
   return std::max(0.0, t0 + (t1 - t0) * (bytes - b0) / (b1 - b0));
+}
+
+}  // namespace
+
+double TransportCosts::copy_seconds(double bytes) const { return interpolated(copy, bytes); }
+
+double TransportCosts::all_reduce_seconds(int spatial, double bytes) const {
+  const auto it = all_reduce.find(spatial);
+  return it == all_reduce.end() ? 0.0 : interpolated(it->second, bytes);
 }
 
 namespace {
@@ -188,11 +202,11 @@ PlanCosts measure_plan_costs(const Config& c, const graph::Model& model, const S
   }
   // The transport last, so that its threads and copies leave nothing behind that the layers'
   // times would take.
-  if (space.devices > 1) {
-    std::set<int> groups;
-    for (int k : space.spatial) groups.insert(k);
+  std::set<int> groups(space.spatial.begin(), space.spatial.end());
+  if (job && job->mpi())
+    costs.transport = measured_job_transport(*job, c, groups);
+  else if (space.devices > 1)
     costs.transport = measured_transport(groups);
-  }
   costs.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return costs;
 }

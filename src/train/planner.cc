@@ -18,6 +18,7 @@
 #include "tandem/schedule/registry.h"
 #include "tandem/schedule/simulate.h"
 #include "tandem/spatial/slabs.h"
+#include "tandem/train/job.h"
 #include "tandem/train/options.h"
 
 namespace tandem::train {
@@ -125,7 +126,19 @@ struct Setting {
   int threads = 1;
   double efficiency = 1;  // PlanCosts::core_efficiency
   TransportCosts transport;
+  std::vector<double> gradient_bytes;  // of every layer's weights (fp32, as they are summed)
 };
+
+// The bytes of each layer's weight gradients.
+std::vector<double> gradient_bytes(const graph::Model& model) {
+  std::vector<double> out;
+  for (const graph::Layer& l : model.layers) {
+    double bytes = 0;
+    for (const auto& p : graph::named_parameters(l)) bytes += 4.0 * p.second.numel();
+    out.push_back(bytes);
+  }
+  return out;
+}
 
 // What layer `l`'s exchanges with the other slabs take in its forward and in its backward (0
 // on whole samples).
@@ -216,15 +229,21 @@ Evaluated evaluate(const Setting& s, const graph::Partition& partition) {
     step.input.push_back(i + (s.recompute ? f : 0));
     step.weight.push_back(w);
   }
-  // Then every device steps its optimizer over its stages' parameters.
+  // Then every device sums each of its stages' weight gradients over the ranks of its
+  // data-parallel group, stage by stage (under MPI), and steps its optimizer over them.
+  std::vector<double> sums(static_cast<size_t>(s.sched.num_devices), 0.0);
   std::vector<double> optimizer(static_cast<size_t>(s.sched.num_devices), 0.0);
-  for (int k = 0; k < stages && !t.step.empty(); ++k) {
+  for (int k = 0; k < stages; ++k) {
+    const size_t d = static_cast<size_t>(s.sched.stage_device[static_cast<size_t>(k)]);
     auto [begin, end] = partition.layers_of(k);
-    for (int l = begin; l < end; ++l)
-      optimizer[static_cast<size_t>(s.sched.stage_device[static_cast<size_t>(k)])] +=
-          t.step[static_cast<size_t>(l)];
+    double bytes = 0;
+    for (int l = begin; l < end; ++l) {
+      if (!t.step.empty()) optimizer[d] += t.step[static_cast<size_t>(l)];
+      bytes += s.gradient_bytes[static_cast<size_t>(l)];
+    }
+    sums[d] += tr.all_reduce_seconds(s.spatial, bytes);
   }
-  e.step = contended_step(schedule::compute_only(s.sched), graph, step, optimizer, s.spatial,
+  e.step = contended_step(schedule::compute_only(s.sched), graph, step, sums, optimizer, s.spatial,
                           s.threads, s.cores, s.efficiency);
   return e;
 }
@@ -302,6 +321,10 @@ PlannedRun plan_one(const Config& base, const graph::Model& model, const PlanSpa
     run.why_not = why;
     return run;
   };
+  if (chunked && base.stages > 0 && base.stages != stages)
+    return refuse(
+        fmt::format("--stages {} is given, and {} places {} stages on {} groups of devices",
+                    base.stages, name, stages, groups));
   if (stages < groups)
     return refuse(fmt::format("{} stages leave {} groups of devices idle", stages, groups));
   if (stages > static_cast<int>(model.layers.size()))
@@ -330,6 +353,7 @@ PlannedRun plan_one(const Config& base, const graph::Model& model, const PlanSpa
   s.threads = std::max(1, base.threads_per_device);
   s.efficiency = efficiency;
   s.transport = transport;
+  s.gradient_bytes = gradient_bytes(model);
   std::optional<std::pair<graph::Partition, Evaluated>> best;
   for (const graph::Partition& split : splits_to_try(base, s, stages, space.every_split)) {
     Evaluated e = evaluate(s, split);
@@ -435,7 +459,10 @@ Planning plan(const Config& c, const graph::Model& model, const Source& source,
               const std::set<std::string>& fixed, int repeats, Job* job) {
   const PlanSpace space = plan_space(c, model, source, fixed);
   const PlanCosts costs = measure_plan_costs(c, model, source, space, repeats, job);
-  return plan_search(c, model, space, costs, available_cores());
+  Planning p =
+      plan_search(c, model, space, costs, job ? job_cores(*job, c.replicas) : available_cores());
+  if (job && job->mpi()) p.ranks = job->world();
+  return p;
 }
 
 }  // namespace tandem::train

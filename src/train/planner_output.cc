@@ -15,9 +15,9 @@ std::string bytes_text(double bytes) { return memory::format_bytes(static_cast<u
 
 }  // namespace
 
-std::string command_line(const Config& c) {
+std::string command_line(const Config& c, int ranks) {
   const Config defaults;
-  std::string line = "tandem train";
+  std::string line = ranks > 0 ? fmt::format("mpirun -n {} tandem train", ranks) : "tandem train";
   for (const ConfigOption& o : config_options()) {
     if (o.flag.empty() || !o.get || o.group == OptionGroup::kVerify) continue;
     const std::string value = o.get(c);
@@ -46,9 +46,18 @@ std::string planning_table(const Planning& p, const Config& c, int top) {
     for (const auto& [bytes, seconds] : p.transport.copy)
       if (bytes > 0)
         copies.push_back(fmt::format("{} in {:.0f} us", bytes_text(bytes), 1e6 * seconds));
-    out += fmt::format("messages: an exchange waits {}; a receiver copies {}\n",
-                       fmt::join(waits, ", "),
+    out += fmt::format("messages {}: an exchange waits {}; a receiver copies {}\n",
+                       p.transport.where, fmt::join(waits, ", "),
                        copies.empty() ? "in no time" : fmt::format("{}", fmt::join(copies, ", ")));
+  }
+  for (const auto& [spatial, curve] : p.transport.all_reduce) {
+    std::vector<std::string> sums;
+    for (const auto& [bytes, seconds] : curve)
+      if (bytes > 0)
+        sums.push_back(fmt::format("{} in {:.0f} us", bytes_text(bytes), 1e6 * seconds));
+    out += fmt::format("gradient sums over {} ranks{}: {}\n", c.replicas * spatial,
+                       spatial > 1 ? fmt::format(" (--spatial {})", spatial) : "",
+                       fmt::join(sums, ", "));
   }
   std::vector<const PlannedRun*> fit, over, cannot;
   for (const PlannedRun& r : p.runs)
@@ -74,7 +83,7 @@ std::string planning_table(const Planning& p, const Config& c, int top) {
     out += fmt::format("cannot run, {} configuration{} (e.g. {}): {}\n", runs.size(),
                        runs.size() == 1 ? "" : "s", runs.front()->flags, reason);
   if (const PlannedRun* best = p.chosen())
-    out += fmt::format("chosen: {}\n", command_line(best->config));
+    out += fmt::format("chosen: {}\n", command_line(best->config, p.ranks));
   return out;
 }
 
@@ -87,6 +96,11 @@ std::string planning_json(const Planning& p, const Config& c) {
   for (const auto& [k, seconds] : p.transport.latency) waits[std::to_string(k)] = seconds;
   j["exchange_seconds"] = waits;
   j["copy_seconds"] = p.transport.copy;  // [bytes, seconds] pairs
+  j["transport"] = p.transport.where;
+  nlohmann::json sums = nlohmann::json::object();
+  for (const auto& [spatial, curve] : p.transport.all_reduce) sums[std::to_string(spatial)] = curve;
+  j["all_reduce_seconds"] = sums;  // by --spatial: [bytes, seconds] pairs
+  j["ranks"] = p.ranks;
   j["device_memory"] = c.device_memory;
   j["configurations"] = nlohmann::json::array();
   for (const PlannedRun& r : p.runs) {
@@ -99,11 +113,11 @@ std::string planning_json(const Planning& p, const Config& c) {
       e["peak_bytes"] = r.device_peak;
       e["step_seconds"] = r.step_seconds;
       e["samples_per_s"] = r.samples_per_s;
-      e["command"] = command_line(r.config);
+      e["command"] = command_line(r.config, p.ranks);
     }
     j["configurations"].push_back(e);
   }
-  if (const PlannedRun* best = p.chosen()) j["chosen"] = command_line(best->config);
+  if (const PlannedRun* best = p.chosen()) j["chosen"] = command_line(best->config, p.ranks);
   return j.dump(1);
 }
 

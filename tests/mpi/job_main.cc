@@ -1,6 +1,7 @@
 // Under mpirun -n 2: a trainer made in process is refused (each rank would believe it is rank 0
 // of 1 and race the others on the same checkpoint folder), and one made on the job saves whole
-// checkpoints that a second trainer on the job resumes. Usage: job_main SAVE_DIR. Exits 0 when
+// checkpoints that a second trainer on the job resumes; a run on slabs needs the job laid out
+// for them (Job::relayout). Usage: job_main SAVE_DIR. Exits 0 when
 // every rank's checks hold.
 #include <cstdio>
 #include <filesystem>
@@ -53,6 +54,24 @@ int main(int argc, char** argv) {
     more.resume = dir;
     const train::Result resumed = job.trainer(more)->run();
     TANDEM_CHECK(resumed.steps == 4, "the resumed run ended at step {}, not 4", resumed.steps);
+    // Slabs on 2 ranks need a transport laid out for them: refused on the job as made (its sums
+    // would cross the wrong ranks), trained once the job is laid out again.
+    train::Config slabs = c;
+    slabs.spatial = 2;
+    slabs.stages = 1;
+    slabs.save_dir.clear();
+    slabs.save_every = 0;
+    std::string wrong;
+    try {
+      job.trainer(slabs);
+    } catch (const Error& e) {
+      wrong = e.what();
+    }
+    TANDEM_CHECK(wrong.find("laid out for --spatial 1, not 2") != std::string::npos,
+                 "slabs on a transport without slab groups were not refused: '{}'", wrong);
+    job.relayout(slabs);
+    const train::Result sliced = job.trainer(slabs)->run();
+    TANDEM_CHECK(sliced.steps == 3, "the run on slabs trained {} steps, not 3", sliced.steps);
     if (job.rank() == 0) std::printf("job_main: ok\n");
   });
 }

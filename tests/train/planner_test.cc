@@ -176,6 +176,47 @@ TEST(Planner, TransportInterpolatesCopiesBetweenMeasuredSizes) {
   EXPECT_DOUBLE_EQ(t.seconds(4, 0, 0), 0.0);
 }
 
+// Under MPI each device sums its stages' weight gradients over the ranks of its group after its
+// last action and before its optimizer; the sums take the measured time of their bytes.
+TEST(Planner, GradientSumsFollowEachDevicesLastAction) {
+  Fixture f = mlp(4, 2, [](int) { return 1.0; });
+  f.config.balance = {4, 4};
+  PlanCosts costs;
+  costs.layouts = {f.costs};
+  costs.transport.all_reduce[1] = {{0.0, 0.0}, {1e6, 1.0}};  // 1e-6 s per byte
+  std::vector<double> bytes(2, 0.0);                         // of each stage's weights
+  for (size_t l = 0; l < f.model.layers.size(); ++l)
+    for (const auto& p : graph::named_parameters(f.model.layers[l]))
+      bytes[l < 4 ? 0 : 1] += 4.0 * static_cast<double>(p.second.numel());
+  ASSERT_GT(bytes[0], 0);
+  ASSERT_GT(bytes[1], 0);
+  // GPipe, 2 micro-batches: stage 1's last backward ends at 28, stage 0's at 36.
+  Planning p = plan_search(f.config, f.model, one("gpipe", 2, false), costs, 16);
+  ASSERT_EQ(p.runs.size(), 1u);
+  EXPECT_DOUBLE_EQ(p.runs[0].step_seconds, std::max(36 + 1e-6 * bytes[0], 28 + 1e-6 * bytes[1]));
+  // Sums measured for another --spatial cost this layout nothing.
+  costs.transport.all_reduce = {{2, {{0.0, 0.0}, {1e6, 1.0}}}};
+  EXPECT_DOUBLE_EQ(
+      plan_search(f.config, f.model, one("gpipe", 2, false), costs, 16).runs[0].step_seconds, 36);
+}
+
+// Rank 0's transport costs reach the other ranks as JSON, every number as it was.
+TEST(Planner, TransportCostsRoundTripThroughJson) {
+  TransportCosts t;
+  t.where = "between 4 ranks over MPI";
+  t.latency = {{2, 1.5e-5}, {4, 7.25e-5}};
+  t.copy = {{0.0, 0.0}, {65536.0, 1.0 / 3}};
+  t.all_reduce[2] = {{0.0, 0.0}, {1048576.0, 0.1}, {4194304.0, 0.7}};
+  const TransportCosts back = transport_costs_from_json(transport_costs_json(t));
+  EXPECT_EQ(back.where, t.where);
+  EXPECT_EQ(back.latency, t.latency);
+  EXPECT_EQ(back.copy, t.copy);
+  EXPECT_EQ(back.all_reduce, t.all_reduce);
+  EXPECT_DOUBLE_EQ(back.all_reduce_seconds(2, 2097152.0), 0.3);
+  EXPECT_DOUBLE_EQ(back.all_reduce_seconds(1, 2097152.0), 0.0);
+  EXPECT_THROW(transport_costs_from_json("{\"where\": 1}"), Error);
+}
+
 // The costs measured for a spatial split count each layer's exchanges with the other slabs, and
 // the transport's are measured for the group's size.
 TEST(Planner, MeasuredSlabsCountTheirExchanges) {

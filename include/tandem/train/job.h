@@ -48,12 +48,17 @@ class Job {
   std::unique_ptr<Trainer> trainer(const Config& config);
   std::unique_ptr<Trainer> trainer(const Config& config, graph::Model model,
                                    std::unique_ptr<Source> source);
-  // `config` as this job runs it. Under MPI each rank holds one device: a count of devices
+  // `config` as this job runs it. Under MPI each rank holds one device (and Config::spatial
+  // must be the transport's: see relayout): a count of devices
   // (Config::devices, given or not) becomes the job's stage devices per replica, a list is
   // checked against them, and --threads-per-device auto (0) gives each rank the node's cores
   // divided by the ranks. Throws tandem::Error where the ranks cannot hold `config`'s stages,
   // slabs and replicas. In process: `config` unchanged. The trainers of the job run on it.
   Config placed(const Config& config) const;
+  // Under MPI: the transport made again for `config`'s layout (its stages, --spatial and
+  // replicas on the same ranks), as `tandem train --auto` does once it has chosen --spatial.
+  // Collective; no trainer of the job may hold the old transport. In process: nothing.
+  void relayout(const Config& config);
   // Runs `make` once for the job and returns its text on every process: under MPI on rank 0
   // only, and collective; in process, make().
   std::string once(const std::function<std::string()>& make);
@@ -103,11 +108,15 @@ class Job {
   void abort(const std::string& message, int exit_status = 1);
 
  private:
+  // Makes the MPI transport for `c`'s layout (collective).
+  void make_transport(const Config& c);
+
   struct Mpi;
   std::unique_ptr<Mpi> mpi_;
   std::shared_ptr<transport::Transport> transport_;
   int rank_ = 0;
   int world_ = 1;
+  int spatial_ = 1;  // of the transport's layout (under MPI)
   std::string host_;
 };
 

@@ -11,21 +11,28 @@
 //    split backward times (runtime::measure_layer_times, the median over passes through the
 //    model after a warm-up pass), with the halo exchanges and sums each layer makes on a slab
 //    and their bytes; and the transport once: how long an exchange among the devices of a
-//    group waits, and how fast a receiver copies (TransportCosts);
+//    group waits, and how fast a receiver copies (TransportCosts); under MPI, between the ranks
+//    through the job's transport (the slowest link between neighbouring ranks), with the sums
+//    of the weight gradients over the replicas and the slabs on other ranks;
 //  - each configuration: its stages split (every contiguous split where there are few, else by
 //    measured time under the budget), its peak per device as the memory plan's "at most" (the
 //    messages a late receiver may leave included: no timing of the run goes above it), and its step
 //    time from the schedule simulator on the stages' summed times (a recomputing stage runs its
 //    forward again before each backward; a stage's forward takes the messages it receives, its
-//    backward the gradients of those it sent, and a layer on slabs its exchanges), but never less
-//    than the step's whole work over the machine's cores: in-process CPU devices share the
-//    cores, so more devices than cores wait for them.
+//    backward the gradients of those it sent, and a layer on slabs its exchanges; under MPI each
+//    device then waits for its gradients' sums), but never less than the step's whole work over
+//    the machine's cores: in-process CPU devices share the cores, so more devices than cores
+//    wait for them (under MPI: the cores of the job's hosts over the replicas).
+//
+// Under MPI (Job::mpi()) one replica's ranks are the devices: rank 0 measures the layers, every
+// rank plans from its numbers (the same choice everywhere), and the replicas stay as given (they
+// set the global batch).
 //
 // The search is exhaustive over the space, and over the splits of a configuration's layers up to
 // PlanSpace::every_split of them (planner.cc argues the pruning beyond). The time counts each
 // device's optimizer step after its last action; left out of it: the loss and its sums over the
-// slabs (the layers' times do not hold the loss), and replicas (MPI ranks, which the planner
-// does not plan).
+// slabs (the layers' times do not hold the loss), and the sums of the weight gradients of slabs
+// in one process (in memory).
 #pragma once
 
 #include <cstdint>
@@ -92,10 +99,20 @@ struct TransportCosts {
   // copy is interpolated between them (beyond the last, along the last two). Not one rate:
   // small copies stay in the processor's caches.
   std::vector<std::pair<double, double>> copy;
+  // Under MPI: seconds to sum a device's weight gradients of some bytes over its data-parallel
+  // group (the replicas, and the slabs of a spatial split, which run on other ranks), by the
+  // --spatial of the configuration, in ascending bytes as `copy`. Empty: no sum crosses ranks
+  // (in process).
+  std::map<int, std::vector<std::pair<double, double>>> all_reduce;
+  // Where it was measured: "in process", or "between N ranks over MPI".
+  std::string where = "in process";
   // latency of k devices (0 where not measured: costs set by hand).
   double latency_of(int k) const;
   // The copy of a message of `bytes` (0 without measured copies).
   double copy_seconds(double bytes) const;
+  // The sum of `bytes` of gradients among the devices of a configuration with --spatial
+  // `spatial` (0 where none was measured).
+  double all_reduce_seconds(int spatial, double bytes) const;
   // What taking `messages` messages of `bytes` bytes in all costs: each a wait of an exchange
   // among `k` devices and the copy of its share of the bytes.
   double seconds(int k, int messages, double bytes) const {
@@ -107,6 +124,26 @@ struct TransportCosts {
 // always): exchanges of 16 bytes among k threads, the median over rounds; and copies of 64 KiB
 // to 8 MiB on one thread into memory written before, as a running pipeline's receivers copy.
 TransportCosts measured_transport(const std::set<int>& k);
+
+// Under MPI: TransportCosts between the ranks of `job`, measured on its transport by every rank
+// (collective): the exchange among ranks 0..k-1 for the group sizes `k` (2 always); messages of
+// 16 bytes to 8 MiB between every two ranks neighbouring in rank order (where a run places its
+// stages and slabs), the slowest pair's time at each size (its small message's time as the
+// latency of 2, the rest as the copy); and, for every --spatial of `k` whose gradients a run
+// sums across ranks (config.replicas x spatial > 1), the job's transport made again for that
+// layout (Job::relayout) and sums of 64 KiB to 16 MiB over its data-parallel groups at once,
+// the slowest rank's. Rank 0's numbers on every rank. `config`: the job's layout, restored
+// after.
+TransportCosts measured_job_transport(Job& job, const Config& config, const std::set<int>& k);
+
+// The cores one replica's devices share: in process, available_cores(); under MPI, the cores of
+// every host of the job (each host counted once) over `replicas`, at least 1. Collective under
+// MPI.
+int job_cores(Job& job, int replicas);
+
+// The JSON form of TransportCosts (how rank 0's measurement reaches every rank).
+std::string transport_costs_json(const TransportCosts& t);
+TransportCosts transport_costs_from_json(const std::string& text);
 
 struct PlanCosts {
   std::vector<LayoutCosts> layouts;
@@ -154,6 +191,7 @@ struct Planning {
   int layouts = 0;             // measured
   double core_efficiency = 1;  // PlanCosts::core_efficiency
   TransportCosts transport;    // PlanCosts::transport
+  int ranks = 0;               // under MPI: the job's ranks (0 in process)
   // The choice, or null when nothing fits.
   const PlannedRun* chosen() const;
 };
@@ -202,8 +240,9 @@ LargestVolume largest_volume(const Config& c, int64_t grid,
 std::string planning_table(const Planning& p, const Config& c, int top = 10);
 // The same as JSON, every configuration included.
 std::string planning_json(const Planning& p, const Config& c);
-// "tandem train" and every option of `c` that differs from Config{}'s, as flags (and
-// --cpu-kernels native for --precision bf16, which the portable kernels refuse).
-std::string command_line(const Config& c);
+// "tandem train" ("mpirun -n `ranks` tandem train" for ranks > 0) and every option of `c` that
+// differs from Config{}'s, as flags (and --cpu-kernels native for --precision bf16, which the
+// portable kernels refuse).
+std::string command_line(const Config& c, int ranks = 0);
 
 }  // namespace tandem::train
