@@ -3,8 +3,8 @@
 # drives each case (see there). They need root and network namespaces, and skip (status 77)
 # where these cannot be made.
 set(tandem_cluster_timeouts pipeline 600 replicas 600 resume 900 link-cut 400 rank-kill 400
-                            checks 60)
-foreach(case pipeline replicas resume link-cut rank-kill checks)
+                            checks 60 plan 400)
+foreach(case pipeline replicas resume link-cut rank-kill checks plan)
   list(FIND tandem_cluster_timeouts ${case} at)
   math(EXPR at "${at} + 1")
   list(GET tandem_cluster_timeouts ${at} timeout)

@@ -13,6 +13,10 @@
 #              schedule grid) and no process left in any namespace, within --comm-timeout
 #              plus 30 s of the cut
 #   rank-kill  a rank on host 2 is killed: the same, and mpirun names the killed rank
+#   plan       `tandem plan` on 2 hosts x 2 ranks with the link to host 2 held to 200 Mbit/s
+#              (tc tbf, towards host 2 only): the messages it plans with are the slow link's
+#              (8 MiB take 335 ms towards host 2 at that rate, so half a round trip 168 ms or
+#              more), where on 1 host x 4 ranks they take less than half of that
 #   checks     six `scripts/cluster check` at once, three times (as when ctest starts several
 #              cluster tests together): each finds namespaces usable; none takes another's probe
 # Bitwise, not within a tolerance: every layer sees the same micro-batches with the same dropout
@@ -171,6 +175,27 @@ rank-kill)
   broken
   grep -qE "process rank [23] with PID [0-9]+ on node $h2 exited on signal 9" "$work/out" ||
     fail "mpirun does not name the killed rank on host 2"
+  ;;
+plan)
+  # copy_of OUT: the microseconds the plan in OUT gives a receiver for 8 MiB.
+  copy_of() {
+    grep -oE "8\.0 MiB in [0-9]+ us" "$1" | head -1 | grep -oE "[0-9]+ us" | grep -oE "[0-9]+" ||
+      { cat "$1"; fail "$1 plans no copy of 8 MiB"; }
+  }
+  plan=(plan --model mlp --width 64 --batch 8 --train-samples 64 --test-samples 16 --repeats 1
+        --top 3 --comm-timeout 60)
+  on "$h1:4" "$work/one.out" "${plan[@]}"
+  tc qdisc add dev "${links[1]}" root tbf rate 200mbit burst 64kb latency 2s ||
+    fail "cannot hold host 2's link to 200 Mbit/s"
+  on "$h1:2,$h2:2" "$work/split.out" "${plan[@]}"
+  grep -E "^messages between 4 ranks over MPI" "$work/one.out" "$work/split.out"
+  one=$(copy_of "$work/one.out")
+  split=$(copy_of "$work/split.out")
+  [ "$split" -ge 120000 ] ||
+    fail "on 2 hosts 8 MiB are planned at $split us, under the slow link's 168000 and more"
+  [ "$one" -lt 60000 ] ||
+    fail "on 1 host 8 MiB are planned at $one us: the check cannot tell the links apart"
+  grep -q "chosen: mpirun -n 4 tandem train" "$work/split.out" || fail "no chosen command line"
   ;;
 *)
   echo "unknown case '$case_name'"
