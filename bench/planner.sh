@@ -6,6 +6,7 @@
 # nothing given, against the best measured configuration of its setting's sweep. Prints
 # Markdown. Usage: bench/planner.sh TANDEM_BINARY [STEPS]
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/planner_parse.sh"
 tandem=${1:-build/tandem}
 steps=${2:-5}
 unet64=(--model unet3d --levels 3 --filters 8 --data spheres --volume 64 --batch 2 --devices 4
@@ -16,27 +17,15 @@ mlp=(--model mlp --width 1024 --blocks 8 --data mnist --batch 256 --devices 4 --
 
 declare -A best_sps best_flags
 rows=()
-abs() { awk -v x="$1" 'BEGIN { printf "%.1f", x < 0 ? -x : x }'; }
 # run SETTING FLAGS...: one configuration; appends a table row, keeps the setting's best.
 run() {
   local setting=$1
   shift
   local -n args=$setting
-  local out line auto pred_ms pred_peak meas_ms meas_peak sps
+  local out sps
   out=$(OMP_WAIT_POLICY=passive "$tandem" train "${args[@]}" --auto "$@" --steps "$steps" \
     --progress none 2>&1) || { rows+=("| $setting | $* | failed: $(tail -1 <<<"$out") |"); return; }
-  line=$(grep '^auto: predicted' <<<"$out")
-  pred_ms=$(sed -n 's/.*predicted \([0-9.]*\) ms.*/\1/p' <<<"$line")
-  pred_peak=$(sed -n 's/.*ms per step and \([0-9.]* [KMG]iB\) (at most.*/\1/p' <<<"$line")
-  meas_ms=$(sed -n 's/.*measured \([0-9.]*\) ms.*/\1/p' <<<"$line")
-  meas_peak=$(sed -n 's/.*) and \([0-9.]* [KMG]iB\)$/\1/p' <<<"$line")
-  sps=$(sed -n 's/.*samples_per_s=\([0-9.]*\).*/\1/p' <<<"$out")
-  auto=$(sed -n 's/^auto: chose .*): \(.*\); predicted.*/\1/p' <<<"$out")
-  local time_err peak_err
-  time_err=$(awk -v p="$pred_ms" -v m="$meas_ms" 'BEGIN { printf "%+.1f", 100 * (p - m) / m }')
-  peak_err=$(awk -v p="${pred_peak% *}" -v m="${meas_peak% *}" -v pu="${pred_peak#* }" \
-    -v mu="${meas_peak#* }" 'function b(v, u) { return v * (u == "KiB" ? 1024 : u == "MiB" ? 1048576 : 1073741824) }
-    BEGIN { printf "%+.1f", 100 * (b(p, pu) - b(m, mu)) / b(m, mu) }')
+  parse_auto "$out"
   rows+=("| $setting | $auto | $pred_ms | $meas_ms | $time_err | $pred_peak | $meas_peak | $peak_err |")
   errors+=("$time_err $peak_err")
   # samples/s of the steps after the first, from the median step.
@@ -77,24 +66,17 @@ echo "| setting | configuration (the planner's split) | predicted ms/step | meas
 echo "|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
 echo
-times=$(printf '%s\n' "${errors[@]}" | awk '{ print ($1 < 0 ? -$1 : $1) }' | sort -g)
-n=$(wc -l <<<"$times")
-median=$(awk -v n="$n" '{ v[NR] = $1 } END { print n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }' <<<"$times")
-worst=$(tail -1 <<<"$times")
-peaks=$(printf '%s\n' "${errors[@]}" | awk '{ print $2 }' | sort -g)
-echo "$n configurations: step time error median ${median}%, worst ${worst}%; peak error from $(head -1 <<<"$peaks")% to $(tail -1 <<<"$peaks")%"
+error_summary "${errors[@]}"
 echo
 echo "| setting | --auto chose | its samples/s (steps after the first) | best of the sweep | samples/s | ratio | planner's own time | one step |"
 echo "|---|---|---|---|---|---|---|---|"
 for setting in unet64 unet48 mlp; do
   declare -n args=$setting
   out=$(OMP_WAIT_POLICY=passive "$tandem" train "${args[@]}" --auto --steps "$steps" --progress none 2>&1)
-  chose=$(sed -n 's/^auto: chose .*): \(.*\); predicted.*/\1/p' <<<"$out")
-  took=$(sed -n 's/^auto: chose .*(costs measured in \([0-9.]*\) s).*/\1/p' <<<"$out")
-  meas_ms=$(sed -n 's/^auto: predicted.*measured \([0-9.]*\) ms.*/\1/p' <<<"$out")
+  parse_auto "$out"
   batch=$(grep -o -- '--batch [0-9]*' <<<"${args[*]}" | cut -d' ' -f2)
   sps=$(awk -v ms="$meas_ms" -v b="$batch" 'BEGIN { printf "%.2f", b / (ms / 1000) }')
   ratio=$(awk -v a="$sps" -v b="${best_sps[$setting]}" 'BEGIN { printf "%.2f", a / b }')
-  echo "| $setting | $chose | $sps | ${best_flags[$setting]} | ${best_sps[$setting]} | $ratio | $took s | $meas_ms ms |"
+  echo "| $setting | $auto | $sps | ${best_flags[$setting]} | ${best_sps[$setting]} | $ratio | $took s | $meas_ms ms |"
   unset -n args
 done

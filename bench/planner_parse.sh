@@ -1,0 +1,32 @@
+# Sourced by bench/planner.sh and bench/planner_mpi.sh: parse_auto OUT reads the output of a
+# `train --auto` run (in process, or under mpirun with rank prefixes) and sets
+#   auto       the flags it chose          took       seconds its costs took to measure
+#   pred_ms    the predicted step          meas_ms    the measured step (median after the first)
+#   pred_peak  the predicted peak          meas_peak  the measured peak of the fullest device
+#   time_err   (predicted - measured) / measured in %, and peak_err the same for the peaks.
+parse_auto() {
+  local out=$1 line
+  line=$(grep -E '^(\[r[0-9]+/[0-9]+\] )?auto: predicted' <<<"$out")
+  pred_ms=$(sed -n 's/.*predicted \([0-9.]*\) ms.*/\1/p' <<<"$line")
+  pred_peak=$(sed -n 's/.*ms per step and \([0-9.]* [KMG]iB\) (at most.*/\1/p' <<<"$line")
+  meas_ms=$(sed -n 's/.*measured \([0-9.]*\) ms.*/\1/p' <<<"$line")
+  meas_peak=$(sed -n 's/.*) and \([0-9.]* [KMG]iB\)$/\1/p' <<<"$line")
+  auto=$(sed -n -E 's/^(\[r[0-9]+\/[0-9]+\] )?auto: chose .*\): (.*); predicted.*/\2/p' <<<"$out")
+  took=$(sed -n -E 's/^(\[r[0-9]+\/[0-9]+\] )?auto: chose .*\(costs measured in ([0-9.]*) s\).*/\2/p' <<<"$out")
+  time_err=$(awk -v p="$pred_ms" -v m="$meas_ms" 'BEGIN { printf "%+.1f", 100 * (p - m) / m }')
+  peak_err=$(awk -v p="${pred_peak% *}" -v m="${meas_peak% *}" -v pu="${pred_peak#* }" \
+    -v mu="${meas_peak#* }" 'function b(v, u) { return v * (u == "KiB" ? 1024 : u == "MiB" ? 1048576 : 1073741824) }
+    BEGIN { printf "%+.1f", 100 * (b(p, pu) - b(m, mu)) / b(m, mu) }')
+}
+
+# error_summary ERRORS...: "N configurations: step time error median M%, worst W%; peak error
+# from A% to B%" over "time_err peak_err" pairs.
+error_summary() {
+  local times n median worst peaks
+  times=$(printf '%s\n' "$@" | awk '{ print ($1 < 0 ? -$1 : $1) }' | sort -g)
+  n=$(wc -l <<<"$times")
+  median=$(awk -v n="$n" '{ v[NR] = $1 } END { print n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }' <<<"$times")
+  worst=$(tail -1 <<<"$times")
+  peaks=$(printf '%s\n' "$@" | awk '{ print $2 }' | sort -g)
+  echo "$n configurations: step time error median ${median}%, worst ${worst}%; peak error from $(head -1 <<<"$peaks")% to $(tail -1 <<<"$peaks")%"
+}
