@@ -62,14 +62,7 @@ for sched in 1f1b gpipe zb-h1 interleaved; do
   done
 done
 
-echo "| setting | configuration (the planner's split) | predicted ms/step | measured ms/step | time error % | predicted peak | measured peak | peak error % |"
-echo "|---|---|---|---|---|---|---|---|"
-printf '%s\n' "${rows[@]}"
-echo
-error_summary "${errors[@]}"
-echo
-echo "| setting | --auto chose | its samples/s (steps after the first) | best of the sweep | samples/s | ratio | planner's own time | one step |"
-echo "|---|---|---|---|---|---|---|---|"
+sweep_tables rows errors
 for setting in unet64 unet48 mlp; do
   declare -n args=$setting
   out=$(OMP_WAIT_POLICY=passive "$tandem" train "${args[@]}" --auto --steps "$steps" --progress none 2>&1)

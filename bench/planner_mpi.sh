@@ -66,14 +66,7 @@ for sched in 1f1b zb-h1; do
   done
 done
 
-echo "| setting | configuration (the planner's split) | predicted ms/step | measured ms/step | time error % | predicted peak | measured peak | peak error % |"
-echo "|---|---|---|---|---|---|---|---|"
-printf '%s\n' "${rows[@]}"
-echo
-error_summary "${errors[@]}"
-echo
-echo "| setting | --auto chose | its samples/s (steps after the first) | best of the sweep | samples/s | ratio | planner's own time | one step |"
-echo "|---|---|---|---|---|---|---|---|"
+sweep_tables rows errors
 for setting in unet48 unet32r2 mlpr2; do
   train "$setting" || { echo "| $setting | failed: $(tail -1 <<<"$out") |"; continue; }
   parse_auto "$out"

@@ -1,4 +1,4 @@
-# Sourced by bench/planner.sh and bench/planner_mpi.sh: parse_auto OUT reads the output of a
+# Sourced by bench/planner.sh and bench/planner_mpi.sh. parse_auto OUT reads the output of a
 # `train --auto` run (in process, or under mpirun with rank prefixes) and sets
 #   auto       the flags it chose          took       seconds its costs took to measure
 #   pred_ms    the predicted step          meas_ms    the measured step (median after the first)
@@ -23,10 +23,24 @@ parse_auto() {
 # from A% to B%" over "time_err peak_err" pairs.
 error_summary() {
   local times n median worst peaks
-  times=$(printf '%s\n' "$@" | awk '{ print ($1 < 0 ? -$1 : $1) }' | sort -g)
+  times=$(printf '%s\n' "$@" | awk '{ printf "%.1f\n", ($1 < 0 ? -$1 : $1) }' | sort -g)
   n=$(wc -l <<<"$times")
   median=$(awk -v n="$n" '{ v[NR] = $1 } END { print n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }' <<<"$times")
   worst=$(tail -1 <<<"$times")
   peaks=$(printf '%s\n' "$@" | awk '{ print $2 }' | sort -g)
   echo "$n configurations: step time error median ${median}%, worst ${worst}%; peak error from $(head -1 <<<"$peaks")% to $(tail -1 <<<"$peaks")%"
+}
+
+# sweep_tables ROWS_NAME ERRORS_NAME: the sweep's table of configurations (the array ROWS_NAME),
+# the summary of its errors (the array ERRORS_NAME), and the header of the --auto table.
+sweep_tables() {
+  local -n sweep_rows=$1 sweep_errors=$2
+  echo "| setting | configuration (the planner's split) | predicted ms/step | measured ms/step | time error % | predicted peak | measured peak | peak error % |"
+  echo "|---|---|---|---|---|---|---|---|"
+  printf '%s\n' "${sweep_rows[@]}"
+  echo
+  error_summary "${sweep_errors[@]}"
+  echo
+  echo "| setting | --auto chose | its samples/s (steps after the first) | best of the sweep | samples/s | ratio | planner's own time | one step |"
+  echo "|---|---|---|---|---|---|---|---|"
 }
