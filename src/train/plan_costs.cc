@@ -13,6 +13,7 @@
 #include "tandem/common/device.h"
 #include "tandem/train/job.h"
 #include "tandem/train/planner.h"
+#include "tandem/train/run_plan.h"
 #include "tandem/transport/inprocess.h"
 
 namespace tandem::train {
@@ -174,7 +175,10 @@ PlanCosts measure_plan_costs(const Config& c, const graph::Model& model, const S
   const auto start = std::chrono::steady_clock::now();
   const std::vector<DeviceSpec> devices = parse_devices(c.devices, c.threads_per_device);
   PlanCosts costs;
-  costs.core_efficiency = measured_core_efficiency(available_cores());
+  // Under MPI on rank 0 alone: every rank's probe at once would find the cores busy with the
+  // others'.
+  costs.core_efficiency = std::stod(once_for_the_job(
+      job, [] { return fmt::format("{:.17g}", measured_core_efficiency(available_cores())); }));
   const std::vector<Precision> precisions =
       space.precisions.empty() ? std::vector<Precision>{c.precision} : space.precisions;
   for (Precision p : precisions) {
