@@ -296,7 +296,7 @@ std::vector<graph::Partition> splits_to_try(const Config& base, const Setting& s
 PlannedRun plan_one(const Config& base, const graph::Model& model, const PlanSpace& space,
                     const LayoutCosts& costs, int spatial, int microbatches,
                     const std::string& name, bool recompute, int cores, double efficiency,
-                    const TransportCosts& transport) {
+                    const TransportCosts& transport, const std::vector<double>& gradients) {
   PlannedRun run;
   Config& c = run.config;
   c = base;
@@ -353,7 +353,7 @@ PlannedRun plan_one(const Config& base, const graph::Model& model, const PlanSpa
   s.threads = std::max(1, base.threads_per_device);
   s.efficiency = efficiency;
   s.transport = transport;
-  s.gradient_bytes = gradient_bytes(model);
+  s.gradient_bytes = gradients;
   std::optional<std::pair<graph::Partition, Evaluated>> best;
   for (const graph::Partition& split : splits_to_try(base, s, stages, space.every_split)) {
     Evaluated e = evaluate(s, split);
@@ -435,6 +435,7 @@ Planning plan_search(const Config& c, const graph::Model& model, const PlanSpace
   p.transport = costs.transport;
   const std::vector<Precision> precisions =
       space.precisions.empty() ? std::vector<Precision>{c.precision} : space.precisions;
+  const std::vector<double> gradients = gradient_bytes(model);
   for (Precision precision : precisions)
     for (int s : space.spatial)
       for (int m : space.microbatches)
@@ -442,7 +443,7 @@ Planning plan_search(const Config& c, const graph::Model& model, const PlanSpace
           for (bool recompute : space.recompute)
             p.runs.push_back(plan_one(c, model, space, costs.of(s, micro_of(c.batch, m), precision),
                                       s, m, name, recompute, cores, costs.core_efficiency,
-                                      costs.transport));
+                                      costs.transport, gradients));
   // Fitting, fastest first (the leaner of two as fast); then over the budget, leanest first;
   // then those that cannot run. Stable: ties keep the space's order.
   auto rank = [](const PlannedRun& r) { return !r.why_not.empty() ? 2 : r.fits ? 0 : 1; };

@@ -41,6 +41,21 @@ Fixture mlp(int batch, int64_t micro, const std::function<double(int)>& forward)
   return f;
 }
 
+// `f`'s costs on 2 slabs: layer 0's forward and its backward each exchange once, sending
+// `bytes`; no other layer exchanges.
+LayoutCosts on_slabs(const Fixture& f, double bytes) {
+  LayoutCosts slab = f.costs;
+  slab.spatial = 2;
+  const size_t n = f.model.layers.size();
+  slab.times.forward_exchanges.assign(n, 0);
+  slab.times.backward_exchanges.assign(n, 0);
+  slab.times.forward_exchange_bytes.assign(n, 0.0);
+  slab.times.backward_exchange_bytes.assign(n, 0.0);
+  slab.times.forward_exchanges[0] = slab.times.backward_exchanges[0] = 1;
+  slab.times.forward_exchange_bytes[0] = slab.times.backward_exchange_bytes[0] = bytes;
+  return slab;
+}
+
 PlanSpace one(const std::string& schedule, int microbatches, bool recompute) {
   PlanSpace s;
   s.devices = 2;
@@ -108,16 +123,7 @@ TEST(Planner, MessagesAndExchangesTakeTheirTransfer) {
   // backward once, each 0.5 + 1000 x 1e-3 = 1.5; GPipe's 2 micro-batches take 2 x (8 + 16 + 3).
   Config slabs = f.config;
   slabs.balance = {8};
-  LayoutCosts slab = f.costs;
-  slab.spatial = 2;
-  const size_t n = f.model.layers.size();
-  slab.times.forward_exchanges.assign(n, 0);
-  slab.times.backward_exchanges.assign(n, 0);
-  slab.times.forward_exchange_bytes.assign(n, 0.0);
-  slab.times.backward_exchange_bytes.assign(n, 0.0);
-  slab.times.forward_exchanges[0] = slab.times.backward_exchanges[0] = 1;
-  slab.times.forward_exchange_bytes[0] = slab.times.backward_exchange_bytes[0] = 1000;
-  costs.layouts = {slab};
+  costs.layouts = {on_slabs(f, 1000)};
   costs.transport.latency[2] = 0.5;
   costs.transport.copy = {{0.0, 0.0}, {100.0, 0.1}, {200.0, 0.2}};  // 1e-3 s per byte
   PlanSpace space = one("gpipe", 2, false);
@@ -136,16 +142,8 @@ TEST(Planner, MessagesAndExchangesTakeTheirTransfer) {
 // step does: it finds the exhaustive search's split when one layer's exchanges outweigh the rest.
 TEST(Planner, SplitByTimeWeighsTheExchanges) {
   Fixture f = mlp(4, 2, [](int) { return 1.0; });
-  LayoutCosts slab = f.costs;
-  slab.spatial = 2;
-  const size_t n = f.model.layers.size();
-  slab.times.forward_exchanges.assign(n, 0);
-  slab.times.backward_exchanges.assign(n, 0);
-  slab.times.forward_exchange_bytes.assign(n, 0.0);
-  slab.times.backward_exchange_bytes.assign(n, 0.0);
-  slab.times.forward_exchanges[0] = slab.times.backward_exchanges[0] = 1;
   PlanCosts costs;
-  costs.layouts = {slab};
+  costs.layouts = {on_slabs(f, 0)};
   costs.transport.latency[2] = 10;  // layer 0 takes 23, each other 3
   PlanSpace space = one("gpipe", 2, false);
   space.devices = 4;  // 2 groups of 2 slabs: 2 stages
