@@ -10,6 +10,7 @@
 #include "session.h"
 #include "tandem/common/build_info.h"
 #include "tandem/common/check.h"
+#include "tandem/common/device.h"
 
 namespace {
 
@@ -53,6 +54,7 @@ std::string closest_flag(const CLI::App& app, const std::string& word) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tandem::keep_freed_memory();
   CLI::App app{
       "tandem: train one neural network split across devices and processes, with "
       "pipeline schedules and exact gradients."};

@@ -4,6 +4,9 @@
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <sched.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <thread>
 
@@ -25,6 +28,19 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 }  // namespace
+
+bool keep_freed_memory() {
+#ifdef __GLIBC__
+  // 32 MiB: glibc's most for the threshold on 64-bit systems (HEAP_MAX_SIZE / 2); -1 turns
+  // trimming off (mallopt(3)). A heap that grows takes 256 MiB more address space at once
+  // (pages the system maps only when written), where each small growth would be a call that
+  // holds every thread's page faults back.
+  return mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, -1) == 1 &&
+         mallopt(M_TOP_PAD, 256 << 20) == 1;
+#else
+  return false;
+#endif
+}
 
 int available_cores() {
   cpu_set_t set;

@@ -1,11 +1,15 @@
 // --devices: counts and lists parse into named devices; malformed lists are refused with the
-// value and a way out.
+// value and a way out. Freed memory stays in the process for the next tensors.
 #include "tandem/common/device.h"
 
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
 
+#include <cstdlib>
 #include <string>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 namespace tandem {
 namespace {
@@ -74,6 +78,22 @@ TEST(ParseDevices, CudaNeedsAVisibleGpu) {
     EXPECT_NE(error_of("cuda:0").find("needs CUDA"), std::string::npos);
   }
 }
+
+#ifdef __GLIBC__
+// A block of 8 MiB (a 64³ activation of 8 channels) comes from the heap, not a mapping of its
+// own, and its bytes stay with the process once freed, for the next block to take.
+TEST(KeepFreedMemory, BlocksUnder32MiBStayInTheProcess) {
+  ASSERT_TRUE(keep_freed_memory());
+  const size_t mapped = mallinfo2().hblkhd;
+  void* block = std::malloc(8 << 20);
+  ASSERT_NE(block, nullptr);
+  static_cast<char*>(block)[0] = 1;
+  EXPECT_EQ(mallinfo2().hblkhd, mapped);
+  const size_t kept = mallinfo2().fordblks;
+  std::free(block);
+  EXPECT_GE(mallinfo2().fordblks, kept + (8 << 20));
+}
+#endif
 
 }  // namespace
 }  // namespace tandem

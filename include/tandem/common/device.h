@@ -72,4 +72,15 @@ bool set_blas_threads(int n);
 // Number of cores this process may use.
 int available_cores();
 
+// Keeps the memory that freed tensors leave in the process for the next ones, where the C
+// library would hand it back to the system: glibc maps every block above a threshold (128 KiB
+// at first) on its own and unmaps it when freed, and returns the top of its heap, so each
+// step's tensors come back as fresh pages that the system maps one fault at a time. Sets
+// glibc's threshold to its largest (32 MiB) and turns off its trimming. Resident memory then
+// stays at the process's high-water mark; tandem's own accounting of each device's bytes is
+// unchanged. The tandem program calls it first thing; a program of its own that trains or
+// plans with the library should too, or the planner's measured layer times (and the steps)
+// carry those faults. Returns false where the C library is not glibc (nothing done).
+bool keep_freed_memory();
+
 }  // namespace tandem
