@@ -2,9 +2,11 @@
 #include "contended_step.h"
 
 #include <algorithm>
+#include <limits>
 #include <unordered_map>
 
 #include "schedule/index.h"
+#include "tandem/common/check.h"
 
 namespace tandem::train {
 
@@ -13,64 +15,87 @@ double contended_step(const schedule::Schedule& sched, const schedule::StageGrap
                       const std::vector<double>& optimizer, int spatial, int threads, int cores,
                       double efficiency) {
   const schedule::ScheduleIndex index(sched, graph);
-  const int devices = sched.num_devices;
-  const int want = spatial * threads;
-  const int take = std::min(want, cores);
-  const double stretch = static_cast<double>(want) / take;
-  std::vector<double> core_free(static_cast<size_t>(cores), 0.0);
-  std::vector<size_t> pos(static_cast<size_t>(devices), 0);
-  std::vector<double> device_free(static_cast<size_t>(devices), 0.0);
-  std::unordered_map<schedule::Action, double, schedule::ActionHash> end;
-  // Runs `seconds` of work from `earliest` on the cores free soonest; returns its end. Its
-  // cores run slower the more of the others are busy when it starts: at `efficiency` of their
-  // speed alone when all are.
-  auto run = [&](double earliest, double seconds) {
-    std::sort(core_free.begin(), core_free.end());
-    const double start = std::max(earliest, core_free[static_cast<size_t>(take - 1)]);
-    int busy = take;
-    for (int k = take; k < cores; ++k) busy += core_free[static_cast<size_t>(k)] > start;
-    const double speed =
-        cores > 1 ? 1 - (1 - efficiency) * (busy - 1) / static_cast<double>(cores - 1) : 1.0;
-    const double finish = start + seconds * stretch / speed;
-    for (int k = 0; k < take; ++k) core_free[static_cast<size_t>(k)] = finish;
-    return finish;
+  const size_t devices = static_cast<size_t>(sched.num_devices);
+  const double want = static_cast<double>(spatial) * threads;  // threads per running action
+  TANDEM_CHECK(efficiency > 0 && cores > 0,
+               "the planner's step needs cores ({}) and their "
+               "efficiency ({}) above 0",
+               cores, efficiency);
+  auto of = [](const std::vector<double>& v, size_t d) { return d < v.size() ? v[d] : 0.0; };
+  // The busy cores' speed against one's alone; the layers' times were measured at the speed of
+  // one device's threads alone.
+  auto speed = [&](double busy) {
+    return cores > 1 ? 1 - (1 - efficiency) * (busy - 1) / (cores - 1) : 1.0;
   };
+  const double measured_at = speed(std::min(threads, cores));
+  // Per device: the next action, whether one runs and the work it has left (seconds alone),
+  // whether its optimizer ran, and when it may start (its last action's end and its sums).
+  std::vector<size_t> pos(devices, 0);
+  std::vector<bool> running(devices, false), stepped(devices, false);
+  std::vector<double> left(devices, 0.0);
+  std::vector<double> release(devices, std::numeric_limits<double>::infinity());
+  for (size_t d = 0; d < devices; ++d)
+    if (sched.device_actions[d].empty()) release[d] = of(sums, d);
+  std::unordered_map<schedule::Action, double, schedule::ActionHash> end;
+  double now = 0;
   for (;;) {
-    int best = -1;
-    double best_start = 0;
-    for (int d = 0; d < devices; ++d) {
-      const auto& row = sched.device_actions[static_cast<size_t>(d)];
-      if (pos[static_cast<size_t>(d)] == row.size()) continue;
-      const schedule::Action& a = row[pos[static_cast<size_t>(d)]];
-      double t = device_free[static_cast<size_t>(d)];
-      bool ready = true;
-      for (const schedule::Action& need : index.inputs(a)) {
-        const auto it = end.find(need);
-        if (it == end.end()) {
-          ready = false;
-          break;
-        }
-        t = std::max(t, it->second);
+    // Start what is ready now: a device's next action once its inputs ended, its optimizer once
+    // its actions ended and its sums arrived.
+    for (size_t d = 0; d < devices; ++d) {
+      if (running[d] || stepped[d]) continue;
+      const auto& row = sched.device_actions[d];
+      if (pos[d] < row.size()) {
+        bool ready = true;
+        for (const schedule::Action& need : index.inputs(row[pos[d]])) ready &= end.count(need) > 0;
+        if (!ready) continue;
+        left[d] = schedule::cost_of(costs, row[pos[d]]);
+      } else {
+        if (now < release[d]) continue;
+        left[d] = of(optimizer, d);
       }
-      if (ready && (best < 0 || t < best_start)) {
-        best = d;
-        best_start = t;
+      running[d] = true;
+    }
+    // The running actions share the cores: each gets its threads' cores while they suffice,
+    // else its share of them, at the speed the busy cores have.
+    int actions = 0;
+    for (size_t d = 0; d < devices; ++d) actions += running[d];
+    double next_release = std::numeric_limits<double>::infinity();
+    for (size_t d = 0; d < devices; ++d)
+      if (!stepped[d] && !running[d] && release[d] > now)
+        next_release = std::min(next_release, release[d]);
+    if (actions == 0) {
+      if (next_release == std::numeric_limits<double>::infinity()) break;
+      now = next_release;
+      continue;
+    }
+    const double demand = actions * want;
+    const double busy = std::min(demand, static_cast<double>(cores));
+    const double rate = std::min(1.0, cores / demand) * speed(busy) / measured_at;
+    // Until the first running action ends or a waiting optimizer may start.
+    double dt = next_release - now;
+    for (size_t d = 0; d < devices; ++d)
+      if (running[d]) dt = std::min(dt, left[d] / rate);
+    now += dt;
+    for (size_t d = 0; d < devices; ++d) {
+      if (!running[d]) continue;
+      left[d] -= rate * dt;
+      if (left[d] > 1e-12 * std::max(1.0, now)) continue;
+      running[d] = false;
+      const auto& row = sched.device_actions[d];
+      if (pos[d] < row.size()) {
+        end[row[pos[d]++]] = now;
+        if (pos[d] == row.size()) release[d] = now + of(sums, d);
+      } else {
+        stepped[d] = true;
       }
     }
-    if (best < 0) break;
-    const schedule::Action& a =
-        sched.device_actions[static_cast<size_t>(best)][pos[static_cast<size_t>(best)]++];
-    const double finish = run(best_start, schedule::cost_of(costs, a));
-    end[a] = finish;
-    device_free[static_cast<size_t>(best)] = finish;
   }
-  auto of = [](const std::vector<double>& v, int d) {
-    return d < static_cast<int>(v.size()) ? v[static_cast<size_t>(d)] : 0.0;
-  };
-  double last = 0;
-  for (int d = 0; d < devices; ++d)
-    last = std::max(last, run(device_free[static_cast<size_t>(d)] + of(sums, d), of(optimizer, d)));
-  return last;
+  for (size_t d = 0; d < devices; ++d)
+    TANDEM_CHECK(stepped[d],
+                 "the planner's step of {} stalls on device {}: its next action waits "
+                 "for one that never runs",
+                 sched.name, d);
+  return now;
 }
 
 }  // namespace tandem::train

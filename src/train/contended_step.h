@@ -11,12 +11,13 @@
 namespace tandem::train {
 
 // The step on `cores` cores: every device of the schedule is a group of `spatial` devices of
-// `threads` threads each, whose compute actions take spatial x threads cores at once (all of
-// them, and proportionally longer, where there are fewer). Actions run in the order of the
-// earliest start their inputs and their device allow, each on the cores free soonest, as the
-// pipeline's core share hands out cores to the devices that wait (runtime/core_share.h); then
-// every device waits for the sums of its gradients across ranks (`sums`, per device; they take
-// no cores) and steps its optimizer (`optimizer`, per device) on its cores.
+// `threads` threads each, whose compute actions each run spatial x threads threads. An action
+// starts as soon as its inputs and its device allow, and the running actions share the cores
+// as the system shares them among the devices' threads: each action's threads get a core each
+// while there are enough, else an equal share of them, and the busy cores run at a speed
+// between 1 (one busy) and `efficiency` (all busy), which changes as actions start and end.
+// Then every device waits for the sums of its gradients across ranks (`sums`, per device;
+// they take no cores) and steps its optimizer (`optimizer`, per device) on its cores.
 // `efficiency`: PlanCosts::core_efficiency.
 double contended_step(const schedule::Schedule& sched, const schedule::StageGraph& graph,
                       const schedule::Costs& costs, const std::vector<double>& sums,

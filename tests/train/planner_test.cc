@@ -95,6 +95,33 @@ TEST(Planner, StepIsTheScheduleOnTheStagesTimes) {
   EXPECT_THROW(plan_search(f.config, f.model, one("1f1b", 1, false), costs, 16), Error);
 }
 
+// On shared cores the busy cores' speed follows the actions that run at each moment: an
+// action slows while another runs beside it and speeds up again once that one ends.
+TEST(Planner, SharedCoresSlowWhileBusy) {
+  Fixture f = mlp(4, 2, [](int) { return 1.0; });
+  f.config.balance = {4, 4};  // F = 4, B = 8 on each stage
+  PlanCosts costs;
+  costs.layouts = {f.costs};
+  costs.core_efficiency = 0.5;  // both cores busy: each at half the speed of one alone
+  // GPipe, 2 stages, 2 micro-batches, on 2 cores. Stage 0's first forward runs alone (0-4);
+  // its second and stage 1's first run together at half speed (4-12); stage 1's second
+  // forward (12-16) and first backward (16-24) alone; then the two devices' backwards together
+  // (24-40); stage 0's last alone (40-48).
+  Planning p = plan_search(f.config, f.model, one("gpipe", 2, false), costs, 2);
+  ASSERT_EQ(p.runs.size(), 1u);
+  EXPECT_DOUBLE_EQ(p.runs[0].step_seconds, 48);
+  // With the cores at full speed together, the schedule's makespan: 3 x 12.
+  costs.core_efficiency = 1;
+  EXPECT_DOUBLE_EQ(
+      plan_search(f.config, f.model, one("gpipe", 2, false), costs, 2).runs[0].step_seconds, 36);
+  // Devices of 2 threads were measured on both cores: alone they run as measured, together
+  // they share the cores, whatever the cores' efficiency. The same timeline as above.
+  f.config.threads_per_device = 2;
+  costs.core_efficiency = 0.7;
+  EXPECT_DOUBLE_EQ(
+      plan_search(f.config, f.model, one("gpipe", 2, false), costs, 2).runs[0].step_seconds, 48);
+}
+
 // A stage's forward takes the messages it receives (a wait and a copy of their bytes), its
 // backward the gradients of what it sent; on slabs each layer takes its exchanges.
 TEST(Planner, MessagesAndExchangesTakeTheirTransfer) {
