@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 out=bench/RESULTS.md
 tmp=$(mktemp)
 python=${PYTHON:-/usr/bin/python3}  # the interpreter with Debian's python3-torch
+# glibc keeps freed memory in every process here, as tandem::keep_freed_memory() keeps it in
+# tandem's: the Python baselines and the plain LibTorch loops get the same allocator as tandem.
+export MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1099511627776 MALLOC_TOP_PAD_=268435456
 
 
 # schedule_table DEVICES: the mlp under gpipe, 1f1b, interleaved (2 stages per device) and zb-h1

@@ -10,6 +10,7 @@
 // target a 0/1 brain mask.
 #include <tandem/checkpoint/load.h>
 #include <tandem/common/cpu_kernels.h>
+#include <tandem/common/device.h>
 #include <tandem/graph/module_layer.h>
 #include <tandem/train/catalog.h>
 #include <tandem/train/job.h>
@@ -96,6 +97,8 @@ graph::Model res_unet(int64_t filters) {
 
 int main(int argc, char** argv) {
   use_portable_cpu_kernels();
+  // Freed tensors' memory kept for the next ones, as the tandem program keeps it.
+  keep_freed_memory();
   if (argc < 2) {
     std::fprintf(stderr, "usage: custom_unet SAVE_DIR [steps]\n");
     return 2;

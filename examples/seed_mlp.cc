@@ -11,6 +11,7 @@
 // (the softmax inside the cross-entropy), Adam at 1e-3, batch 64 in 8 micro-batches, 1F1B. Both
 // ways print the same loss and accuracy, to the bit.
 #include <tandem/common/cpu_kernels.h>
+#include <tandem/common/device.h>
 #include <tandem/models/layers.h>
 #include <tandem/train/catalog.h>
 #include <tandem/train/job.h>
@@ -45,6 +46,8 @@ graph::Model seed_mlp(int64_t inputs) {
 int main(int argc, char** argv) {
   // The same bits on every x86-64 machine: tandem's portable CPU kernels (before any tensor).
   use_portable_cpu_kernels();
+  // Freed tensors' memory kept for the next ones, as the tandem program keeps it.
+  keep_freed_memory();
   const std::string mnist = argc > 1 ? argv[1] : "data/mnist";
   train::Config c;
   c.model = "seed-mlp";  // names the model in messages
