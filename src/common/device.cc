@@ -35,8 +35,10 @@ bool keep_freed_memory() {
   // trimming off (mallopt(3)). A heap that grows takes 256 MiB more address space at once
   // (pages the system maps only when written), where each small growth would be a call that
   // holds every thread's page faults back.
-  return mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, -1) == 1 &&
-         mallopt(M_TOP_PAD, 256 << 20) == 1;
+  const bool mapped = mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1;
+  const bool trimmed = mallopt(M_TRIM_THRESHOLD, -1) == 1;
+  const bool padded = mallopt(M_TOP_PAD, 256 << 20) == 1;
+  return mapped && trimmed && padded;
 #else
   return false;
 #endif

@@ -18,9 +18,8 @@ double contended_step(const schedule::Schedule& sched, const schedule::StageGrap
   const size_t devices = static_cast<size_t>(sched.num_devices);
   const double want = static_cast<double>(spatial) * threads;  // threads per running action
   TANDEM_CHECK(efficiency > 0 && cores > 0,
-               "the planner's step needs cores ({}) and their "
-               "efficiency ({}) above 0",
-               cores, efficiency);
+               "the planner's step needs cores ({}) and their efficiency ({}) above 0", cores,
+               efficiency);
   auto of = [](const std::vector<double>& v, size_t d) { return d < v.size() ? v[d] : 0.0; };
   // The busy cores' speed against one's alone; the layers' times were measured at the speed of
   // one device's threads alone.
@@ -92,8 +91,8 @@ double contended_step(const schedule::Schedule& sched, const schedule::StageGrap
   }
   for (size_t d = 0; d < devices; ++d)
     TANDEM_CHECK(stepped[d],
-                 "the planner's step of {} stalls on device {}: its next action waits "
-                 "for one that never runs",
+                 "the planner's step of {} stalls on device {}: its next action waits for one "
+                 "that never runs",
                  sched.name, d);
   return now;
 }
