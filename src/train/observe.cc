@@ -6,24 +6,31 @@
 #include "schedule/index.h"
 #include "schedule/lower.h"
 #include "schedule/replay.h"
+#include "tandem/common/check.h"
 #include "tandem/schedule/all.h"
 
 namespace tandem::train {
 
 namespace {
 
-// One id per message: direction, endpoints, micro-batch, step and, with a spatial split, the
-// slab (slab j of one stage sends to slab j of the next).
+// One id per message: direction, endpoints, micro-batch, step, with a spatial split the slab
+// (slab j of one stage sends to slab j of the next), and with replicas the replica (each sends
+// within its own).
 long long flow_id(int64_t step, bool gradient, int from, int to, int mb, int stages, int mbs,
-                  int slab, int slabs) {
-  return (((((step * 2 + gradient) * stages + from) * stages + to) * mbs) + mb) * slabs + slab;
+                  int slab, int slabs, int replica, int replicas) {
+  return ((((((step * 2 + gradient) * stages + from) * stages + to) * mbs) + mb) * slabs + slab) *
+             replicas +
+         replica;
 }
 
 }  // namespace
 
 void add_step_spans(trace::Trace& out, const runtime::Pipeline& p,
                     const std::vector<runtime::ActionTiming>& timings, int64_t step,
-                    double offset_us, int rank) {
+                    double offset_us, int rank, int replicas) {
+  TANDEM_CHECK(replicas >= 1 && p.replica() < replicas,
+               "the trace's spans of replica {} need at least {} replicas, not {}", p.replica(),
+               p.replica() + 1, replicas);
   const int stages = p.partition().num_stages;
   const int mbs = p.schedule().num_microbatches;
   const int slabs = p.slabs();
@@ -49,13 +56,13 @@ void add_step_spans(trace::Trace& out, const runtime::Pipeline& p,
         s.track = "comm";
         s.kind = 'S';
         s.flow_out = flow_id(step, gradient, t.action.stage, t.action.peer, t.action.microbatch,
-                             stages, mbs, slab, slabs);
+                             stages, mbs, slab, slabs, p.replica(), replicas);
         break;
       case schedule::Kind::kRecv:
         s.track = "comm";
         s.kind = 'R';
         s.flow_in = flow_id(step, gradient, t.action.peer, t.action.stage, t.action.microbatch,
-                            stages, mbs, slab, slabs);
+                            stages, mbs, slab, slabs, p.replica(), replicas);
         break;
     }
     out.spans.push_back(std::move(s));

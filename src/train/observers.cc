@@ -67,7 +67,8 @@ void Observers::after_step(int64_t step, const runtime::StepStats& stats, double
       !options_.trace.empty() || !options_.timeline.empty() || !options_.report.empty();
   if (want_trace && tracing(step)) {
     const double offset = stats.started_us;
-    add_step_spans(trace_, p, p.last_timings(), step, offset, job_.mpi() ? job_.rank() : -1);
+    add_step_spans(trace_, p, p.last_timings(), step, offset, job_.mpi() ? job_.rank() : -1,
+                   trainer_.config().replicas);
     add_exchange_spans(trace_, p, stats.exchanges, offset, job_.mpi() ? job_.rank() : -1);
     // One counter per memory: a GPU that devices share is drawn once, on its first device's
     // row, and its name says which devices share it. Under MPI each rank has one device, and

@@ -22,6 +22,12 @@ tandem_python_test(test_mpi_merged_trace${TANDEM_MPI_SUFFIX} merged_trace_check.
                    $<TARGET_FILE:tandem_cli> ${TANDEM_MPIRUN})
 set_tests_properties(test_mpi_merged_trace${TANDEM_MPI_SUFFIX} PROPERTIES TIMEOUT 180
                      LABELS "${TANDEM_MPI_LABELS}")
+# Two replicas send the same messages: in the merged trace each keeps flow ids of its own.
+tandem_python_test(test_mpi_merged_trace_replicas${TANDEM_MPI_SUFFIX} merged_trace_check.py
+                   ${PROJECT_BINARY_DIR}/mpi_merged_trace_replicas${TANDEM_MPI_SUFFIX}.json
+                   $<TARGET_FILE:tandem_cli> --replicas 2 ${TANDEM_MPIRUN})
+set_tests_properties(test_mpi_merged_trace_replicas${TANDEM_MPI_SUFFIX} PROPERTIES TIMEOUT 180
+                     LABELS "${TANDEM_MPI_LABELS}")
 
 # Under MPI the report and the result line count every rank's memory, and the report every
 # rank's timings, not only the loss owner's; with --trace as well (rank 0 writes the trace, the

@@ -15,10 +15,12 @@ namespace tandem::train {
 
 // Appends the spans of one measured step: compute on the "compute" track, sends and receives
 // on "comm" with flow ids linking each send to its receive. `offset_us` is the step's start on
-// the trace's clock; `rank` (under MPI) names the device row ("r1 cpu:1").
+// the trace's clock; `rank` (under MPI) names the device row ("r1 cpu:1"). With `replicas`, the
+// pipeline's replica is part of each flow id, so that the replicas' messages in a merged trace
+// keep ids of their own.
 void add_step_spans(trace::Trace& out, const runtime::Pipeline& pipeline,
                     const std::vector<runtime::ActionTiming>& timings, int64_t step,
-                    double offset_us, int rank = -1);
+                    double offset_us, int rank = -1, int replicas = 1);
 
 // Appends the halo exchanges and whole-sample sums of a spatial split, by device of the
 // pipeline, on each device's "slabs" track (kind 'X', named "halo 3", "halo grad 3", "sum 3"
