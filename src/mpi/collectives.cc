@@ -76,10 +76,23 @@ void recv_bytes(MPI_Comm comm, char* data, size_t n, int peer) {
 
 }  // namespace
 
+void barrier_idle(MPI_Comm comm) {
+  Request r;
+  check_mpi(MPI_Ibarrier(comm, r.ptr()), "MPI_Ibarrier");
+  r.wait_idle();
+}
+
 void agree_on(MPI_Comm comm, uint64_t config_hash, const std::string& description) {
   uint64_t lo = 0, hi = 0;
-  check_mpi(MPI_Allreduce(&config_hash, &lo, 1, MPI_UINT64_T, MPI_MIN, comm), "MPI_Allreduce");
-  check_mpi(MPI_Allreduce(&config_hash, &hi, 1, MPI_UINT64_T, MPI_MAX, comm), "MPI_Allreduce");
+  {
+    Request r;
+    check_mpi(MPI_Iallreduce(&config_hash, &lo, 1, MPI_UINT64_T, MPI_MIN, comm, r.ptr()),
+              "MPI_Iallreduce");
+    r.wait_idle();
+    check_mpi(MPI_Iallreduce(&config_hash, &hi, 1, MPI_UINT64_T, MPI_MAX, comm, r.ptr()),
+              "MPI_Iallreduce");
+    r.wait_idle();
+  }
   if (lo == hi) return;
 
   std::vector<uint64_t> hashes(comm_size(comm));
@@ -140,7 +153,7 @@ void agree_on(MPI_Comm comm, uint64_t config_hash, const std::string& descriptio
 double clock_offset_us(MPI_Comm comm, int rounds) {
   TANDEM_CHECK(rounds >= 1, "clock alignment needs at least 1 round, got {}", rounds);
   const int rank = comm_rank(comm), size = comm_size(comm);
-  check_mpi(MPI_Barrier(comm), "MPI_Barrier");
+  barrier_idle(comm);
   double offset = 0.0;
   if (rank == 0) {
     // Serve each rank in turn: answer every request with rank 0's clock.
@@ -177,12 +190,16 @@ std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& text) 
                "a text of {} bytes is too long to gather", text.size());
   int length = static_cast<int>(text.size());
   std::vector<int> lengths(rank == 0 ? size : 0);
-  check_mpi(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm), "MPI_Gather");
+  Request r;
+  check_mpi(MPI_Igather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm, r.ptr()),
+            "MPI_Igather");
+  r.wait_idle();
   std::vector<int> displ = rank == 0 ? displacements(lengths) : std::vector<int>{};
   std::string joined(rank == 0 && size > 0 ? displ.back() + lengths.back() : 0, '\0');
-  check_mpi(MPI_Gatherv(text.data(), length, MPI_CHAR, joined.data(), lengths.data(), displ.data(),
-                        MPI_CHAR, 0, comm),
-            "MPI_Gatherv");
+  check_mpi(MPI_Igatherv(text.data(), length, MPI_CHAR, joined.data(), lengths.data(), displ.data(),
+                         MPI_CHAR, 0, comm, r.ptr()),
+            "MPI_Igatherv");
+  r.wait_idle();
   if (rank != 0) return {};
   return split(joined, lengths, displ);
 }
@@ -193,12 +210,16 @@ std::vector<std::string> all_gather_strings(MPI_Comm comm, const std::string& te
                "a text of {} bytes is too long to gather", text.size());
   int length = static_cast<int>(text.size());
   std::vector<int> lengths(size);
-  check_mpi(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm), "MPI_Allgather");
+  Request r;
+  check_mpi(MPI_Iallgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm, r.ptr()),
+            "MPI_Iallgather");
+  r.wait_idle();
   std::vector<int> displ = displacements(lengths);
   std::string joined(displ.back() + lengths.back(), '\0');
-  check_mpi(MPI_Allgatherv(text.data(), length, MPI_CHAR, joined.data(), lengths.data(),
-                           displ.data(), MPI_CHAR, comm),
-            "MPI_Allgatherv");
+  check_mpi(MPI_Iallgatherv(text.data(), length, MPI_CHAR, joined.data(), lengths.data(),
+                            displ.data(), MPI_CHAR, comm, r.ptr()),
+            "MPI_Iallgatherv");
+  r.wait_idle();
   return split(joined, lengths, displ);
 }
 

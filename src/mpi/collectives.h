@@ -2,7 +2,7 @@
 // clocks for merged traces, gathering text on rank 0, and a raw MPI ping-pong to compare
 // tandem's transfer rate with.
 //
-// Each makes blocking MPI calls on the calling thread, so call these free functions only while
+// Each waits for MPI on the calling thread, so call these free functions only while
 // no MpiTransport exists; with one, call its members of the same names, which run them on its
 // progress thread. All are collective over `comm` (raw_pingpong_gbps: over the pair) — every
 // rank must make the same calls in the same order.
@@ -16,6 +16,10 @@
 #include <vector>
 
 namespace tandem::mpi {
+
+// Returns when every rank of `comm` got here; waits as Request::wait_idle does, leaving the
+// cores to the ranks that still compute.
+void barrier_idle(MPI_Comm comm);
 
 // Returns when every rank passed the same `config_hash`. Otherwise throws tandem::Error on
 // every rank, naming which ranks have which `description`:

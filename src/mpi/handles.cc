@@ -1,5 +1,8 @@
 #include "mpi/handles.h"
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
 #include <utility>
 
 #include "tandem/common/check.h"
@@ -92,6 +95,20 @@ bool Request::test() {
 void Request::wait() {
   if (req_ == MPI_REQUEST_NULL) return;
   check_mpi(MPI_Wait(&req_, MPI_STATUS_IGNORE), "MPI_Wait");
+}
+
+void Request::wait_idle() {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point spin_until = Clock::now() + std::chrono::microseconds(200);
+  std::chrono::microseconds pause(50);
+  while (!test()) {
+    if (Clock::now() < spin_until) {
+      std::this_thread::yield();
+      continue;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(2000));
+  }
 }
 
 }  // namespace tandem::mpi

@@ -61,6 +61,11 @@ class Request {
   // True once the operation is complete (and the request released). Never blocks.
   bool test();
   void wait();
+  // Waits by testing: at once and yielding for 200 us, then sleeping between tests (50 us,
+  // doubling to 2 ms). A blocking MPI call polls without sleeping, so a rank that waits long
+  // for the others (while rank 0 measures the planner's costs, say) would take a share of the
+  // cores they compute on; this one leaves them the cores.
+  void wait_idle();
 
  private:
   MPI_Request req_ = MPI_REQUEST_NULL;

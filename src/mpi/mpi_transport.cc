@@ -259,7 +259,7 @@ double MpiTransport::raw_pingpong_gbps(size_t bytes, int iters, int peer) {
 }
 
 void MpiTransport::barrier() {
-  engine_->call([&] { check_mpi(MPI_Barrier(control_comm_.get()), "MPI_Barrier"); });
+  engine_->call([&] { barrier_idle(control_comm_.get()); });
 }
 
 }  // namespace tandem::mpi
