@@ -81,7 +81,10 @@ MeasuredSample measured_sample(const graph::Model& model, const Config& c, const
 }
 
 // Seconds of the optimizer's step over each layer's parameters (copies, with gradients of
-// their size), the median of `repeats` after a warm-up, with `threads` threads.
+// their size), the mean of `repeats` after a warm-up, with `threads` threads. The mean, delays
+// included, as a step meets them: the step runs the optimizer once, so a delay in one
+// repetition counts once, not in every micro-batch as it would in a layer's time
+// (runtime::LayerTimes).
 std::vector<double> optimizer_step_times(const graph::Model& model, const Config& c, int repeats,
                                          int threads) {
   const int threads_before = at::get_num_threads();
@@ -114,8 +117,9 @@ std::vector<double> optimizer_step_times(const graph::Model& model, const Config
         seconds.push_back(
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
-    std::sort(seconds.begin(), seconds.end());
-    out.push_back(seconds[seconds.size() / 2]);
+    double sum = 0;
+    for (double x : seconds) sum += x;
+    out.push_back(sum / static_cast<double>(seconds.size()));
   }
   at::set_num_threads(threads_before);
   return out;

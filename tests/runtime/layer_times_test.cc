@@ -1,6 +1,6 @@
 // Timing each layer of a model on one micro-batch (runtime/layer_times.h): the forward and
 // backward of every layer, the split backward when asked for, the parameters' gradients left as
-// they were, and the measurement's JSON form.
+// they were, a layer's expected time from its repetitions, and the measurement's JSON form.
 #include "tandem/runtime/layer_times.h"
 
 #include <gtest/gtest.h>
@@ -40,6 +40,15 @@ TEST(LayerTimes, EveryLayerAndTheSplitBackwardWhenAskedFor) {
   EXPECT_NE(
       error_of([&] { layer_times_from_json(to_json(broken)); }).find("but 6, 5 and 6 backwards"),
       std::string::npos);
+}
+
+// A layer's expected time counts its delays, but no repetition for more than twice the median:
+// one long delay in a few repetitions would count in every micro-batch.
+TEST(LayerTimes, ExpectedTimeCountsDelaysUpToTwiceTheMedian) {
+  EXPECT_DOUBLE_EQ(expected_time({1, 1, 1.5}), 3.5 / 3);
+  EXPECT_DOUBLE_EQ(expected_time({1, 1, 10}), 4.0 / 3);
+  EXPECT_DOUBLE_EQ(expected_time({3, 1}), 2.0);  // the median of two is their mean
+  EXPECT_DOUBLE_EQ(expected_time({}), 0.0);
 }
 
 }  // namespace

@@ -12,8 +12,8 @@
 
 namespace tandem::runtime {
 
-// Seconds per layer for one micro-batch, each the median of the timed repetitions after one
-// untimed warm-up.
+// Seconds per layer for one micro-batch: the expected time (expected_time) of the timed
+// repetitions after one untimed warm-up, delays included as a step meets them.
 struct LayerTimes {
   std::vector<double> forward;   // F: the forward with gradients recorded
   std::vector<double> backward;  // B: the gradients of the inputs and parameters in one call
@@ -39,14 +39,18 @@ struct LayerTimes {
 // (graph::partition_by_cost_evenly).
 constexpr double kTimeSlack = 0.05;
 
+// A quantity's expected time from its repetitions: their mean, each counted at most as twice
+// their median (0 without repetitions).
+double expected_time(const std::vector<double>& samples);
+
 // Runs `micro_input` (one micro-batch, on the CPU) through `model` layer by layer and times each
 // layer's forward, its whole backward (B) and its backward split in two (I, then W), in
-// `repeats` rounds through the whole model after a warm-up round, each time the median over the
-// rounds (the parameters' gradients are left as they were), with `threads` intra-op
-// threads (a CPU device's). `group` (null: whole samples): a dry slab group when `micro_input` is
-// one slab of a spatial split, as for measure_layer_bytes (its halos are zeros from no neighbour:
-// the exchanges' transfers are not timed but counted, LayerTimes::forward_exchanges).
-// `workspace_bound`: the layers'
+// `repeats` rounds through the whole model after a warm-up round, each time the expected time
+// over the rounds (expected_time; the parameters' gradients are left as they were), with `threads`
+// intra-op threads (a CPU device's). `group` (null: whole samples): a dry slab group when
+// `micro_input` is one slab of a spatial split, as for measure_layer_bytes (its halos are zeros
+// from no neighbour: the exchanges' transfers are not timed but counted,
+// LayerTimes::forward_exchanges). `workspace_bound`: the layers'
 // (graph::CallContext::workspace_bound); `precision`: the forwards' type (CallContext::precision);
 // `split`: false leaves the split backward (input, weight) unmeasured, at half the time.
 LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& micro_input,
