@@ -3,10 +3,12 @@
 #include "mpi/collectives.h"
 
 #include <gtest/gtest.h>
+#include <time.h>
 #include <torch/torch.h>
 
 #include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "mpi/environment.h"
 #include "mpi/mpi_transport.h"
@@ -120,6 +122,32 @@ TEST_F(MpiCollectivesTest, FreeFunctionsWorkWithoutATransport) {
   std::vector<std::string> all = all_gather_strings(env().world(), std::string(rank_, 'x'));
   ASSERT_EQ(static_cast<int>(all.size()), size_);
   for (int r = 0; r < size_; ++r) EXPECT_EQ(all[r], std::string(r, 'x'));
+}
+
+// Ranks that wait for a collective leave the cores to the others: while rank 0 sleeps for
+// 600 ms before it joins, each waiting rank's thread spends a small part of that on a core. A
+// blocking MPI_Allgather polls and spends nearly all of it (its share of a core under
+// --oversubscribe); the bound, a quarter, leaves room for the 200 us of yielding and the tests
+// every 2 ms.
+TEST_F(MpiCollectivesTest, AWaitingRankLeavesTheCores) {
+  auto thread_cpu_seconds = [] {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  };
+  all_gather_strings(env().world(), "ready");
+  const auto start = std::chrono::steady_clock::now();
+  const double cpu_before = thread_cpu_seconds();
+  if (rank_ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  const std::vector<std::string> all = all_gather_strings(env().world(), "late");
+  const double cpu = thread_cpu_seconds() - cpu_before;
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(static_cast<int>(all.size()), size_);
+  if (rank_ == 0) return;
+  EXPECT_GE(wall, 0.5);
+  EXPECT_LT(cpu, 0.25 * wall) << "rank " << rank_ << " spent " << cpu << " s on a core of its "
+                              << wall << " s waiting";
 }
 
 TEST_F(MpiCollectivesTest, GatherStringsOnRankZero) {
