@@ -244,7 +244,8 @@ Runner add_plan(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--repeats", args->repeats,
-                  "timed repetitions of each layer's forward and backward (their median counts)")
+                  "timed repetitions of each layer's forward and backward (their mean counts, none "
+                  "for more than twice their median)")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
   cmd->add_option("--json", args->json, "write every configuration planned as JSON to this file");

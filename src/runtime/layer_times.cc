@@ -57,13 +57,19 @@ BackwardOf backward_of(const graph::Layer& layer, const graph::Tensors& inputs,
   return b;
 }
 
-// Seconds of one gradient call (nothing to ask for: none).
-double timed_grad(const BackwardOf& b, const std::vector<torch::Tensor>& wrt, bool retain) {
+// Seconds of one backward as a pipeline runs it: the gradients of `wrt` added into their
+// .grad (nothing to ask for: none). A parameter's gradient is then read and written once more
+// per micro-batch, which a gradient call alone leaves out: for a wide dense layer on few rows,
+// a good part of its backward.
+// The inputs' gradients start empty, as a received input's do; they are dropped afterwards.
+double timed_backward(const BackwardOf& b, const std::vector<torch::Tensor>& wrt) {
   if (b.roots.empty() || wrt.empty()) return 0;
+  for (torch::Tensor x : b.inputs) x.mutable_grad().reset();
   const Clock::time_point start = Clock::now();
-  torch::autograd::grad(b.roots, wrt, b.seeds, retain, /*create_graph=*/false,
-                        /*allow_unused=*/true);
-  return seconds_since(start);
+  torch::autograd::backward(b.roots, b.seeds, /*retain_graph=*/false, /*create_graph=*/false, wrt);
+  const double seconds = seconds_since(start);
+  for (torch::Tensor x : b.inputs) x.mutable_grad().reset();
+  return seconds;
 }
 
 // The exchanges a group has recorded so far and the bytes they sent.
@@ -112,12 +118,15 @@ LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& m
   std::map<std::string, size_t> last_read;
   for (size_t i = 0; i < model.layers.size(); ++i)
     for (const auto& name : model.layers[i].inputs) last_read[name] = i;
-  // The deferred weight work adds to the parameters' gradients: kept aside, put back at the end.
+  // The backwards add to the parameters' gradients, zeros at first as a pipeline's step starts
+  // them: the gradients are kept aside, put back at the end.
   std::vector<std::pair<torch::Tensor, torch::Tensor>> grads;
   for (const auto& layer : model.layers)
-    for (const auto& p : graph::named_parameters(layer))
+    for (const auto& p : graph::named_parameters(layer)) {
       grads.emplace_back(p.second,
                          p.second.grad().defined() ? p.second.grad().clone() : torch::Tensor());
+      if (p.second.requires_grad()) p.second.mutable_grad() = torch::zeros_like(p.second);
+    }
   graph::CallContext call;
   call.group = group;
   call.workspace_bound = workspace_bound;
@@ -152,7 +161,7 @@ LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& m
       BackwardOf b = backward_of(layer, inputs, outputs);
       std::vector<torch::Tensor> all = b.inputs;
       all.insert(all.end(), b.params.begin(), b.params.end());
-      const double backward = timed_grad(b, all, /*retain=*/false);
+      const double backward = timed_backward(b, all);
       if (r == 0 && group) {
         // The warm-up round counts the exchanges (every round makes the same).
         const Tally after = tally(group);
@@ -186,7 +195,7 @@ LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& m
         all = b.inputs;
         all.insert(all.end(), b.params.begin(), b.params.end());
         queue.set_deferring(true);
-        const double input = timed_grad(b, all, /*retain=*/false);
+        const double input = timed_backward(b, all);
         queue.set_deferring(false);
         start = Clock::now();
         queue.run_all();

@@ -1,6 +1,7 @@
 // Timing each layer of a model on one micro-batch (runtime/layer_times.h): the forward and
 // backward of every layer, the split backward when asked for, the parameters' gradients left as
-// they were, a layer's expected time from its repetitions, and the measurement's JSON form.
+// they were (the backwards add into them, as a pipeline's do), a layer's expected time from its
+// repetitions, and the measurement's JSON form.
 #include "tandem/runtime/layer_times.h"
 
 #include <gtest/gtest.h>
@@ -18,6 +19,8 @@ TEST(LayerTimes, EveryLayerAndTheSplitBackwardWhenAskedFor) {
   const torch::Tensor x = torch::randn({8, 12});
   const torch::Tensor weight = m.layers[1].module->parameters()[0];  // dense0.weight
   weight.mutable_grad() = torch::full_like(weight, 3.0);
+  const torch::Tensor bias = m.layers[1].module->parameters()[1];  // dense0.bias: no gradient
+  ASSERT_FALSE(bias.grad().defined());
   const LayerTimes split = measure_layer_times(m, x, nullptr, 0, 2);
   ASSERT_EQ(split.forward.size(), n);
   ASSERT_EQ(split.backward.size(), n);
@@ -25,6 +28,7 @@ TEST(LayerTimes, EveryLayerAndTheSplitBackwardWhenAskedFor) {
   ASSERT_EQ(split.weight.size(), n);
   EXPECT_GT(split.forward[1] + split.backward[1], 0.0);  // dense0 does work
   EXPECT_TRUE(torch::equal(weight.grad(), torch::full_like(weight, 3.0)));
+  EXPECT_FALSE(bias.grad().defined());  // the measurement's backwards added into zeros, dropped
   // Forward and backward alone: no split halves.
   const LayerTimes whole = measure_layer_times(m, x, nullptr, 0, 2, 1, c10::kFloat, false);
   EXPECT_EQ(whole.forward.size(), n);

@@ -46,13 +46,14 @@ double expected_time(const std::vector<double>& samples);
 // Runs `micro_input` (one micro-batch, on the CPU) through `model` layer by layer and times each
 // layer's forward, its whole backward (B) and its backward split in two (I, then W), in
 // `repeats` rounds through the whole model after a warm-up round, each time the expected time
-// over the rounds (expected_time; the parameters' gradients are left as they were), with `threads`
-// intra-op threads (a CPU device's). `group` (null: whole samples): a dry slab group when
-// `micro_input` is one slab of a spatial split, as for measure_layer_bytes (its halos are zeros
-// from no neighbour: the exchanges' transfers are not timed but counted,
-// LayerTimes::forward_exchanges). `workspace_bound`: the layers'
+// over the rounds (expected_time), with `threads` intra-op threads (a CPU device's). `group`
+// (null: whole samples): a dry slab group when `micro_input` is one slab of a spatial split, as
+// for measure_layer_bytes (its halos are zeros from no neighbour: the exchanges' transfers are
+// not timed but counted, LayerTimes::forward_exchanges). `workspace_bound`: the layers'
 // (graph::CallContext::workspace_bound); `precision`: the forwards' type (CallContext::precision);
 // `split`: false leaves the split backward (input, weight) unmeasured, at half the time.
+// Each backward adds into its parameters' gradients, as a pipeline's does into the zeros its
+// step starts from; the gradients are put back as they were afterwards.
 LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& micro_input,
                                spatial::Group* group = nullptr, int64_t workspace_bound = 0,
                                int repeats = 3, int threads = 1,
