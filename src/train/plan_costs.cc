@@ -60,15 +60,18 @@ double TransportCosts::latency_of(int k) const {
 
 namespace {
 
-// Seconds for `bytes` between the measured (bytes, seconds) points of `curve`, ascending (beyond
-// the last, along the last two; 0 with fewer than two).
+// Seconds for `bytes` between the measured (bytes, seconds) points of `curve`, ascending (0 with
+// fewer than two). Beyond the last, along the last two, but never at a higher rate than the
+// last's: where the last two took one time (the gradient sums take a smaller size's time down
+// to a larger's), the line alone would give a sum of any size the last one's time.
 double interpolated(const std::vector<std::pair<double, double>>& curve, double bytes) {
   if (curve.size() < 2 || bytes <= 0) return 0;
   size_t k = 1;
   while (k + 1 < curve.size() && curve[k].first < bytes) ++k;
   const auto [b0, t0] = curve[k - 1];
   const auto [b1, t1] = curve[k];
-  return std::max(0.0, t0 + (t1 - t0) * (bytes - b0) / (b1 - b0));
+  const double line = std::max(0.0, t0 + (t1 - t0) * (bytes - b0) / (b1 - b0));
+  return bytes > b1 && b1 > 0 ? std::max(line, t1 * bytes / b1) : line;
 }
 
 }  // namespace

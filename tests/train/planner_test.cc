@@ -242,6 +242,18 @@ TEST(Planner, TransportCostsRoundTripThroughJson) {
   EXPECT_THROW(transport_costs_from_json("{\"where\": 1}"), Error);
 }
 
+// Beyond the largest size measured a sum takes no less per byte than that size did: where the
+// two largest took one time (a smaller size measured slower takes the larger's), a sum of four
+// times the bytes takes four times the time, not the largest's.
+TEST(Planner, GradientSumsBeyondTheLargestSizeGrowWithTheirBytes) {
+  TransportCosts t;
+  t.all_reduce[1] = {{0.0, 0.0}, {8e6, 0.02}, {16e6, 0.02}};
+  EXPECT_DOUBLE_EQ(t.all_reduce_seconds(1, 12e6), 0.02);
+  EXPECT_DOUBLE_EQ(t.all_reduce_seconds(1, 64e6), 0.08);
+  t.all_reduce[1] = {{0.0, 0.0}, {8e6, 0.01}, {16e6, 0.03}};  // steeper than its rate: the line
+  EXPECT_DOUBLE_EQ(t.all_reduce_seconds(1, 32e6), 0.07);
+}
+
 // The costs measured for a spatial split count each layer's exchanges with the other slabs, and
 // the transport's are measured for the group's size.
 TEST(Planner, MeasuredSlabsCountTheirExchanges) {

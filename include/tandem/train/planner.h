@@ -96,7 +96,8 @@ struct TransportCosts {
   // slices, so with more devices than cores it takes their turns too.
   std::map<int, double> latency;
   // Seconds a receiver takes to copy a message, by its bytes, in ascending bytes: a message's
-  // copy is interpolated between them (beyond the last, along the last two). Not one rate:
+  // copy is interpolated between them (beyond the last, along the last two, and no faster than
+  // the last's bytes per second). Not one rate:
   // small copies stay in the processor's caches.
   std::vector<std::pair<double, double>> copy;
   // Under MPI: seconds to sum a device's weight gradients of some bytes over its data-parallel
