@@ -3,8 +3,9 @@
 # and every searched option given (the planner then plans that one configuration and its
 # split), its predicted step time and peak set against the measured ones (median of the steps
 # after the first; the allocator's peak of the fullest device). Then `train --auto` with
-# nothing given, against the best measured configuration of its setting's sweep. Prints
-# Markdown. Usage: bench/planner.sh TANDEM_BINARY [STEPS]
+# nothing given, against the best measured configuration of its setting's sweep: once, and the
+# two in turn 3 times each (planner_parse.sh's in_turn). Prints Markdown.
+# Usage: bench/planner.sh TANDEM_BINARY [STEPS]
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/planner_parse.sh"
 tandem=${1:-build/tandem}
@@ -62,14 +63,25 @@ for sched in 1f1b gpipe zb-h1 interleaved; do
   done
 done
 
+# train SETTING FLAGS...: the setting's run with FLAGS and --auto; its output in `out`.
+train() {
+  local -n setting_args=$1
+  shift
+  out=$(OMP_WAIT_POLICY=passive "$tandem" train "${setting_args[@]}" --auto "$@" --steps "$steps" \
+    --progress none 2>&1)
+}
+
 sweep_tables rows errors
 for setting in unet64 unet48 mlp; do
   declare -n args=$setting
-  out=$(OMP_WAIT_POLICY=passive "$tandem" train "${args[@]}" --auto --steps "$steps" --progress none 2>&1)
+  train "$setting"
   parse_auto "$out"
   batch=$(grep -o -- '--batch [0-9]*' <<<"${args[*]}" | cut -d' ' -f2)
   sps=$(awk -v ms="$meas_ms" -v b="$batch" 'BEGIN { printf "%.2f", b / (ms / 1000) }')
   ratio=$(awk -v a="$sps" -v b="${best_sps[$setting]}" 'BEGIN { printf "%.2f", a / b }')
-  echo "| $setting | $auto | $sps | ${best_flags[$setting]} | ${best_sps[$setting]} | $ratio | $took s | $meas_ms ms |"
+  row="| $setting | $auto | $sps | ${best_flags[$setting]} | ${best_sps[$setting]} | $ratio"
+  tail="$took s | $meas_ms ms |"
+  in_turn train "$setting" "$auto" "${best_flags[$setting]}"
+  echo "$row | $in_turn_ratio | $tail"
   unset -n args
 done

@@ -2,7 +2,8 @@
 # The planner under mpirun against measurement, as bench/planner.sh in process: each
 # configuration trained with `train --auto` and every searched option given, its predicted step
 # time and peak against the measured ones; then `train --auto` with nothing given against the
-# best measured configuration of its setting. The ranks share this machine's cores (mpirun
+# best measured configuration of its setting, once and in turn (planner_parse.sh's in_turn).
+# The ranks share this machine's cores (mpirun
 # --oversubscribe --bind-to none). Prints Markdown.
 # Usage: bench/planner_mpi.sh TANDEM_BINARY [STEPS]
 set -euo pipefail
@@ -72,5 +73,8 @@ for setting in unet48 unet32r2 mlpr2; do
   parse_auto "$out"
   sps=$(samples_per_s "$setting" "$meas_ms")
   ratio=$(awk -v a="$sps" -v b="${best_sps[$setting]}" 'BEGIN { printf "%.2f", a / b }')
-  echo "| $setting | $auto | $sps | ${best_flags[$setting]} | ${best_sps[$setting]} | $ratio | $took s | $meas_ms ms |"
+  row="| $setting | $auto | $sps | ${best_flags[$setting]} | ${best_sps[$setting]} | $ratio"
+  tail="$took s | $meas_ms ms |"
+  in_turn train "$setting" "$auto" "${best_flags[$setting]}"
+  echo "$row | $in_turn_ratio | $tail"
 done

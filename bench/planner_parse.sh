@@ -41,6 +41,34 @@ sweep_tables() {
   echo
   error_summary "${sweep_errors[@]}"
   echo
-  echo "| setting | --auto chose | its samples/s (steps after the first) | best of the sweep | samples/s | ratio | planner's own time | one step |"
-  echo "|---|---|---|---|---|---|---|---|"
+  echo "| setting | --auto chose | its samples/s (steps after the first) | best of the sweep | samples/s | ratio | the two in turn, ${choice_rounds:-3} runs each: medians' ratio | planner's own time | one step |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+}
+
+# in_turn TRAIN SETTING CHOSEN BEST: one run's ratio says little on a shared machine (one
+# configuration measured 40.2 and 28.6 samples/s in two sweeps), so --auto's choice (the flags
+# CHOSEN) and the sweep's best (BEST) run in turn, $choice_rounds times each (default 3), each
+# through the function TRAIN SETTING FLAGS..., which leaves its output in `out`; --spatial 1 is
+# added where the flags leave it out, so that no run searches. Sets in_turn_ratio to the ratio of
+# the medians of their measured steps (best / chosen: the chosen's samples/s against the best's).
+in_turn() {
+  local train_fn=$1 setting=$2 chosen=$3 best=$4 r which flags
+  local chosen_ms=() best_ms=()
+  for ((r = 0; r < ${choice_rounds:-3}; ++r)); do
+    for which in chosen best; do
+      if [ "$which" = chosen ]; then flags=$chosen; else flags=$best; fi
+      [[ $flags == *--spatial* ]] || flags="--spatial 1 $flags"
+      # shellcheck disable=SC2086 # the flags are words
+      "$train_fn" "$setting" $flags || { in_turn_ratio="failed: $(tail -1 <<<"$out")"; return; }
+      parse_auto "$out"
+      if [ "$which" = chosen ]; then chosen_ms+=("$meas_ms"); else best_ms+=("$meas_ms"); fi
+    done
+  done
+  in_turn_ratio=$(awk -v c="$(median_of "${chosen_ms[@]}")" -v b="$(median_of "${best_ms[@]}")" \
+    'BEGIN { printf "%.2f", b / c }')
+}
+
+# median_of NUMBERS...: their median.
+median_of() {
+  printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
