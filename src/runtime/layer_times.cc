@@ -8,6 +8,7 @@
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "tandem/common/check.h"
 #include "tandem/common/device.h"
@@ -105,7 +106,7 @@ double expected_time(const std::vector<double>& samples) {
 
 LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& micro_input,
                                spatial::Group* group, int64_t workspace_bound, int repeats,
-                               int threads, c10::ScalarType precision, bool split) {
+                               int threads, c10::ScalarType precision, bool split, bool warm_up) {
   TANDEM_CHECK(micro_input.defined() && micro_input.device().is_cpu(),
                "timing layers needs a micro-batch on the CPU");
   TANDEM_CHECK(repeats >= 1, "timing layers needs at least 1 repetition, not {}", repeats);
@@ -144,7 +145,8 @@ LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& m
     out.forward_exchange_bytes.assign(n, 0.0);
     out.backward_exchange_bytes.assign(n, 0.0);
   }
-  for (int r = 0; r <= repeats; ++r) {
+  const int first = warm_up ? 0 : 1;  // the round that counts the exchanges
+  for (int r = first; r <= repeats; ++r) {
     std::map<std::string, torch::Tensor> env{{model.input, micro_input}};
     for (size_t i = 0; i < model.layers.size(); ++i) {
       const graph::Layer& layer = model.layers[i];
@@ -153,17 +155,17 @@ LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& m
       graph::Tensors inputs;
       for (const auto& name : layer.inputs) inputs.push_back(env.at(name));
       Samples& s = samples[i];
-      const Tally before = r == 0 ? tally(group) : Tally{};
+      const Tally before = r == first ? tally(group) : Tally{};
       Clock::time_point start = Clock::now();
       graph::Tensors outputs = graph::forward_in_precision(layer, inputs);
       const double forward = seconds_since(start);
-      const Tally forwarded = r == 0 ? tally(group) : Tally{};
+      const Tally forwarded = r == first ? tally(group) : Tally{};
       BackwardOf b = backward_of(layer, inputs, outputs);
       std::vector<torch::Tensor> all = b.inputs;
       all.insert(all.end(), b.params.begin(), b.params.end());
       const double backward = timed_backward(b, all);
-      if (r == 0 && group) {
-        // The warm-up round counts the exchanges (every round makes the same).
+      if (r == first && group) {
+        // The first round counts the exchanges (every round makes the same).
         const Tally after = tally(group);
         out.forward_exchanges[i] = forwarded.count - before.count;
         out.forward_exchange_bytes[i] = forwarded.bytes - before.bytes;
@@ -219,6 +221,33 @@ LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& m
   }
   for (auto& [param, grad] : grads) param.mutable_grad() = grad;
   at::set_num_threads(threads_before);
+  return out;
+}
+
+LayerTimes combined(const std::vector<LayerTimes>& passes) {
+  TANDEM_CHECK(!passes.empty(), "combining layer times needs at least one measurement");
+  LayerTimes out = passes.front();  // the exchanges: every pass counts the same
+  auto each = [&](std::vector<double> LayerTimes::*field, bool mean) {
+    std::vector<double>& to = out.*field;
+    for (size_t l = 0; l < to.size(); ++l) {
+      std::vector<double> samples;
+      for (const LayerTimes& p : passes) {
+        const std::vector<double>& from = p.*field;
+        TANDEM_CHECK(from.size() == to.size(),
+                     "combining layer times of {} and of {} layers (or halves, or steps)",
+                     to.size(), from.size());
+        samples.push_back(from[l]);
+      }
+      to[l] = mean ? std::accumulate(samples.begin(), samples.end(), 0.0) /
+                         static_cast<double>(samples.size())
+                   : expected_time(samples);
+    }
+  };
+  each(&LayerTimes::forward, false);
+  each(&LayerTimes::backward, false);
+  each(&LayerTimes::input, false);
+  each(&LayerTimes::weight, false);
+  each(&LayerTimes::step, true);  // the optimizer runs once per step: its mean
   return out;
 }
 

@@ -172,7 +172,7 @@ runtime::LayerBytes measure_bytes(const PlanInputs& in) {
   return runtime::layer_bytes_from_json(once_for_the_job(in.job, measure));
 }
 
-runtime::LayerTimes measure_times(const PlanInputs& in, int repeats, bool whole) {
+runtime::LayerTimes measure_times(const PlanInputs& in, int repeats, bool whole, bool warm_up) {
   const Config& c = in.config;
   auto measure = [&] {
     const MeasuredSample m = measured_sample(in.model, c, in.source);
@@ -181,11 +181,11 @@ runtime::LayerTimes measure_times(const PlanInputs& in, int repeats, bool whole)
     runtime::LayerTimes t;
     if (c.spatial == 1) {
       t = runtime::measure_layer_times(in.model, m.input, nullptr, bound, repeats, threads,
-                                       compute_type(c.precision), whole);
+                                       compute_type(c.precision), whole, warm_up);
     } else {
       spatial::Group dry = dry_group(c.spatial, m);
       t = runtime::measure_layer_times(in.model, m.input, &dry, bound, repeats, threads,
-                                       compute_type(c.precision), whole);
+                                       compute_type(c.precision), whole, warm_up);
     }
     if (whole) t.step = optimizer_step_times(in.model, c, repeats, threads);
     return runtime::to_json(t);

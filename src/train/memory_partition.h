@@ -44,8 +44,10 @@ struct PlanInputs {
 // of `in.job` measures; every process returns its numbers.
 runtime::LayerBytes measure_bytes(const PlanInputs& in);
 // `whole`: also the split backward's halves and the optimizer's step (the planner's); else the
-// forward and backward alone.
-runtime::LayerTimes measure_times(const PlanInputs& in, int repeats, bool whole = true);
+// forward and backward alone. `warm_up`: false leaves the layers' untimed first round out
+// (runtime::measure_layer_times), for a layout measured before.
+runtime::LayerTimes measure_times(const PlanInputs& in, int repeats, bool whole = true,
+                                  bool warm_up = true);
 
 // What a stage spends on each layer per micro-batch, for --partition time: on CPU devices the
 // measured seconds (measure_times, 3 repetitions) of its forward, twice under --recompute, and

@@ -184,6 +184,7 @@ PlanCosts measure_plan_costs(const Config& c, const graph::Model& model, const S
       job, [] { return fmt::format("{:.17g}", measured_core_efficiency(available_cores())); }));
   const std::vector<Precision> precisions =
       space.precisions.empty() ? std::vector<Precision>{c.precision} : space.precisions;
+  std::vector<Config> configs;  // each layout's
   for (Precision p : precisions) {
     for (int s : space.spatial) {
       for (int m : space.microbatches) {
@@ -196,17 +197,27 @@ PlanCosts measure_plan_costs(const Config& c, const graph::Model& model, const S
         layout.spatial = s;
         layout.microbatches = m;
         layout.precision = p;
-        const PlanInputs in{model, layout, source, {devices.front()}, false, job};
         LayoutCosts l;
         l.spatial = s;
         l.micro = micro;
         l.precision = p;
-        l.bytes = measure_bytes(in);
-        l.times = measure_times(in, repeats);
+        l.bytes = measure_bytes({model, layout, source, {devices.front()}, false, job});
         costs.layouts.push_back(std::move(l));
+        configs.push_back(layout);
       }
     }
   }
+  // The times in passes through every layout, one repetition of each per pass: a layout's
+  // repetitions spread over the whole measurement, so that a moment when this machine's other
+  // work takes the cores weighs on every layout a little rather than on one layout whole (one
+  // plan took a layout's three repetitions in such a moment, and planned its steps at twice the
+  // time another plan gave them). The first pass warms each layout up.
+  std::vector<std::vector<runtime::LayerTimes>> passes(configs.size());
+  for (int r = 0; r < repeats; ++r)
+    for (size_t k = 0; k < configs.size(); ++k)
+      passes[k].push_back(measure_times({model, configs[k], source, {devices.front()}, false, job},
+                                        1, /*whole=*/true, /*warm_up=*/r == 0));
+  for (size_t k = 0; k < configs.size(); ++k) costs.layouts[k].times = runtime::combined(passes[k]);
   // The transport last, so that its threads and copies leave nothing behind that the layers'
   // times would take.
   std::set<int> groups(space.spatial.begin(), space.spatial.end());

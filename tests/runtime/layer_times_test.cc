@@ -1,7 +1,7 @@
 // Timing each layer of a model on one micro-batch (runtime/layer_times.h): the forward and
 // backward of every layer, the split backward when asked for, the parameters' gradients left as
 // they were (the backwards add into them, as a pipeline's do), a layer's expected time from its
-// repetitions, and the measurement's JSON form.
+// repetitions, measurements combined as repetitions, and the measurement's JSON form.
 #include "tandem/runtime/layer_times.h"
 
 #include <gtest/gtest.h>
@@ -53,6 +53,35 @@ TEST(LayerTimes, ExpectedTimeCountsDelaysUpToTwiceTheMedian) {
   EXPECT_DOUBLE_EQ(expected_time({1, 1, 10}), 4.0 / 3);
   EXPECT_DOUBLE_EQ(expected_time({3, 1}), 2.0);  // the median of two is their mean
   EXPECT_DOUBLE_EQ(expected_time({}), 0.0);
+}
+
+// Measurements taken at different moments combine layer by layer as one measurement's
+// repetitions do: each time the expected time over them, the optimizer's step their mean, the
+// exchanges as counted first. Measurements of different layers do not combine.
+TEST(LayerTimes, PassesCombineAsRepetitions) {
+  LayerTimes a, b, c;
+  a.forward = {1, 2};
+  b.forward = {1, 2};
+  c.forward = {10, 2.6};  // layer 0 met a long delay: counted at twice the median
+  a.backward = {3, 4};
+  b.backward = {3, 5};
+  c.backward = {6, 6};
+  a.step = {1, 0};
+  b.step = {2, 0};
+  c.step = {6, 0};
+  a.forward_exchanges = {1, 2};
+  b.forward_exchanges = {7, 7};
+  const LayerTimes t = combined({a, b, c});
+  EXPECT_DOUBLE_EQ(t.forward[0], 4.0 / 3);
+  EXPECT_DOUBLE_EQ(t.forward[1], 6.6 / 3);
+  EXPECT_DOUBLE_EQ(t.backward[0], 4.0);
+  EXPECT_DOUBLE_EQ(t.backward[1], 5.0);
+  EXPECT_DOUBLE_EQ(t.step[0], 3.0);  // the plain mean
+  EXPECT_TRUE(t.input.empty());
+  EXPECT_EQ(t.forward_exchanges, (std::vector<int>{1, 2}));
+  c.backward.pop_back();
+  EXPECT_NE(error_of([&] { combined({a, c}); }).find("of 2 and of 1 layers"), std::string::npos);
+  EXPECT_THROW(combined({}), Error);
 }
 
 }  // namespace

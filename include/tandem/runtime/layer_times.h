@@ -53,11 +53,18 @@ double expected_time(const std::vector<double>& samples);
 // (graph::CallContext::workspace_bound); `precision`: the forwards' type (CallContext::precision);
 // `split`: false leaves the split backward (input, weight) unmeasured, at half the time.
 // Each backward adds into its parameters' gradients, as a pipeline's does into the zeros its
-// step starts from; the gradients are put back as they were afterwards.
+// step starts from; the gradients are put back as they were afterwards. `warm_up`: false
+// leaves out the untimed first round, for a measurement of the same layers and shapes again.
 LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& micro_input,
                                spatial::Group* group = nullptr, int64_t workspace_bound = 0,
                                int repeats = 3, int threads = 1,
-                               c10::ScalarType precision = c10::kFloat, bool split = true);
+                               c10::ScalarType precision = c10::kFloat, bool split = true,
+                               bool warm_up = true);
+
+// Measurements of the same layers taken at different moments (each of one repetition) as one:
+// each layer's expected_time over them, the optimizer's step their mean, the exchanges the
+// first's. Throws tandem::Error for measurements of different layers.
+LayerTimes combined(const std::vector<LayerTimes>& passes);
 
 // A measurement as JSON text and back (one process measures for an MPI job).
 std::string to_json(const LayerTimes& times);
