@@ -135,7 +135,7 @@ LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& m
   // In rounds, each a pass through every layer from the model's input: a layer's repetitions
   // spread over the whole measurement, so that the layers' times share the machine's load over
   // it rather than each taking the moment of its own repetitions (on a shared machine the load
-  // changes over seconds, more than between repetitions). Round 0 is the warm-up.
+  // changes over seconds, more than between repetitions). Round 0, if asked for, is the warm-up.
   std::vector<Samples> samples(model.layers.size());
   LayerTimes out;
   if (group) {

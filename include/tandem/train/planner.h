@@ -163,8 +163,9 @@ struct PlanCosts {
 // once: the median of 3 rounds, at most 1.
 double measured_core_efficiency(int cores);
 
-// Measures every layout of `space` once (train/memory_partition.h: measure_bytes and
-// measure_times, `repeats` timed repetitions). One process of `job` measures (null: this one).
+// Measures every layout of `space` (train/memory_partition.h: measure_bytes, and measure_times
+// in `repeats` passes through every layout, one timed repetition of each per pass, combined by
+// runtime::combined). One process of `job` measures (null: this one).
 PlanCosts measure_plan_costs(const Config& c, const graph::Model& model, const Source& source,
                              const PlanSpace& space, int repeats = 3, Job* job = nullptr);
 
