@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "schedule/lower.h"
@@ -187,10 +188,17 @@ runtime::LayerTimes measure_times(const PlanInputs& in, int repeats, bool whole,
       t = runtime::measure_layer_times(in.model, m.input, &dry, bound, repeats, threads,
                                        compute_type(c.precision), whole, warm_up);
     }
-    if (whole) t.step = optimizer_step_times(in.model, c, repeats, threads);
     return runtime::to_json(t);
   };
   return runtime::layer_times_from_json(once_for_the_job(in.job, measure));
+}
+
+std::vector<double> measure_optimizer_steps(const PlanInputs& in, int repeats) {
+  auto measure = [&] {
+    const int threads = in.devices.empty() ? 1 : in.devices.front().threads;
+    return nlohmann::json(optimizer_step_times(in.model, in.config, repeats, threads)).dump();
+  };
+  return nlohmann::json::parse(once_for_the_job(in.job, measure)).get<std::vector<double>>();
 }
 
 LayerCosts layer_costs(const PlanInputs& in) {

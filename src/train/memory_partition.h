@@ -43,11 +43,15 @@ struct PlanInputs {
 // the first device's threads). Under a spatial split, the slab that holds the most. One process
 // of `in.job` measures; every process returns its numbers.
 runtime::LayerBytes measure_bytes(const PlanInputs& in);
-// `whole`: also the split backward's halves and the optimizer's step (the planner's); else the
-// forward and backward alone. `warm_up`: false leaves the layers' untimed first round out
+// `whole`: also the split backward's halves (the planner's); else the forward and backward
+// alone. `warm_up`: false leaves the layers' untimed first round out
 // (runtime::measure_layer_times), for a layout measured before.
 runtime::LayerTimes measure_times(const PlanInputs& in, int repeats, bool whole = true,
                                   bool warm_up = true);
+// Seconds of the optimizer's step over each layer's parameters (runtime::LayerTimes::step), the
+// mean of `repeats` after a warm-up, with the first device's threads: the same for every
+// layout. One process of `in.job` measures; every process returns its numbers.
+std::vector<double> measure_optimizer_steps(const PlanInputs& in, int repeats);
 
 // What a stage spends on each layer per micro-batch, for --partition time: on CPU devices the
 // measured seconds (measure_times, 3 repetitions) of its forward, twice under --recompute, and

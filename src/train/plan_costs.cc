@@ -217,7 +217,13 @@ PlanCosts measure_plan_costs(const Config& c, const graph::Model& model, const S
     for (size_t k = 0; k < configs.size(); ++k)
       passes[k].push_back(measure_times({model, configs[k], source, {devices.front()}, false, job},
                                         1, /*whole=*/true, /*warm_up=*/r == 0));
-  for (size_t k = 0; k < configs.size(); ++k) costs.layouts[k].times = runtime::combined(passes[k]);
+  // The optimizer's step depends on no layout: measured once.
+  const std::vector<double> steps =
+      measure_optimizer_steps({model, c, source, {devices.front()}, false, job}, repeats);
+  for (size_t k = 0; k < configs.size(); ++k) {
+    costs.layouts[k].times = runtime::combined(passes[k]);
+    costs.layouts[k].times.step = steps;
+  }
   // The transport last, so that its threads and copies leave nothing behind that the layers'
   // times would take.
   std::set<int> groups(space.spatial.begin(), space.spatial.end());
