@@ -1,11 +1,17 @@
 // The in-process transport on its own: messages found by key and sender, the communication
-// timeout, a receiver that owns what it receives, abort and reset.
+// timeout, a receiver that owns what it receives, whose memory holds the copy from the moment it
+// is made, abort and reset.
 #include "tandem/transport/inprocess.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <future>
+#include <thread>
+
+#include "memory/cpu_allocator.h"
+#include "tandem/memory/context.h"
+#include "tandem/memory/tracker.h"
 
 namespace tandem::transport {
 namespace {
@@ -101,6 +107,50 @@ TEST(InProcessTransport, TheReceiverCopiesAndNeverAliasesTheSendersTensor) {
   EXPECT_TRUE(got2.is_contiguous());
   EXPECT_TRUE(torch::equal(got2, strided));
   EXPECT_FALSE(got2.is_alias_of(strided));
+}
+
+// Whose memory a message is in, with CPU accounting (devices 0 and 1 are the tracker's too):
+// sent to a receiver that waits for it, the receiver's from the send on, and the sender's bytes
+// are gone when its send returns, whenever the system runs the receiver's thread next; sent
+// before the receiver waits, the sender's until the receiver takes its copy.
+TEST(InProcessTransport, AWaitingReceiversCopyIsMadeAtTheSend) {
+  memory::install_cpu_accounting();
+  memory::Tracker& tracker = memory::Tracker::global();
+  TwoDevices d(milliseconds(60'000));
+  const uint64_t sender = tracker.current(0), receiver = tracker.current(1);
+  constexpr uint64_t kBytes = 1 << 20;
+  auto received = std::async(std::launch::async, [&] {
+    memory::ScopedWhere on(1, "cpu:1");
+    return d.transport.recv(1, 0, key("g", 0, true), c10::kCPU);
+  });
+  while (d.transport.awaited() == 0) std::this_thread::yield();
+  {
+    memory::ScopedWhere on(0, "cpu:0");
+    torch::Tensor g = torch::full({256, 1024}, 2.0f);
+    ASSERT_EQ(tracker.current(0), sender + kBytes);
+    d.transport.send(0, 1, key("g", 0, true), g, nullptr);
+  }
+  EXPECT_EQ(tracker.current(0), sender);
+  EXPECT_EQ(tracker.current(1), receiver + kBytes);
+  torch::Tensor got = received.get();
+  EXPECT_TRUE(torch::equal(got, torch::full({256, 1024}, 2.0f)));
+  EXPECT_EQ(d.transport.awaited(), 0u);
+  got = torch::Tensor();
+  EXPECT_EQ(tracker.current(1), receiver);
+
+  {
+    memory::ScopedWhere on(0, "cpu:0");
+    d.transport.send(0, 1, key("g", 1, true), torch::full({256, 1024}, 3.0f), nullptr);
+  }
+  EXPECT_EQ(tracker.current(0), sender + kBytes);
+  EXPECT_EQ(tracker.current(1), receiver);
+  {
+    memory::ScopedWhere on(1, "cpu:1");
+    got = d.transport.recv(1, 0, key("g", 1, true), c10::kCPU);
+  }
+  EXPECT_EQ(tracker.current(0), sender);
+  EXPECT_EQ(tracker.current(1), receiver + kBytes);
+  EXPECT_TRUE(torch::equal(got, torch::full({256, 1024}, 3.0f)));
 }
 
 TEST(InProcessTransport, AbortWakesAWaitingRecvAndRefusesSends) {

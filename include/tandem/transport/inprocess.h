@@ -1,10 +1,15 @@
 // The in-process transport: devices are worker threads of one process; a message is a tensor
 // reference placed in the receiver's mailbox, and the receiver copies it into its own memory.
+// Between CPU devices, a message whose receiver already waits for it is copied by the sender
+// instead: the sender's bytes go at its send, not whenever the system wakes the receiver (on
+// busy cores that can be after the sender's next action has begun, and the sender's peak then
+// depends on timing). The receiver then takes the copy as it is.
 #pragma once
 
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "tandem/common/device.h"
 #include "tandem/transport/transport.h"
@@ -30,6 +35,8 @@ class InProcessTransport : public Transport {
 
   // Messages sent but not received (0 after a clean step).
   size_t pending() const;
+  // Receives waiting for their message now.
+  size_t awaited() const;
   // Forgets every message and clears the abort, for the next step after a failed one.
   void reset() override;
 
@@ -37,9 +44,12 @@ class InProcessTransport : public Transport {
   struct Message {
     torch::Tensor tensor;
     ReadyEvent ready;
+    bool copied = false;  // already in the receiver's memory (copied by the sender)
   };
+  using Id = std::pair<int, MessageKey>;  // (from device, key)
   struct Mailbox {
-    std::map<std::pair<int, MessageKey>, Message> messages;  // (from device, key)
+    std::map<Id, Message> messages;
+    std::set<Id> awaited;  // messages a recv waits for now
   };
 
   std::vector<const DeviceContext*> devices_;
