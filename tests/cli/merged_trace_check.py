@@ -6,9 +6,9 @@ usage: merged_trace_check.py OUT TANDEM [--replicas 2] MPIRUN...
 Runs a 2-rank training with --trace OUT (with --replicas 2: 4 ranks, two replicas of 2 stages,
 ranks 1 and 3 shifted, and every flow must stay within its replica). Rank 1 runs in its own
 time namespace whose monotonic clock (the clock tandem's traces read) is 1000 s ahead of rank
-0's (`unshare --time`, which
-needs root or CAP_SYS_ADMIN; without it both ranks share the host's clock and the check is
-weaker: it then sees timestamps left on a rank's own step start, not offsets applied wrongly).
+0's (`unshare --time`, which needs root or CAP_SYS_ADMIN; without it both ranks share the
+host's clock and the check is weaker: it then sees timestamps left on a rank's own step start,
+not offsets applied wrongly).
 Rank 0's merged file must then show:
   - every rank's device as a process ("r0 cpu:0", "r1 cpu:1", ...) and every flow matched: one
     "s" and one "f" per id, each on the span that carries that id (the replicas send the same
