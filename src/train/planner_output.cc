@@ -21,7 +21,10 @@ std::string command_line(const Config& c, int ranks) {
   for (const ConfigOption& o : config_options()) {
     if (o.flag.empty() || !o.get || o.group == OptionGroup::kVerify) continue;
     const std::string value = o.get(c);
-    if (value == o.get(defaults)) continue;
+    // What the planner decides is said even where it is the default: the line reads alone.
+    const bool decided =
+        o.field == "schedule" || o.field == "microbatches" || o.field == "recompute";
+    if (value == o.get(defaults) && !decided) continue;
     line += o.value == OptionValue::kSwitch ? " " + o.flag : " " + o.flag + " " + value;
   }
   // bf16 on CPU devices runs only on the processor's own kernels (graph/precision.h), which the

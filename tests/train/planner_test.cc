@@ -386,5 +386,22 @@ TEST(Planner, JsonListsEveryConfigurationAndTheChoice) {
   EXPECT_NE(table.find("chosen: tandem train --width 32 --devices 2"), std::string::npos) << table;
 }
 
+// The chosen command line says the schedule, the micro-batch count and the recomputation even
+// where they are the defaults, and no other option at its default.
+TEST(Planner, TheChosenCommandLineSaysWhatThePlannerDecided) {
+  const Config defaults;
+  EXPECT_EQ(command_line(defaults), fmt::format("tandem train --schedule {} --microbatches {} "
+                                                "--recompute none",
+                                                defaults.schedule, defaults.microbatches));
+  Config c;
+  c.schedule = "zb-h1";
+  c.microbatches = 4;
+  c.recompute = true;
+  c.balance = {2, 3};
+  EXPECT_EQ(command_line(c, 2),
+            "mpirun -n 2 tandem train --balance 2,3 --schedule zb-h1 --microbatches 4 "
+            "--recompute stage");
+}
+
 }  // namespace
 }  // namespace tandem::train

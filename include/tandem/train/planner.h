@@ -243,7 +243,8 @@ std::string planning_table(const Planning& p, const Config& c, int top = 10);
 // The same as JSON, every configuration included.
 std::string planning_json(const Planning& p, const Config& c);
 // "tandem train" ("mpirun -n `ranks` tandem train" for ranks > 0) and every option of `c` that
-// differs from Config{}'s, as flags (and --cpu-kernels native for --precision bf16, which the
+// differs from Config{}'s, as flags, with the schedule, micro-batch count and recomputation the
+// planner chose always written out (and --cpu-kernels native for --precision bf16, which the
 // portable kernels refuse).
 std::string command_line(const Config& c, int ranks = 0);
 
