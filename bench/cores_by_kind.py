@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""How much 2 busy cores slow each other, by the kind of work: products of 384 x 384 (what the
-planner's efficiency probe runs, measured_core_efficiency) against the sums of a 32-row product
-into a 1024 x 1024 gradient (addmm_, as an mlp's backward adds its weight gradients). Each kind
-runs alone, then in 2 processes at once (one thread each); the efficiency is the time alone over
-the slower of the two, per round. Prints the median of 7 rounds and every round.
+"""How fast this machine's cores run several one-thread processes at once, by the kind of work,
+against one process alone: the products of 384 x 384 that the planner's efficiency probe runs
+(measured_core_efficiency), and an mlp's dense-layer work (per layer of 1024 x 1024: the
+forward, the input gradient and the weight-gradient sum on 32 rows) over 1 and 4 layers. Each
+kind runs in 1 process, then in N at once (N = the cores, then twice the cores); the efficiency
+is (time alone x N / cores) over the slowest of the N, per round: 1 when the cores share the
+work perfectly. Prints the median of 5 rounds and every round.
 
 usage: /usr/bin/python3 bench/cores_by_kind.py
 """
 
 import multiprocessing as mp
+import os
 import statistics
 import time
 
@@ -24,14 +27,25 @@ def products():
     return time.perf_counter() - start
 
 
-def gradient_sums():
-    g = torch.zeros(1024, 1024)
-    x, y = torch.randn(32, 1024), torch.randn(32, 1024)
-    g.addmm_(x.t(), y)
-    start = time.perf_counter()
-    for _ in range(60):
-        g.addmm_(x.t(), y)
-    return time.perf_counter() - start
+def dense(layers):
+    def work():
+        weights = [torch.randn(1024, 1024) for _ in range(layers)]
+        grads = [torch.zeros(1024, 1024) for _ in range(layers)]
+        x, dy = torch.randn(32, 1024), torch.randn(32, 1024)
+
+        def one_pass():
+            for w, g in zip(weights, grads):
+                torch.mm(x, w.t())  # forward
+                torch.mm(dy, w)  # input gradient
+                g.addmm_(x.t(), dy)  # weight-gradient sum
+
+        one_pass()
+        start = time.perf_counter()
+        for _ in range(120 // layers):
+            one_pass()
+        return time.perf_counter() - start
+
+    return work
 
 
 def timed(kind, out):
@@ -39,26 +53,25 @@ def timed(kind, out):
     out.put(kind())
 
 
-def once(kind):
+def slowest(kind, n):
     out = mp.Queue()
-    p = mp.Process(target=timed, args=(kind, out))
-    p.start()
-    p.join()
-    return out.get()
-
-
-def together(kind):
-    out = mp.Queue()
-    ps = [mp.Process(target=timed, args=(kind, out)) for _ in range(2)]
+    ps = [mp.Process(target=timed, args=(kind, out)) for _ in range(n)]
     for p in ps:
         p.start()
     for p in ps:
         p.join()
-    return max(out.get(), out.get())
+    return max(out.get() for _ in range(n))
 
 
 if __name__ == "__main__":
-    for name, kind in (("products 384 x 384", products), ("gradient sums 1024 x 1024", gradient_sums)):
-        rounds = [once(kind) / together(kind) for _ in range(7)]
-        print(f"{name}: efficiency {statistics.median(rounds):.2f} (rounds: "
-              + ", ".join(f"{r:.2f}" for r in rounds) + ")")
+    cores = len(os.sched_getaffinity(0))
+    kinds = (("products 384 x 384", products), ("dense 1 layer of 1024 x 1024", dense(1)),
+             ("dense 4 layers of 1024 x 1024", dense(4)))
+    for name, kind in kinds:
+        for n in (cores, 2 * cores):
+            rounds = []
+            for _ in range(5):
+                alone = slowest(kind, 1)
+                rounds.append(alone * n / cores / slowest(kind, n))
+            print(f"{name}, {n} processes on {cores} cores: efficiency "
+                  f"{statistics.median(rounds):.2f} (rounds: " + ", ".join(f"{r:.2f}" for r in rounds) + ")")
