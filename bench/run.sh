@@ -185,11 +185,11 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo
   echo "## The planner against measured runs"
   echo
-  echo "Command: \`OMP_WAIT_POLICY=passive bench/planner.sh $build/tandem 5\`: each configuration trained"
+  echo "Command: \`OMP_WAIT_POLICY=passive bench/planner.sh $build/tandem 9\`: each configuration trained"
   echo "with \`train --auto\` and every searched option given, then \`--auto\` with none given (and its"
   echo "choice and the best of the sweep in turn, 3 runs each)."
   echo
-  OMP_WAIT_POLICY=passive bash bench/planner.sh "$build/tandem" 5
+  OMP_WAIT_POLICY=passive bash bench/planner.sh "$build/tandem" 9
   echo
   echo "### \`tandem plan --volume max\` against training"
   echo
