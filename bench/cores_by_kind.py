@@ -65,7 +65,8 @@ def slowest(kind, n):
 
 if __name__ == "__main__":
     cores = len(os.sched_getaffinity(0))
-    kinds = (("products 384 x 384", products), ("dense 1 layer of 1024 x 1024", dense(1)),
+    kinds = (("products 384 x 384", products),
+             ("dense 1 layer of 1024 x 1024", dense(1)),
              ("dense 4 layers of 1024 x 1024", dense(4)))
     for name, kind in kinds:
         for n in (cores, 2 * cores):
@@ -73,5 +74,6 @@ if __name__ == "__main__":
             for _ in range(5):
                 alone = slowest(kind, 1)
                 rounds.append(alone * n / cores / slowest(kind, n))
+            each = ", ".join(f"{r:.2f}" for r in rounds)
             print(f"{name}, {n} processes on {cores} cores: efficiency "
-                  f"{statistics.median(rounds):.2f} (rounds: " + ", ".join(f"{r:.2f}" for r in rounds) + ")")
+                  f"{statistics.median(rounds):.2f} (rounds: {each})")

@@ -6,14 +6,11 @@
 # The ranks share this machine's cores (mpirun
 # --oversubscribe --bind-to none). Prints Markdown.
 # Usage: bench/planner_mpi.sh TANDEM_BINARY [STEPS]
-# STEPS (default 9): the plan is of a step in steady state, and a run's first steps are not: they
-# fault in fresh pages until the process's heaps hold every tensor of a step (the mlp's backwards
-# faulted 34575 pages in the first step, 13667 in the second, 825 a step after). With 9 steps the
-# median of the 8 after the first leaves out two slow steps; with 5, the median of 4 takes one in.
+# STEPS: default planner_steps (planner_parse.sh).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/planner_parse.sh"
 tandem=${1:-build/tandem}
-steps=${2:-9}
+steps=${2:-$planner_steps}
 mpirun=(mpirun --oversubscribe --bind-to none)
 [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
 # Each setting: its rank count, then train's options.

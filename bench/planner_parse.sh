@@ -72,3 +72,10 @@ in_turn() {
 median_of() {
   printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
+
+# The sweeps' steps per configuration. The plan is of a step in steady state, and a run's first
+# steps are not: they fault in fresh pages until the process's heaps hold every tensor of a step
+# (the mlp's backwards faulted 34575 pages in the first step, 13667 in the second, 825 a step
+# after). With 9 steps the median of the 8 after the first leaves out two slow steps; with 5, the
+# median of 4 takes one in.
+planner_steps=9
