@@ -72,6 +72,30 @@ std::vector<std::exception_ptr> Pipeline::Impl::run_on_workers(
   return errors;
 }
 
+std::vector<std::exception_ptr> Pipeline::Impl::timed_on_workers(
+    char kind, const std::function<void(int)>& job) {
+  // On a GPU a phase's time is the host's: what it waited for and queued. Only a group's lead
+  // has these phases (the others' gradients are summed into its own).
+  std::vector<PhaseTiming> by_worker(local.size());
+  auto since = [this] {
+    return std::chrono::duration<double, std::micro>(Clock::now() - origin).count();
+  };
+  auto errors = run_on_workers([&](int w) {
+    PhaseTiming& t = by_worker[static_cast<size_t>(w)];
+    t.device = local[w];
+    t.kind = kind;
+    t.start_us = since();
+    job(w);
+    t.end_us = since();
+  });
+  for (const PhaseTiming& t : by_worker) {
+    bool leads = false;
+    for (int st = 0; st < partition.num_stages; ++st) leads |= lead(st) == t.device;
+    if (leads && t.end_us > t.start_us) step_phases.push_back(t);
+  }
+  return errors;
+}
+
 // A step's tensors against the pipeline: returns the batch size.
 int64_t Pipeline::Impl::check_step(const torch::Tensor& input, const torch::Tensor& target,
                                    int64_t samples, bool predicting) const {
@@ -193,6 +217,8 @@ std::vector<DeviceResult> Pipeline::Impl::execute(const StepPlan& plan, bool tra
 // The step's loss, metric, memory, in-flight counts and timings from the devices' results.
 StepStats Pipeline::Impl::gather_stats(const StepPlan& plan, std::vector<DeviceResult>& results) {
   StepStats stats;
+  origin = plan.origin;
+  step_phases.clear();
   stats.seconds = std::chrono::duration<double>(Clock::now() - plan.origin).count();
   stats.started_us =
       std::chrono::duration<double, std::micro>(plan.origin.time_since_epoch()).count();
@@ -238,13 +264,13 @@ StepStats Pipeline::forward_backward(const torch::Tensor& input, const torch::Te
   StepStats s = impl_->run(input, target, samples, /*training=*/true);
   Impl& m = *impl_;
   if (m.slabs > 1) {
-    auto errors = m.run_on_workers([&m](int w) { m.sum_into_lead(w); });
+    auto errors = m.timed_on_workers('G', [&m](int w) { m.sum_into_lead(w); });
     if (!errors.empty()) std::rethrow_exception(errors.front());
   }
   // Across processes: the replicas, and the slabs of a spatial split that run elsewhere.
   const bool remote_slabs = m.slabs > 1 && static_cast<int>(m.local.size()) < m.pipeline_size;
   if (m.options.replicas > 1 || remote_slabs) {
-    auto errors = m.run_on_workers([&m](int w) {
+    auto errors = m.timed_on_workers('G', [&m](int w) {
       const int d = m.local[w];
       for (int s = 0; s < m.partition.num_stages; ++s) {
         if (m.lead(s) != d) continue;
@@ -320,7 +346,7 @@ void Pipeline::set_optimizer(const OptimizerFactory& factory) {
 
 void Pipeline::optimizer_step() {
   Impl& m = *impl_;
-  auto errors = m.run_on_workers([&m](int w) {
+  auto errors = m.timed_on_workers('O', [&m](int w) {
     const int d = m.local[w];
     memory::ScopedWhere where(d, m.options.devices[d].name);
     for (int s = 0; s < m.partition.num_stages; ++s) {
@@ -412,6 +438,8 @@ const std::vector<int>& Pipeline::stage_device() const { return impl_->stage_dev
 const std::vector<DeviceSpec>& Pipeline::devices() const { return impl_->options.devices; }
 int64_t Pipeline::step() const { return impl_->step; }
 const std::vector<ActionTiming>& Pipeline::last_timings() const { return impl_->timings; }
+
+const std::vector<PhaseTiming>& Pipeline::last_phases() const { return impl_->step_phases; }
 
 uint64_t Pipeline::Impl::device_bytes(int d) const {
   const auto& dev = options.devices[d].device;

@@ -53,6 +53,12 @@ struct Pipeline::Impl {
   int64_t runs = 0;         // forward_backward and evaluate calls so far: the next MessageKey::run
   double loss_scale = 1.0;  // set_loss_scale's
   std::vector<ActionTiming> timings;
+  // The last step's start, and its phases after its actions on the local devices.
+  TimePoint origin;
+  std::vector<PhaseTiming> step_phases;
+  // Runs job(w) on every local worker as run_on_workers does, and times each worker's call as a
+  // phase of the step of kind `kind`.
+  std::vector<std::exception_ptr> timed_on_workers(char kind, const std::function<void(int)>& job);
   std::unique_ptr<PlacementLog> placement_log;
 
   // Runs job(w) on every local device's worker w, in stream order with the calling thread on

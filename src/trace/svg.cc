@@ -18,7 +18,7 @@
 namespace tandem::trace {
 namespace {
 
-constexpr const char* kKindOrder = "FBIWSRXO";  // legend order; other kinds come last
+constexpr const char* kKindOrder = "FBIWSRXGO";  // legend order; other kinds come last
 constexpr const char* kIdleColor = "#efefef";
 
 std::string escape(std::string_view text) {

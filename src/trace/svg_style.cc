@@ -19,6 +19,8 @@ const char* kind_color(char kind) {
       return "#d8b5a5";  // light brown
     case 'X':
       return "#e45756";  // red
+    case 'G':
+      return "#eeca3b";  // yellow
     case 'O':
       return "#7f7f7f";  // grey
     default:
@@ -42,6 +44,8 @@ const char* kind_label(char kind) {
       return "receive";
     case 'X':
       return "slab exchange";
+    case 'G':
+      return "gradient sums";
     case 'O':
       return "optimizer";
     default:

@@ -90,6 +90,22 @@ void add_exchange_spans(trace::Trace& out, const runtime::Pipeline& p,
   }
 }
 
+void add_phase_spans(trace::Trace& out, const runtime::Pipeline& p,
+                     const std::vector<runtime::PhaseTiming>& phases, double offset_us, int rank) {
+  for (const runtime::PhaseTiming& t : phases) {
+    trace::Span s;
+    s.device = rank >= 0 ? rank : t.device;
+    s.device_name = rank >= 0 ? fmt::format("r{} {}", rank, p.devices()[t.device].name)
+                              : p.devices()[t.device].name;
+    s.kind = t.kind;
+    s.track = t.kind == 'O' ? "optimizer" : "comm";
+    s.name = t.kind == 'O' ? "optimizer" : "gradient sums";
+    s.start_us = offset_us + t.start_us;
+    s.dur_us = t.end_us - t.start_us;
+    out.spans.push_back(std::move(s));
+  }
+}
+
 trace::Trace simulated_trace(const schedule::Schedule& sched, const schedule::Timeline& timeline,
                              double unit_us) {
   trace::Trace out;

@@ -70,6 +70,7 @@ void Observers::after_step(int64_t step, const runtime::StepStats& stats, double
     add_step_spans(trace_, p, p.last_timings(), step, offset, job_.mpi() ? job_.rank() : -1,
                    trainer_.config().replicas);
     add_exchange_spans(trace_, p, stats.exchanges, offset, job_.mpi() ? job_.rank() : -1);
+    add_phase_spans(trace_, p, p.last_phases(), offset, job_.mpi() ? job_.rank() : -1);
     // One counter per memory: a GPU that devices share is drawn once, on its first device's
     // row, and its name says which devices share it. Under MPI each rank has one device, and
     // its process its own allocator: one counter on the rank's row.

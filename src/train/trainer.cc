@@ -1,5 +1,6 @@
 #include "tandem/train/trainer.h"
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -248,6 +249,12 @@ runtime::StepStats Trainer::train_step(int64_t step) {
     loss_scaler_->update(!s.skipped);
   }
   if (!s.skipped) pipeline_->optimizer_step();
+  // The step's time is the whole step's: its actions, the gradients' sums, the loss over the
+  // replicas and the optimizer's step (what the planner plans), the batch's reading not included.
+  const double now_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+  s.seconds = (now_us - s.started_us) / 1e6;
   // The optimizer's step is part of the step: its temporaries (Adam's, the size of a parameter)
   // count in each local device's peak.
   for (size_t d = 0; d < s.peak_bytes.size(); ++d)

@@ -10,7 +10,8 @@ For each case below, trains 3 steps with one traced step (--trace-steps 1) and w
   - every action of the traced step has exactly one box, on the row of the device that runs its
     stage: the boxes of a row are the actions of that device's list in the lowered schedule
     (`tandem schedule --lowered`, sends and receives included), computes in the tall band and
-    sends and receives in the thin one;
+    sends and receives in the thin one; after them, one "optimizer" box in the tall band (the
+    optimizer's step, which comes after every action of the step);
   - the boxes stand in time order: walking a device's list, each box starts no earlier than the
     one before, and compute boxes do not overlap;
   - each box sits where the trace puts its span: x = idle.x + (ts - first) / (last - first) *
@@ -97,11 +98,13 @@ def legend_colours(root):
 
 
 KIND_WORD = {"F": "forward", "B": "backward", "I": "backward (input)",
-             "W": "backward (weight)", ">": "send", "<": "receive"}
+             "W": "backward (weight)", ">": "send", "<": "receive", "optimizer": "optimizer"}
 
 
 def kind_of(name):
-    """The legend word of an action name: 1F3, 2I0, 1F3>2 (send), 2F3<1 (receive)."""
+    """The legend word of an action name: 1F3, 2I0, 1F3>2 (send), 2F3<1 (receive), optimizer."""
+    if name in KIND_WORD:
+        return KIND_WORD[name]
     for arrow in "<>":
         if arrow in name:
             return KIND_WORD[arrow]
@@ -117,7 +120,7 @@ def check_case(tandem, work, schedule, devices):
     run([tandem, "train", "--schedule", schedule, "--devices", str(devices), "--microbatches",
          "4", "--batch", "32", "--steps", "3", "--trace-steps", "1", "--eval-batch", "5000",
          "--progress", "none", "--trace", trace_path, "--timeline", svg_path])
-    expected = lowered_rows(tandem, schedule, devices)
+    expected = [row + ["optimizer"] for row in lowered_rows(tandem, schedule, devices)]
 
     try:
         root = ET.parse(svg_path).getroot()

@@ -18,6 +18,7 @@
 #include "tandem/schedule/all.h"
 #include "tandem/trace/chrome_trace.h"
 #include "tandem/trace/svg.h"
+#include "tandem/train/trainer.h"
 
 namespace tandem {
 namespace {
@@ -149,6 +150,57 @@ TEST(Trace, ReportOfMeasuredStepsIsConsistent) {
 
 // A simulated timeline becomes spans in the measured format, 1 ms per cost unit, and the SVG
 // draws one box per span (its tooltip naming the action) on one row per device.
+// A training step's time takes in what follows its actions: on each device that leads a
+// stage's group of slabs, the gradients' sums and then the optimizer's step, each after every
+// action of the step; the other devices of a group have neither. A trace shows both phases.
+TEST(Trace, AStepsTimeTakesInItsGradientSumsAndItsOptimizer) {
+  train::Config c;
+  c.model = "conv3d-stack";
+  c.data = "regression";
+  c.volume = 8;
+  c.convs = 2;
+  c.filters = 4;
+  c.devices = "4";  // 2 stages of 2 slabs: devices 0 and 2 lead
+  c.spatial = 2;
+  c.threads_per_device = 1;
+  c.batch = 4;
+  c.microbatches = 2;
+  c.train_samples = 8;
+  c.test_samples = 0;
+  c.steps = 2;
+  c.progress = trace::Progress::Mode::kNone;
+  train::Trainer t(c);
+  int steps = 0;
+  t.run([&](int64_t step, int64_t, const runtime::StepStats& s, double) {
+    ++steps;
+    const runtime::Pipeline& p = t.pipeline();
+    double actions_end = 0;
+    for (const runtime::ActionTiming& a : p.last_timings())
+      actions_end = std::max(actions_end, a.end_us);
+    std::map<int, std::string> kinds;  // by device, in the order they ran
+    std::map<int, double> last_end;
+    for (const runtime::PhaseTiming& ph : p.last_phases()) {
+      EXPECT_GE(ph.start_us, actions_end) << "step " << step << " device " << ph.device;
+      EXPECT_GE(ph.start_us, last_end[ph.device]) << "step " << step << " device " << ph.device;
+      EXPECT_GE(ph.end_us, ph.start_us);
+      EXPECT_LE(ph.end_us, s.seconds * 1e6) << "step " << step << ": the step's seconds end "
+                                            << "before its phase " << ph.kind;
+      kinds[ph.device] += ph.kind;
+      last_end[ph.device] = ph.end_us;
+    }
+    EXPECT_EQ(kinds, (std::map<int, std::string>{{0, "GO"}, {2, "GO"}})) << "step " << step;
+    trace::Trace traced;
+    train::add_phase_spans(traced, p, p.last_phases(), s.started_us);
+    ASSERT_EQ(traced.spans.size(), 4u);
+    for (const trace::Span& span : traced.spans) {
+      EXPECT_EQ(span.track, span.kind == 'O' ? "optimizer" : "comm");
+      EXPECT_EQ(span.name, span.kind == 'O' ? "optimizer" : "gradient sums");
+      EXPECT_EQ(span.device_name, p.devices()[span.device].name);
+    }
+  });
+  EXPECT_EQ(steps, 2);
+}
+
 TEST(Trace, SimulatedTimelineUsesTheSameFormat) {
   schedule::Schedule s = schedule::gpipe(4, 8);
   schedule::Timeline tl =

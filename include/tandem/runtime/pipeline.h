@@ -100,9 +100,12 @@ struct StepStats {
   double loss = 0;
   double metric_sum = 0;  // Model::metric summed over the samples
   int64_t samples = 0;
+  // Seconds from the step's start to its last action's end: Pipeline::forward_backward's
+  // gradient sums and the optimizer's step come after (train::Trainer::train_step's seconds
+  // take them in).
   double seconds = 0;
   // When the step started, in microseconds of the steady clock (the timings of
-  // Pipeline::last_timings() count from here).
+  // Pipeline::last_timings() and last_phases() count from here).
   double started_us = 0;
   // Largest number of micro-batches whose activations a stage held at once, per stage.
   std::vector<int> peak_inflight;
@@ -200,6 +203,10 @@ class Pipeline {
 
   // What each device executed in the last step, with times since the step's start.
   const std::vector<ActionTiming>& last_timings() const;
+  // The phases of the last training step after its actions, on the local devices that lead a
+  // stage's group: the gradients' sums (forward_backward) and the optimizer's step
+  // (optimizer_step), with times since the step's start.
+  const std::vector<PhaseTiming>& last_phases() const;
 
   // Bytes in use and peak bytes of each device of the pipeline since the last reset.
   uint64_t device_bytes(int device) const;

@@ -20,7 +20,8 @@ struct Span {
   std::string device_name;  // "cpu:0", "r1 cuda:0"
   std::string track;        // "compute", "comm", "slabs", "optimizer"; Chrome "tid" (one per name)
   std::string name;         // action text: "1F3", "0B2", "2I0", "3W1", "1F3>2", "opt"
-  char kind = 'F';          // F, B, I, W; S send, R receive, X slab exchange, O optimizer
+  char kind = 'F';          // F, B, I, W; S send, R receive, X slab exchange, G gradient sums,
+                            // O optimizer
   int stage = -1;           // -1: not tied to a stage
   int microbatch = -1;      // -1: not tied to a micro-batch
   std::string layers;       // e.g. "fc1..fc3"

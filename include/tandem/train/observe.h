@@ -29,6 +29,13 @@ void add_exchange_spans(trace::Trace& out, const runtime::Pipeline& pipeline,
                         const std::vector<std::vector<spatial::Exchange>>& exchanges,
                         double offset_us, int rank = -1);
 
+// Appends the phases of a training step after its actions (runtime::Pipeline::last_phases):
+// the gradients' sums on each device's "comm" track (kind 'G', "gradient sums") and the optimizer's
+// step on its "optimizer" track (kind 'O', "optimizer").
+void add_phase_spans(trace::Trace& out, const runtime::Pipeline& pipeline,
+                     const std::vector<runtime::PhaseTiming>& phases, double offset_us,
+                     int rank = -1);
+
 // The spans of a simulated timeline, `unit_us` microseconds per cost unit.
 trace::Trace simulated_trace(const schedule::Schedule& schedule, const schedule::Timeline& timeline,
                              double unit_us = 1000);
