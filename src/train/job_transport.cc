@@ -1,6 +1,8 @@
 // The planner's transport costs between the ranks of an MPI job (planner.h:
 // measured_job_transport), measured through the job's own transport as a run's messages and
 // gradient sums go.
+#include <ATen/Parallel.h>
+
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -36,28 +38,55 @@ transport::MessageKey probe_key(const std::string& what, int measurement, int ro
   return {"planner " + what, measurement, round, false, 0, 0, -1};
 }
 
-// Seconds per round of `rounds` exchanges among ranks 0..k-1 (each sends 16 bytes to its
-// neighbours and takes theirs, as a slab group's halo exchange does), timed on rank 0 after an
-// untimed round; the other ranks wait. Collective.
-double rank_exchange(Job& job, int k, int measurement, int rounds) {
+// Seconds an exchange among k ranks adds to a rank's work while every rank works, as ranks do
+// in a run: each slab group's ranks exchange halos between their layers' work, every group at
+// once. With more ranks than cores an exchange then also waits until the system runs the
+// partner, whose turn on a core the other ranks' work takes: a unet's exchanges in a run of 4
+// ranks on 2 cores took 0.9 ms at the median and 1.5 ms in the mean, where ranks 0 and 1
+// exchanging while the others waited took 0.25 ms.
+// Every group of k consecutive ranks (ranks beyond the last whole group only work) runs
+// `rounds` rounds of one fixed work, each followed by an exchange with the rank's neighbours in
+// its group (16 bytes each way); then every rank runs the same rounds without the exchanges.
+// The difference per round, the mean over the exchanging ranks; an untimed round first in
+// each. Collective.
+double loaded_exchange(Job& job, int k, int measurement, int rounds) {
   const std::shared_ptr<transport::Transport> t = job.transport();
   const int me = job.rank();
-  double seconds = 0;
-  if (me < k) {
-    const torch::Tensor planes = torch::zeros({4});
+  const bool exchanging = me < job.world() / k * k;
+  const int first = me / k * k;  // of the rank's group
+  auto in_group = [&](int r) { return r >= first && r < first + k; };
+  const int threads_before = at::get_num_threads();
+  at::set_num_threads(1);  // a device's threads under MPI
+  const torch::Tensor a = torch::randn({128, 128});
+  torch::Tensor c = torch::randn({128, 128});
+  const torch::Tensor planes = torch::zeros({4});
+  auto per_round = [&](bool exchange) {
+    job.barrier();
     auto start = Clock::now();
     for (int r = 0; r <= rounds; ++r) {
       if (r == 1) start = Clock::now();
+      for (int n = 0; n < 4; ++n) c = torch::mm(a, c.clamp(-1, 1));
+      if (!exchange || !exchanging) continue;
       const transport::MessageKey key = probe_key("exchange", measurement, r);
       for (int to : {me - 1, me + 1})
-        if (to >= 0 && to < k) t->send(me, to, key, planes, nullptr);
+        if (in_group(to)) t->send(me, to, key, planes, nullptr);
       for (int from : {me - 1, me + 1})
-        if (from >= 0 && from < k) t->recv(me, from, key, c10::kCPU);
+        if (in_group(from)) t->recv(me, from, key, c10::kCPU);
     }
-    seconds = seconds_since(start) / rounds;
+    return seconds_since(start) / rounds;
+  };
+  const double with = per_round(true);
+  const double without = per_round(false);
+  at::set_num_threads(threads_before);
+  double sum = 0;
+  int ranks = 0;
+  for (const std::string& one :
+       job.all_gather(exchanging ? fmt::format("{:.9e}", with - without) : std::string())) {
+    if (one.empty()) continue;
+    sum += std::stod(one);
+    ++ranks;
   }
-  job.barrier();
-  return seconds;
+  return ranks > 0 ? std::max(0.0, sum / ranks) : 0.0;
 }
 
 // One-way seconds of a message of `floats` floats from rank `from` to rank `from + 1`: half the
@@ -176,7 +205,7 @@ TransportCosts measured_job_transport(Job& job, const Config& config, const std:
   for (int members : sizes) {
     if (members < 2 || members > world) continue;
     std::vector<double> rounds;
-    for (int r = 0; r < 3; ++r) rounds.push_back(rank_exchange(job, members, ++measurement, 100));
+    for (int r = 0; r < 3; ++r) rounds.push_back(loaded_exchange(job, members, ++measurement, 50));
     costs.latency[members] = median_of(rounds);
   }
   // Every link between neighbouring ranks: the slowest pair at each size (rank r measures r to

@@ -127,7 +127,8 @@ struct TransportCosts {
 TransportCosts measured_transport(const std::set<int>& k);
 
 // Under MPI: TransportCosts between the ranks of `job`, measured on its transport by every rank
-// (collective): the exchange among ranks 0..k-1 for the group sizes `k` (2 always); messages of
+// (collective): what an exchange among k ranks adds to their work while every rank works, for
+// the group sizes `k` (2 always; job_transport.cc: loaded_exchange); messages of
 // 16 bytes to 8 MiB between every two ranks neighbouring in rank order (where a run places its
 // stages and slabs), the slowest pair's time at each size (its small message's time as the
 // latency of 2, the rest as the copy); and, for every --spatial of `k` whose gradients a run
