@@ -85,48 +85,70 @@ double TransportCosts::all_reduce_seconds(int spatial, double bytes) const {
 
 namespace {
 
-// Seconds per round of `rounds` exchanges among `k` threads through an in-process transport:
-// in each, thread j sends 16 bytes to threads j - 1 and j + 1 and takes theirs, as a slab's
-// halo exchange does. Timed on thread 0 after an untimed round.
-double exchange_round(int k, int rounds) {
-  const std::vector<DeviceSpec> specs = parse_devices(std::to_string(k), 1);
+// Seconds an exchange among k threads through an in-process transport adds to their work while
+// `devices` threads work at once, as a run's devices do: each slab group's threads exchange
+// halos between their layers' work, every group at once, and with more threads than cores an
+// exchange also waits until the system runs the partner (job_transport.cc: loaded_exchange, the
+// same between ranks). The threads in groups of k (those beyond the last whole group only work)
+// run `rounds` rounds of one fixed work, each followed by an exchange with the thread's
+// neighbours in its group (16 bytes each way), and then the same rounds without the exchanges.
+// The difference per round, the mean over the exchanging threads; an untimed round first.
+double loaded_exchange(int k, int devices, int rounds) {
+  const std::vector<DeviceSpec> specs = parse_devices(std::to_string(devices), 1);
   std::vector<std::unique_ptr<DeviceContext>> contexts;
-  std::vector<const DeviceContext*> devices;
+  std::vector<const DeviceContext*> pointers;
   for (const DeviceSpec& spec : specs) {
     contexts.push_back(std::make_unique<DeviceContext>(spec));
-    devices.push_back(contexts.back().get());
+    pointers.push_back(contexts.back().get());
   }
-  transport::InProcessTransport t(devices, std::chrono::seconds(60));
-  double seconds = 0;
-  std::vector<std::thread> threads;
+  transport::InProcessTransport t(pointers, std::chrono::seconds(60));
+  const int exchanging = devices / k * k;
+  std::vector<double> with(static_cast<size_t>(devices), 0.0), without = with;
   std::exception_ptr failed;
   std::mutex failed_mu;
-  for (int j = 0; j < k; ++j) {
-    threads.emplace_back([&, j] {
-      try {
-        contexts[static_cast<size_t>(j)]->enter_worker_thread();
-        const torch::Tensor planes = torch::zeros({4});
-        auto start = std::chrono::steady_clock::now();
-        for (int r = 0; r <= rounds; ++r) {
-          if (r == 1) start = std::chrono::steady_clock::now();
-          const transport::MessageKey key{"exchange", 0, r, false, 0, 0, 0};
-          for (int to : {j - 1, j + 1})
-            if (to >= 0 && to < k) t.send(j, to, key, planes, nullptr);
-          for (int from : {j - 1, j + 1})
-            if (from >= 0 && from < k) t.recv(j, from, key, c10::kCPU);
+  auto run = [&](bool exchange, std::vector<double>& seconds) {
+    std::vector<std::thread> threads;
+    for (int j = 0; j < devices; ++j) {
+      threads.emplace_back([&, j] {
+        try {
+          contexts[static_cast<size_t>(j)]->enter_worker_thread();
+          at::set_num_threads(1);
+          const int first = j / k * k;  // of the thread's group
+          auto in_group = [&](int i) { return j < exchanging && i >= first && i < first + k; };
+          const torch::Tensor a = torch::randn({128, 128}), planes = torch::zeros({4});
+          torch::Tensor c = torch::randn({128, 128});
+          auto start = std::chrono::steady_clock::now();
+          for (int r = 0; r <= rounds; ++r) {
+            if (r == 1) start = std::chrono::steady_clock::now();
+            for (int n = 0; n < 4; ++n) c = torch::mm(a, c.clamp(-1, 1));
+            if (!exchange) continue;
+            const transport::MessageKey key{"exchange", 0, r, false, 0, 0, 0};
+            for (int to : {j - 1, j + 1})
+              if (in_group(to)) t.send(j, to, key, planes, nullptr);
+            for (int from : {j - 1, j + 1})
+              if (in_group(from)) t.recv(j, from, key, c10::kCPU);
+          }
+          seconds[static_cast<size_t>(j)] =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+              rounds;
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(failed_mu);
+          if (!failed) failed = std::current_exception();
+          t.abort("an exchange of the transport's measurement failed");
         }
-        if (j == 0)
-          seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(failed_mu);
-        if (!failed) failed = std::current_exception();
-        t.abort("an exchange of the transport's measurement failed");
-      }
-    });
-  }
-  for (std::thread& th : threads) th.join();
-  if (failed) std::rethrow_exception(failed);
-  return seconds / rounds;
+      });
+    }
+    for (std::thread& th : threads) th.join();
+    if (failed) std::rethrow_exception(failed);
+  };
+  const int threads_before = at::get_num_threads();
+  run(true, with);
+  run(false, without);
+  at::set_num_threads(threads_before);
+  double sum = 0;
+  for (int j = 0; j < exchanging; ++j)
+    sum += with[static_cast<size_t>(j)] - without[static_cast<size_t>(j)];
+  return exchanging > 0 ? std::max(0.0, sum / exchanging) : 0.0;
 }
 
 // Seconds to copy `floats` floats on one thread into memory written before: the median of 9
@@ -158,13 +180,14 @@ double median_of_3(const std::function<double()>& f) {
 
 }  // namespace
 
-TransportCosts measured_transport(const std::set<int>& k) {
+TransportCosts measured_transport(const std::set<int>& k, int devices) {
   TransportCosts costs;
   std::set<int> sizes = k;
   sizes.insert(2);
   for (int members : sizes)
     if (members >= 2)
-      costs.latency[members] = median_of_3([&] { return exchange_round(members, 100); });
+      costs.latency[members] =
+          median_of_3([&] { return loaded_exchange(members, std::max(devices, members), 50); });
   // The copies: up to 8 MiB (a 64³ volume's activation of 8 channels for one sample).
   costs.copy.emplace_back(0.0, 0.0);
   for (int64_t floats :
@@ -230,7 +253,7 @@ PlanCosts measure_plan_costs(const Config& c, const graph::Model& model, const S
   if (job && job->mpi())
     costs.transport = measured_job_transport(*job, c, groups);
   else if (space.devices > 1)
-    costs.transport = measured_transport(groups);
+    costs.transport = measured_transport(groups, space.devices);
   costs.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return costs;
 }

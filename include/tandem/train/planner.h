@@ -122,9 +122,10 @@ struct TransportCosts {
 };
 
 // Measures TransportCosts on this process's in-process transport for the group sizes `k` (2
-// always): exchanges of 16 bytes among k threads, the median over rounds; and copies of 64 KiB
+// always): what an exchange of 16 bytes among k threads adds to their work while `devices`
+// threads work at once (plan_costs.cc: loaded_exchange), the median of 3; and copies of 64 KiB
 // to 8 MiB on one thread into memory written before, as a running pipeline's receivers copy.
-TransportCosts measured_transport(const std::set<int>& k);
+TransportCosts measured_transport(const std::set<int>& k, int devices);
 
 // Under MPI: TransportCosts between the ranks of `job`, measured on its transport by every rank
 // (collective): what an exchange among k ranks adds to their work while every rank works, for
