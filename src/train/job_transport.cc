@@ -137,51 +137,6 @@ double group_sum(Job& job, int64_t floats) {
   return median_of(slowest);
 }
 
-// How much longer than the sum alone a gradient sum over the job's data-parallel groups takes
-// when every rank first works through `work_seconds` of work (alone), as a run's ranks work
-// through a step before its sums: ranks that share cores finish their work apart, and a group's
-// sum waits for its last rank. Every rank runs `rounds` rounds of the work, each followed by a
-// sum of 64 KiB, and then the same rounds without the sums; the mean over the ranks of the
-// difference per round, less the 64 KiB sum's own time (`sum_alone`). An untimed round first in
-// each. Collective.
-double sum_wait(Job& job, double work_seconds, double sum_alone, int rounds) {
-  const std::shared_ptr<transport::Transport> t = job.transport();
-  const int device = t->local_devices().front();
-  const int threads_before = at::get_num_threads();
-  at::set_num_threads(1);  // a device's threads under MPI
-  const torch::Tensor a = torch::randn({128, 128});
-  torch::Tensor c = torch::randn({128, 128});
-  auto chunk = [&] { c = torch::mm(a, c.clamp(-1, 1)); };
-  // The chunks that make the work: timed on rank 0 alone, the same count on every rank.
-  const int64_t chunks = std::stoll(job.once([&] {
-    for (int n = 0; n < 8; ++n) chunk();
-    const auto start = Clock::now();
-    for (int n = 0; n < 64; ++n) chunk();
-    const double each = seconds_since(start) / 64;
-    return std::to_string(
-        std::clamp<int64_t>(static_cast<int64_t>(work_seconds / each), 1, int64_t{1} << 16));
-  }));
-  auto per_round = [&](bool sum) {
-    job.barrier();
-    auto start = Clock::now();
-    for (int r = 0; r <= rounds; ++r) {
-      if (r == 1) start = Clock::now();
-      for (int64_t n = 0; n < chunks; ++n) chunk();
-      if (!sum) continue;
-      std::vector<torch::Tensor> grads{torch::ones({int64_t{1} << 14})};
-      t->all_reduce_sum(device, grads);
-    }
-    return seconds_since(start) / rounds;
-  };
-  const double with = per_round(true);
-  const double without = per_round(false);
-  at::set_num_threads(threads_before);
-  double sum = 0;
-  const std::vector<std::string> all = job.all_gather(fmt::format("{:.9e}", with - without));
-  for (const std::string& one : all) sum += std::stod(one);
-  return std::max(0.0, sum / static_cast<double>(all.size()) - sum_alone);
-}
-
 nlohmann::json curve_json(const std::vector<std::pair<double, double>>& curve) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& [bytes, seconds] : curve) out.push_back({bytes, seconds});
@@ -206,9 +161,6 @@ std::string transport_costs_json(const TransportCosts& t) {
   j["all_reduce"] = nlohmann::json::object();
   for (const auto& [spatial, curve] : t.all_reduce)
     j["all_reduce"][std::to_string(spatial)] = curve_json(curve);
-  j["sum_wait"] = nlohmann::json::object();
-  for (const auto& [spatial, seconds] : t.sum_wait)
-    j["sum_wait"][std::to_string(spatial)] = seconds;
   return j.dump();
 }
 
@@ -222,8 +174,6 @@ TransportCosts transport_costs_from_json(const std::string& text) {
     t.copy = curve_of(j.at("copy"));
     for (const auto& [spatial, curve] : j.at("all_reduce").items())
       t.all_reduce[std::stoi(spatial)] = curve_of(curve);
-    for (const auto& [spatial, seconds] : j.at("sum_wait").items())
-      t.sum_wait[std::stoi(spatial)] = seconds.get<double>();
   } catch (const nlohmann::json::exception& e) {
     TANDEM_CHECK(false, "transport costs: not their JSON form ({})", e.what());
   }
@@ -244,8 +194,7 @@ int job_cores(Job& job, int replicas) {
   return std::max(1, total / std::max(1, replicas));
 }
 
-TransportCosts measured_job_transport(Job& job, const Config& config, const std::set<int>& k,
-                                      double work_seconds) {
+TransportCosts measured_job_transport(Job& job, const Config& config, const std::set<int>& k) {
   TANDEM_CHECK(job.mpi(), "measured_job_transport measures between the ranks of an MPI job");
   const int world = job.world();
   TransportCosts costs;
@@ -293,7 +242,6 @@ TransportCosts measured_job_transport(Job& job, const Config& config, const std:
     for (size_t i = curve.size() - 1; i-- > 1;)
       curve[i].second = std::min(curve[i].second, curve[i + 1].second);
     costs.all_reduce[spatial] = curve;
-    costs.sum_wait[spatial] = sum_wait(job, work_seconds, curve[1].second, 8);
   }
   if (relaid) {
     layout.spatial = config.spatial;

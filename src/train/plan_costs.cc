@@ -78,11 +78,6 @@ double interpolated(const std::vector<std::pair<double, double>>& curve, double 
 
 double TransportCosts::copy_seconds(double bytes) const { return interpolated(copy, bytes); }
 
-double TransportCosts::sum_wait_of(int spatial) const {
-  const auto it = sum_wait.find(spatial);
-  return it == sum_wait.end() ? 0.0 : it->second;
-}
-
 double TransportCosts::all_reduce_seconds(int spatial, double bytes) const {
   const auto it = all_reduce.find(spatial);
   return it == all_reduce.end() ? 0.0 : interpolated(it->second, bytes);
@@ -255,17 +250,9 @@ PlanCosts measure_plan_costs(const Config& c, const graph::Model& model, const S
   // The transport last, so that its threads and copies leave nothing behind that the layers'
   // times would take.
   std::set<int> groups(space.spatial.begin(), space.spatial.end());
-  if (job && job->mpi()) {
-    // A rank's share of a step's work, for the wait of the gradient sums: the first layout's
-    // forwards and backwards (of one slab) of every micro-batch and slab, over the devices of a
-    // replica.
-    const runtime::LayerTimes& t = costs.layouts.front().times;
-    double work = 0;
-    for (size_t l = 0; l < t.forward.size(); ++l) work += t.forward[l] + t.backward[l];
-    work *= static_cast<double>(configs.front().microbatches * configs.front().spatial) /
-            std::max(1, space.devices);
-    costs.transport = measured_job_transport(*job, c, groups, work);
-  } else if (space.devices > 1)
+  if (job && job->mpi())
+    costs.transport = measured_job_transport(*job, c, groups);
+  else if (space.devices > 1)
     costs.transport = measured_transport(groups, space.devices);
   costs.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return costs;

@@ -233,7 +233,6 @@ Evaluated evaluate(const Setting& s, const graph::Partition& partition) {
   // data-parallel group, stage by stage (under MPI), and steps its optimizer over them.
   std::vector<double> sums(static_cast<size_t>(s.sched.num_devices), 0.0);
   std::vector<double> optimizer(static_cast<size_t>(s.sched.num_devices), 0.0);
-  std::vector<bool> summed(static_cast<size_t>(s.sched.num_devices), false);
   for (int k = 0; k < stages; ++k) {
     const size_t d = static_cast<size_t>(s.sched.stage_device[static_cast<size_t>(k)]);
     auto [begin, end] = partition.layers_of(k);
@@ -242,9 +241,6 @@ Evaluated evaluate(const Setting& s, const graph::Partition& partition) {
       if (!t.step.empty()) optimizer[d] += t.step[static_cast<size_t>(l)];
       bytes += s.gradient_bytes[static_cast<size_t>(l)];
     }
-    // A device's first sum also waits for the last rank of its group.
-    if (!summed[d]) sums[d] += tr.sum_wait_of(s.spatial);
-    summed[d] = true;
     sums[d] += tr.all_reduce_seconds(s.spatial, bytes);
   }
   e.step = contended_step(schedule::compute_only(s.sched), graph, step, sums, optimizer, s.spatial,

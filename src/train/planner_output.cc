@@ -58,11 +58,9 @@ std::string planning_table(const Planning& p, const Config& c, int top) {
     for (const auto& [bytes, seconds] : curve)
       if (bytes > 0)
         sums.push_back(fmt::format("{} in {:.0f} us", bytes_text(bytes), 1e6 * seconds));
-    out += fmt::format(
-        "gradient sums over {} ranks{}: {}; the first of a step waits {:.1f} ms "
-        "more for the group\n",
-        c.replicas * spatial, spatial > 1 ? fmt::format(" (--spatial {})", spatial) : "",
-        fmt::join(sums, ", "), 1e3 * p.transport.sum_wait_of(spatial));
+    out += fmt::format("gradient sums over {} ranks{}: {}\n", c.replicas * spatial,
+                       spatial > 1 ? fmt::format(" (--spatial {})", spatial) : "",
+                       fmt::join(sums, ", "));
   }
   std::vector<const PlannedRun*> fit, over, cannot;
   for (const PlannedRun& r : p.runs)
@@ -105,10 +103,6 @@ std::string planning_json(const Planning& p, const Config& c) {
   nlohmann::json sums = nlohmann::json::object();
   for (const auto& [spatial, curve] : p.transport.all_reduce) sums[std::to_string(spatial)] = curve;
   j["all_reduce_seconds"] = sums;  // by --spatial: [bytes, seconds] pairs
-  nlohmann::json sum_waits = nlohmann::json::object();
-  for (const auto& [spatial, seconds] : p.transport.sum_wait)
-    sum_waits[std::to_string(spatial)] = seconds;
-  j["sum_wait_seconds"] = sum_waits;  // by --spatial
   j["ranks"] = p.ranks;
   j["device_memory"] = c.device_memory;
   j["configurations"] = nlohmann::json::array();

@@ -202,8 +202,7 @@ TEST(Planner, TransportInterpolatesCopiesBetweenMeasuredSizes) {
 }
 
 // Under MPI each device sums its stages' weight gradients over the ranks of its group after its
-// last action and before its optimizer; the sums take the measured time of their bytes, and the
-// first also the measured wait for the last rank of its group.
+// last action and before its optimizer; the sums take the measured time of their bytes.
 TEST(Planner, GradientSumsFollowEachDevicesLastAction) {
   Fixture f = mlp(4, 2, [](int) { return 1.0; });
   f.config.balance = {4, 4};
@@ -220,12 +219,6 @@ TEST(Planner, GradientSumsFollowEachDevicesLastAction) {
   Planning p = plan_search(f.config, f.model, one("gpipe", 2, false), costs, 16);
   ASSERT_EQ(p.runs.size(), 1u);
   EXPECT_DOUBLE_EQ(p.runs[0].step_seconds, std::max(36 + 1e-6 * bytes[0], 28 + 1e-6 * bytes[1]));
-  // A group's first sum waits for its last rank: the measured wait before each device's sums.
-  costs.transport.sum_wait[1] = 2;
-  p = plan_search(f.config, f.model, one("gpipe", 2, false), costs, 16);
-  EXPECT_DOUBLE_EQ(p.runs[0].step_seconds,
-                   std::max(36 + 2 + 1e-6 * bytes[0], 28 + 2 + 1e-6 * bytes[1]));
-  costs.transport.sum_wait.clear();
   // Sums measured for another --spatial cost this layout nothing.
   costs.transport.all_reduce = {{2, {{0.0, 0.0}, {1e6, 1.0}}}};
   EXPECT_DOUBLE_EQ(
@@ -239,15 +232,11 @@ TEST(Planner, TransportCostsRoundTripThroughJson) {
   t.latency = {{2, 1.5e-5}, {4, 7.25e-5}};
   t.copy = {{0.0, 0.0}, {65536.0, 1.0 / 3}};
   t.all_reduce[2] = {{0.0, 0.0}, {1048576.0, 0.1}, {4194304.0, 0.7}};
-  t.sum_wait[2] = 0.0125;
   const TransportCosts back = transport_costs_from_json(transport_costs_json(t));
   EXPECT_EQ(back.where, t.where);
   EXPECT_EQ(back.latency, t.latency);
   EXPECT_EQ(back.copy, t.copy);
   EXPECT_EQ(back.all_reduce, t.all_reduce);
-  EXPECT_EQ(back.sum_wait, t.sum_wait);
-  EXPECT_DOUBLE_EQ(back.sum_wait_of(2), 0.0125);
-  EXPECT_DOUBLE_EQ(back.sum_wait_of(1), 0.0);
   EXPECT_DOUBLE_EQ(back.all_reduce_seconds(2, 2097152.0), 0.3);
   EXPECT_DOUBLE_EQ(back.all_reduce_seconds(1, 2097152.0), 0.0);
   EXPECT_THROW(transport_costs_from_json("{\"where\": 1}"), Error);

@@ -105,12 +105,6 @@ struct TransportCosts {
   // --spatial of the configuration, in ascending bytes as `copy`. Empty: no sum crosses ranks
   // (in process).
   std::map<int, std::vector<std::pair<double, double>>> all_reduce;
-  // Under MPI, by the --spatial of the configuration: how much longer than the sum alone a
-  // rank's first gradient sum of a step takes when every rank of the job works through a step's
-  // share of work before it, as in a run: the ranks share the cores, so the ranks of a group
-  // reach their sum apart and the first there waits for the last (job_transport.cc: sum_wait).
-  // Once per device and step; the sums after the first find the group together.
-  std::map<int, double> sum_wait;
   // Where it was measured: "in process", or "between N ranks over MPI".
   std::string where = "in process";
   // latency of k devices (0 where not measured: costs set by hand).
@@ -120,8 +114,6 @@ struct TransportCosts {
   // The sum of `bytes` of gradients among the devices of a configuration with --spatial
   // `spatial` (0 where none was measured).
   double all_reduce_seconds(int spatial, double bytes) const;
-  // sum_wait of `spatial` (0 where none was measured).
-  double sum_wait_of(int spatial) const;
   // What taking `messages` messages of `bytes` bytes in all costs: each a wait of an exchange
   // among `k` devices and the copy of its share of the bytes.
   double seconds(int k, int messages, double bytes) const {
@@ -143,11 +135,9 @@ TransportCosts measured_transport(const std::set<int>& k, int devices);
 // latency of 2, the rest as the copy); and, for every --spatial of `k` whose gradients a run
 // sums across ranks (config.replicas x spatial > 1), the job's transport made again for that
 // layout (Job::relayout) and sums of 64 KiB to 16 MiB over its data-parallel groups at once,
-// the slowest rank's, and the wait of a group's first sum when every rank works
-// `work_seconds` (alone) before it (sum_wait). Rank 0's numbers on every rank. `config`: the
-// job's layout, restored after.
-TransportCosts measured_job_transport(Job& job, const Config& config, const std::set<int>& k,
-                                      double work_seconds);
+// the slowest rank's. Rank 0's numbers on every rank. `config`: the job's layout, restored
+// after.
+TransportCosts measured_job_transport(Job& job, const Config& config, const std::set<int>& k);
 
 // The cores one replica's devices share: in process, available_cores(); under MPI, the cores of
 // every host of the job (each host counted once) over `replicas`, at least 1. Collective under
