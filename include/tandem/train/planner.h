@@ -90,10 +90,11 @@ struct LayoutCosts {
 // What a message between devices of this process costs (transport/inprocess.h: the sender
 // leaves a reference, the receiver wakes and copies it).
 struct TransportCosts {
-  // Seconds of one exchange among k devices at once, by k: each sends a small message to its
-  // neighbours and takes theirs, as a slab group's halo exchange does (k = 2 also stands for a
-  // message between two stages). Its threads run on the machine's cores with the others' time
-  // slices, so with more devices than cores it takes their turns too.
+  // Seconds one exchange among k devices at once adds to their work, by k: each sends a small
+  // message to its neighbours and takes theirs, as a slab group's halo exchange does (k = 2
+  // also stands for a message between two stages). Measured while every device works, as in a
+  // run: with more devices than cores an exchange also waits for the system to run the
+  // partner.
   std::map<int, double> latency;
   // Seconds a receiver takes to copy a message, by its bytes, in ascending bytes: a message's
   // copy is interpolated between them (beyond the last, along the last two, and no faster than
