@@ -47,8 +47,8 @@ transport::MessageKey probe_key(const std::string& what, int measurement, int ro
 // Every group of k consecutive ranks (ranks beyond the last whole group only work) runs
 // `rounds` rounds of one fixed work, each followed by an exchange with the rank's neighbours in
 // its group (16 bytes each way); then every rank runs the same rounds without the exchanges.
-// The difference per round, the mean over the exchanging ranks; an untimed round first in
-// each. Collective.
+// The difference per round, the mean over the exchanging ranks, and at least the mean round of
+// the exchanges alone (no work); an untimed round first in each. Collective.
 double loaded_exchange(Job& job, int k, int measurement, int rounds) {
   const std::shared_ptr<transport::Transport> t = job.transport();
   const int me = job.rank();
@@ -60,14 +60,15 @@ double loaded_exchange(Job& job, int k, int measurement, int rounds) {
   const torch::Tensor a = torch::randn({128, 128});
   torch::Tensor c = torch::randn({128, 128});
   const torch::Tensor planes = torch::zeros({4});
-  auto per_round = [&](bool exchange) {
+  auto per_round = [&](bool exchange, bool work) {
     job.barrier();
     auto start = Clock::now();
     for (int r = 0; r <= rounds; ++r) {
       if (r == 1) start = Clock::now();
-      for (int n = 0; n < 4; ++n) c = torch::mm(a, c.clamp(-1, 1));
+      for (int n = 0; work && n < 4; ++n) c = torch::mm(a, c.clamp(-1, 1));
       if (!exchange || !exchanging) continue;
-      const transport::MessageKey key = probe_key("exchange", measurement, r);
+      const transport::MessageKey key =
+          probe_key(work ? "exchange" : "exchange alone", measurement, r);
       for (int to : {me - 1, me + 1})
         if (in_group(to)) t->send(me, to, key, planes, nullptr);
       for (int from : {me - 1, me + 1})
@@ -75,18 +76,23 @@ double loaded_exchange(Job& job, int k, int measurement, int rounds) {
     }
     return seconds_since(start) / rounds;
   };
-  const double with = per_round(true);
-  const double without = per_round(false);
+  const double with = per_round(true, true);
+  const double without = per_round(false, true);
+  const double alone = per_round(true, false);
   at::set_num_threads(threads_before);
-  double sum = 0;
+  double sum = 0, own = 0;
   int ranks = 0;
-  for (const std::string& one :
-       job.all_gather(exchanging ? fmt::format("{:.9e}", with - without) : std::string())) {
+  for (const std::string& one : job.all_gather(
+           exchanging ? fmt::format("{:.9e} {:.9e}", with - without, alone) : std::string())) {
     if (one.empty()) continue;
-    sum += std::stod(one);
+    const size_t space = one.find(' ');
+    sum += std::stod(one.substr(0, space));
+    own += std::stod(one.substr(space + 1));
     ++ranks;
   }
-  return ranks > 0 ? std::max(0.0, sum / ranks) : 0.0;
+  // Never less than the exchanges alone: the difference of two times of work is noisier than
+  // what a small exchange adds.
+  return ranks > 0 ? std::max(own, sum) / ranks : 0.0;
 }
 
 // One-way seconds of a message of `floats` floats from rank `from` to rank `from + 1`: half the

@@ -92,7 +92,8 @@ namespace {
 // same between ranks). The threads in groups of k (those beyond the last whole group only work)
 // run `rounds` rounds of one fixed work, each followed by an exchange with the thread's
 // neighbours in its group (16 bytes each way), and then the same rounds without the exchanges.
-// The difference per round, the mean over the exchanging threads; an untimed round first.
+// The difference per round, the mean over the exchanging threads, and at least the mean round
+// of the exchanges alone (no work); an untimed round first in each.
 double loaded_exchange(int k, int devices, int rounds) {
   const std::vector<DeviceSpec> specs = parse_devices(std::to_string(devices), 1);
   std::vector<std::unique_ptr<DeviceContext>> contexts;
@@ -106,7 +107,7 @@ double loaded_exchange(int k, int devices, int rounds) {
   std::vector<double> with(static_cast<size_t>(devices), 0.0), without = with;
   std::exception_ptr failed;
   std::mutex failed_mu;
-  auto run = [&](bool exchange, std::vector<double>& seconds) {
+  auto run = [&](bool exchange, bool work, std::vector<double>& seconds) {
     std::vector<std::thread> threads;
     for (int j = 0; j < devices; ++j) {
       threads.emplace_back([&, j] {
@@ -120,9 +121,9 @@ double loaded_exchange(int k, int devices, int rounds) {
           auto start = std::chrono::steady_clock::now();
           for (int r = 0; r <= rounds; ++r) {
             if (r == 1) start = std::chrono::steady_clock::now();
-            for (int n = 0; n < 4; ++n) c = torch::mm(a, c.clamp(-1, 1));
+            for (int n = 0; work && n < 4; ++n) c = torch::mm(a, c.clamp(-1, 1));
             if (!exchange) continue;
-            const transport::MessageKey key{"exchange", 0, r, false, 0, 0, 0};
+            const transport::MessageKey key{"exchange", work ? 0 : 1, r, false, 0, 0, 0};
             for (int to : {j - 1, j + 1})
               if (in_group(to)) t.send(j, to, key, planes, nullptr);
             for (int from : {j - 1, j + 1})
@@ -142,13 +143,19 @@ double loaded_exchange(int k, int devices, int rounds) {
     if (failed) std::rethrow_exception(failed);
   };
   const int threads_before = at::get_num_threads();
-  run(true, with);
-  run(false, without);
+  std::vector<double> alone = with;
+  run(true, true, with);
+  run(false, true, without);
+  run(true, false, alone);
   at::set_num_threads(threads_before);
-  double sum = 0;
-  for (int j = 0; j < exchanging; ++j)
+  double sum = 0, own = 0;
+  for (int j = 0; j < exchanging; ++j) {
     sum += with[static_cast<size_t>(j)] - without[static_cast<size_t>(j)];
-  return exchanging > 0 ? std::max(0.0, sum / exchanging) : 0.0;
+    own += alone[static_cast<size_t>(j)];
+  }
+  // Never less than the exchanges alone: the difference of two times of work is noisier than
+  // what a small exchange adds.
+  return exchanging > 0 ? std::max(own, sum) / exchanging : 0.0;
 }
 
 // Seconds to copy `floats` floats on one thread into memory written before: the median of 9
