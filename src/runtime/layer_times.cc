@@ -248,6 +248,7 @@ LayerTimes combined(const std::vector<LayerTimes>& passes) {
   each(&LayerTimes::input, false);
   each(&LayerTimes::weight, false);
   each(&LayerTimes::step, true);  // the optimizer runs once per step: its mean
+  each(&LayerTimes::zero, true);  // as the zeroing does
   return out;
 }
 
@@ -258,6 +259,7 @@ std::string to_json(const LayerTimes& times) {
   j["input"] = times.input;
   j["weight"] = times.weight;
   j["step"] = times.step;
+  j["zero"] = times.zero;
   j["forward_exchanges"] = times.forward_exchanges;
   j["backward_exchanges"] = times.backward_exchanges;
   j["forward_exchange_bytes"] = times.forward_exchange_bytes;
@@ -274,6 +276,7 @@ LayerTimes layer_times_from_json(const std::string& text) {
     j.at("input").get_to(out.input);
     j.at("weight").get_to(out.weight);
     j.at("step").get_to(out.step);
+    j.at("zero").get_to(out.zero);
     j.at("forward_exchanges").get_to(out.forward_exchanges);
     j.at("backward_exchanges").get_to(out.backward_exchanges);
     j.at("forward_exchange_bytes").get_to(out.forward_exchange_bytes);
@@ -287,10 +290,12 @@ LayerTimes layer_times_from_json(const std::string& text) {
                  exchanged);
     const size_t split = out.input.size();
     TANDEM_CHECK(out.backward.size() == n && (split == n || split == 0) &&
-                     out.weight.size() == split && (out.step.empty() || out.step.size() == n),
-                 "a layer time measurement has {} forwards but {}, {} and {} backwards and {} "
-                 "optimizer steps",
-                 n, out.backward.size(), out.input.size(), out.weight.size(), out.step.size());
+                     out.weight.size() == split && (out.step.empty() || out.step.size() == n) &&
+                     (out.zero.empty() || out.zero.size() == n),
+                 "a layer time measurement has {} forwards but {}, {} and {} backwards, {} "
+                 "optimizer steps and {} zeroings",
+                 n, out.backward.size(), out.input.size(), out.weight.size(), out.step.size(),
+                 out.zero.size());
     return out;
   } catch (const nlohmann::json::exception& e) {
     TANDEM_CHECK(false, "not a layer time measurement: {}", e.what());

@@ -11,9 +11,9 @@
 namespace tandem::train {
 
 double contended_step(const schedule::Schedule& sched, const schedule::StageGraph& graph,
-                      const schedule::Costs& costs, const std::vector<double>& sums,
-                      const std::vector<double>& optimizer, int spatial, int threads, int cores,
-                      double efficiency) {
+                      const schedule::Costs& costs, const std::vector<double>& start,
+                      const std::vector<double>& sums, const std::vector<double>& optimizer,
+                      int spatial, int threads, int cores, double efficiency) {
   const schedule::ScheduleIndex index(sched, graph);
   const size_t devices = static_cast<size_t>(sched.num_devices);
   const double want = static_cast<double>(spatial) * threads;  // threads per running action
@@ -44,6 +44,7 @@ double contended_step(const schedule::Schedule& sched, const schedule::StageGrap
       if (running[d] || stepped[d]) continue;
       const auto& row = sched.device_actions[d];
       if (pos[d] < row.size()) {
+        if (pos[d] == 0 && now < of(start, d)) continue;
         bool ready = true;
         for (const schedule::Action& need : index.inputs(row[pos[d]])) ready &= end.count(need) > 0;
         if (!ready) continue;
@@ -59,9 +60,12 @@ double contended_step(const schedule::Schedule& sched, const schedule::StageGrap
     int actions = 0;
     for (size_t d = 0; d < devices; ++d) actions += running[d];
     double next_release = std::numeric_limits<double>::infinity();
-    for (size_t d = 0; d < devices; ++d)
-      if (!stepped[d] && !running[d] && release[d] > now)
-        next_release = std::min(next_release, release[d]);
+    for (size_t d = 0; d < devices; ++d) {
+      if (stepped[d] || running[d]) continue;
+      const bool first = pos[d] == 0 && !sched.device_actions[d].empty();
+      const double at = first ? of(start, d) : release[d];
+      if (at > now) next_release = std::min(next_release, at);
+    }
     if (actions == 0) {
       if (next_release == std::numeric_limits<double>::infinity()) break;
       now = next_release;
@@ -70,7 +74,7 @@ double contended_step(const schedule::Schedule& sched, const schedule::StageGrap
     const double demand = actions * want;
     const double busy = std::min(demand, static_cast<double>(cores));
     const double rate = std::min(1.0, cores / demand) * speed(busy) / measured_at;
-    // Until the first running action ends or a waiting optimizer may start.
+    // Until the first running action ends, or a device may start or step its optimizer.
     double dt = next_release - now;
     for (size_t d = 0; d < devices; ++d)
       if (running[d]) dt = std::min(dt, left[d] / rate);

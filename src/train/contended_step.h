@@ -10,7 +10,9 @@
 
 namespace tandem::train {
 
-// The step on `cores` cores: every device of the schedule is a group of `spatial` devices of
+// The step on `cores` cores: each device starts its first action no earlier than `start`
+// (per device: its gradients zeroed, which takes no cores). Every device of the schedule is a
+// group of `spatial` devices of
 // `threads` threads each, whose compute actions each run spatial x threads threads. An action
 // starts as soon as its inputs and its device allow, and the running actions share the cores
 // as the system shares them among the devices' threads: each action's threads get a core each
@@ -20,8 +22,8 @@ namespace tandem::train {
 // they take no cores) and steps its optimizer (`optimizer`, per device) on its cores.
 // `efficiency`: PlanCosts::core_efficiency.
 double contended_step(const schedule::Schedule& sched, const schedule::StageGraph& graph,
-                      const schedule::Costs& costs, const std::vector<double>& sums,
-                      const std::vector<double>& optimizer, int spatial, int threads, int cores,
-                      double efficiency);
+                      const schedule::Costs& costs, const std::vector<double>& start,
+                      const std::vector<double>& sums, const std::vector<double>& optimizer,
+                      int spatial, int threads, int cores, double efficiency);
 
 }  // namespace tandem::train

@@ -82,16 +82,20 @@ MeasuredSample measured_sample(const graph::Model& model, const Config& c, const
 }
 
 // Seconds of the optimizer's step over each layer's parameters (copies, with gradients of
-// their size), the mean of `repeats` after a warm-up, with `threads` threads. The mean, delays
-// included, as a step meets them: the step runs the optimizer once, so a delay in one
-// repetition counts once, not in every micro-batch as it would in a layer's time
-// (runtime::LayerTimes).
-std::vector<double> optimizer_step_times(const graph::Model& model, const Config& c, int repeats,
-                                         int threads) {
+// their size), and of zeroing those gradients, the mean of `repeats` after a warm-up, with
+// `threads` threads. The mean, delays included, as a step meets them: the step runs the
+// optimizer once, so a delay in one repetition counts once, not in every micro-batch as it
+// would in a layer's time (runtime::LayerTimes).
+OptimizerTimes optimizer_step_times(const graph::Model& model, const Config& c, int repeats,
+                                    int threads) {
   const int threads_before = at::get_num_threads();
   at::set_num_threads(threads);
   set_blas_threads(threads);
-  std::vector<double> out;
+  OptimizerTimes out;
+  using Clock = std::chrono::steady_clock;
+  auto mean = [](const std::vector<double>& v) {
+    return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  };
   for (const graph::Layer& layer : model.layers) {
     std::vector<torch::Tensor> params;
     for (const auto& p : graph::named_parameters(layer)) {
@@ -101,7 +105,8 @@ std::vector<double> optimizer_step_times(const graph::Model& model, const Config
       params.push_back(copy);
     }
     if (params.empty()) {
-      out.push_back(0);
+      out.step.push_back(0);
+      out.zero.push_back(0);
       continue;
     }
     std::unique_ptr<torch::optim::Optimizer> opt;
@@ -110,17 +115,20 @@ std::vector<double> optimizer_step_times(const graph::Model& model, const Config
     else
       opt = std::make_unique<torch::optim::SGD>(
           params, torch::optim::SGDOptions(c.lr).momentum(c.momentum));
-    std::vector<double> seconds;
+    std::vector<double> steps, zeros;
     for (int r = 0; r <= repeats; ++r) {
-      const auto start = std::chrono::steady_clock::now();
+      auto start = Clock::now();
       opt->step();
-      if (r > 0)
-        seconds.push_back(
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      const double step = std::chrono::duration<double>(Clock::now() - start).count();
+      start = Clock::now();
+      for (torch::Tensor& p : params) p.mutable_grad().zero_();
+      const double zero = std::chrono::duration<double>(Clock::now() - start).count();
+      if (r == 0) continue;
+      steps.push_back(step);
+      zeros.push_back(zero);
     }
-    double sum = 0;
-    for (double x : seconds) sum += x;
-    out.push_back(sum / static_cast<double>(seconds.size()));
+    out.step.push_back(mean(steps));
+    out.zero.push_back(mean(zeros));
   }
   at::set_num_threads(threads_before);
   return out;
@@ -193,12 +201,14 @@ runtime::LayerTimes measure_times(const PlanInputs& in, int repeats, bool whole,
   return runtime::layer_times_from_json(once_for_the_job(in.job, measure));
 }
 
-std::vector<double> measure_optimizer_steps(const PlanInputs& in, int repeats) {
+OptimizerTimes measure_optimizer_steps(const PlanInputs& in, int repeats) {
   auto measure = [&] {
     const int threads = in.devices.empty() ? 1 : in.devices.front().threads;
-    return nlohmann::json(optimizer_step_times(in.model, in.config, repeats, threads)).dump();
+    const OptimizerTimes t = optimizer_step_times(in.model, in.config, repeats, threads);
+    return nlohmann::json{{"step", t.step}, {"zero", t.zero}}.dump();
   };
-  return nlohmann::json::parse(once_for_the_job(in.job, measure)).get<std::vector<double>>();
+  const nlohmann::json j = nlohmann::json::parse(once_for_the_job(in.job, measure));
+  return {j.at("step").get<std::vector<double>>(), j.at("zero").get<std::vector<double>>()};
 }
 
 LayerCosts layer_costs(const PlanInputs& in) {

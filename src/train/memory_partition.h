@@ -48,10 +48,14 @@ runtime::LayerBytes measure_bytes(const PlanInputs& in);
 // (runtime::measure_layer_times), for a layout measured before.
 runtime::LayerTimes measure_times(const PlanInputs& in, int repeats, bool whole = true,
                                   bool warm_up = true);
-// Seconds of the optimizer's step over each layer's parameters (runtime::LayerTimes::step), the
-// mean of `repeats` after a warm-up, with the first device's threads: the same for every
-// layout. One process of `in.job` measures; every process returns its numbers.
-std::vector<double> measure_optimizer_steps(const PlanInputs& in, int repeats);
+// Seconds of the optimizer's step over each layer's parameters (runtime::LayerTimes::step) and
+// of zeroing their gradients (LayerTimes::zero), the mean of `repeats` after a warm-up, with the
+// first device's threads: the same for every layout. One process of `in.job` measures; every
+// process returns its numbers.
+struct OptimizerTimes {
+  std::vector<double> step, zero;
+};
+OptimizerTimes measure_optimizer_steps(const PlanInputs& in, int repeats);
 
 // What a stage spends on each layer per micro-batch, for --partition time: on CPU devices the
 // measured seconds (measure_times, 3 repetitions) of its forward, twice under --recompute, and

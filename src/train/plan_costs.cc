@@ -248,16 +248,18 @@ PlanCosts measure_plan_costs(const Config& c, const graph::Model& model, const S
       passes[k].push_back(measure_times({model, configs[k], source, {devices.front()}, false, job},
                                         1, /*whole=*/true, /*warm_up=*/r == 0));
   // The optimizer's step depends on no layout: measured once.
-  const std::vector<double> steps =
+  const OptimizerTimes steps =
       measure_optimizer_steps({model, c, source, {devices.front()}, false, job}, repeats);
   for (size_t k = 0; k < configs.size(); ++k) {
     costs.layouts[k].times = runtime::combined(passes[k]);
-    costs.layouts[k].times.step = steps;
+    costs.layouts[k].times.step = steps.step;
+    costs.layouts[k].times.zero = steps.zero;
   }
   // The transport last, so that its threads and copies leave nothing behind that the layers'
   // times would take.
   std::set<int> groups(space.spatial.begin(), space.spatial.end());
-  if (job && job->mpi())
+  costs.in_process = !(job && job->mpi());
+  if (!costs.in_process)
     costs.transport = measured_job_transport(*job, c, groups);
   else if (space.devices > 1)
     costs.transport = measured_transport(groups, space.devices);

@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 
@@ -126,6 +127,7 @@ struct Setting {
   int threads = 1;
   double efficiency = 1;  // PlanCosts::core_efficiency
   TransportCosts transport;
+  bool in_process = true;              // PlanCosts::in_process
   std::vector<double> gradient_bytes;  // of every layer's weights (fp32, as they are summed)
 };
 
@@ -229,22 +231,28 @@ Evaluated evaluate(const Setting& s, const graph::Partition& partition) {
     step.input.push_back(i + (s.recompute ? f : 0));
     step.weight.push_back(w);
   }
-  // Then every device sums each of its stages' weight gradients over the ranks of its
-  // data-parallel group, stage by stage (under MPI), and steps its optimizer over them.
-  std::vector<double> sums(static_cast<size_t>(s.sched.num_devices), 0.0);
-  std::vector<double> optimizer(static_cast<size_t>(s.sched.num_devices), 0.0);
+  // Before its first action every device's weight gradients are zeroed: in process by one
+  // thread, every device's (each slab's copy too) one after another before any device starts;
+  // under MPI each rank its own. Then every device sums each of its stages' weight gradients
+  // over the ranks of its data-parallel group, stage by stage (under MPI), and steps its
+  // optimizer over them.
+  const size_t devices = static_cast<size_t>(s.sched.num_devices);
+  std::vector<double> zeroed(devices, 0.0), sums(devices, 0.0), optimizer(devices, 0.0);
   for (int k = 0; k < stages; ++k) {
     const size_t d = static_cast<size_t>(s.sched.stage_device[static_cast<size_t>(k)]);
     auto [begin, end] = partition.layers_of(k);
     double bytes = 0;
     for (int l = begin; l < end; ++l) {
       if (!t.step.empty()) optimizer[d] += t.step[static_cast<size_t>(l)];
+      if (!t.zero.empty()) zeroed[d] += t.zero[static_cast<size_t>(l)];
       bytes += s.gradient_bytes[static_cast<size_t>(l)];
     }
     sums[d] += tr.all_reduce_seconds(s.spatial, bytes);
   }
-  e.step = contended_step(schedule::compute_only(s.sched), graph, step, sums, optimizer, s.spatial,
-                          s.threads, s.cores, s.efficiency);
+  if (s.in_process)
+    zeroed.assign(devices, s.spatial * std::accumulate(zeroed.begin(), zeroed.end(), 0.0));
+  e.step = contended_step(schedule::compute_only(s.sched), graph, step, zeroed, sums, optimizer,
+                          s.spatial, s.threads, s.cores, s.efficiency);
   return e;
 }
 
@@ -295,8 +303,8 @@ std::vector<graph::Partition> splits_to_try(const Config& base, const Setting& s
 // One configuration planned on its layout's costs.
 PlannedRun plan_one(const Config& base, const graph::Model& model, const PlanSpace& space,
                     const LayoutCosts& costs, int spatial, int microbatches,
-                    const std::string& name, bool recompute, int cores, double efficiency,
-                    const TransportCosts& transport, const std::vector<double>& gradients) {
+                    const std::string& name, bool recompute, int cores, const PlanCosts& measured,
+                    const std::vector<double>& gradients) {
   PlannedRun run;
   Config& c = run.config;
   c = base;
@@ -351,8 +359,9 @@ PlannedRun plan_one(const Config& base, const graph::Model& model, const PlanSpa
   s.budget = base.device_memory;
   s.cores = cores;
   s.threads = std::max(1, base.threads_per_device);
-  s.efficiency = efficiency;
-  s.transport = transport;
+  s.efficiency = measured.core_efficiency;
+  s.transport = measured.transport;
+  s.in_process = measured.in_process;
   s.gradient_bytes = gradients;
   std::optional<std::pair<graph::Partition, Evaluated>> best;
   for (const graph::Partition& split : splits_to_try(base, s, stages, space.every_split)) {
@@ -442,8 +451,7 @@ Planning plan_search(const Config& c, const graph::Model& model, const PlanSpace
         for (const std::string& name : space.schedules)
           for (bool recompute : space.recompute)
             p.runs.push_back(plan_one(c, model, space, costs.of(s, micro_of(c.batch, m), precision),
-                                      s, m, name, recompute, cores, costs.core_efficiency,
-                                      costs.transport, gradients));
+                                      s, m, name, recompute, cores, costs, gradients));
   // Fitting, fastest first (the leaner of two as fast); then over the budget, leanest first;
   // then those that cannot run. Stable: ties keep the space's order.
   auto rank = [](const PlannedRun& r) { return !r.why_not.empty() ? 2 : r.fits ? 0 : 1; };

@@ -56,8 +56,9 @@ TEST(LayerTimes, ExpectedTimeCountsDelaysUpToTwiceTheMedian) {
 }
 
 // Measurements taken at different moments combine layer by layer as one measurement's
-// repetitions do: each time the expected time over them, the optimizer's step their mean, the
-// exchanges as counted first. Measurements of different layers do not combine.
+// repetitions do: each time the expected time over them, the optimizer's step and the
+// gradients' zeroing their mean, the exchanges as counted first. Measurements of different layers
+// do not combine.
 TEST(LayerTimes, PassesCombineAsRepetitions) {
   LayerTimes a, b, c;
   a.forward = {1, 2};
@@ -69,6 +70,9 @@ TEST(LayerTimes, PassesCombineAsRepetitions) {
   a.step = {1, 0};
   b.step = {2, 0};
   c.step = {6, 0};
+  a.zero = {0.5, 0};
+  b.zero = {1, 0};
+  c.zero = {3, 0};
   a.forward_exchanges = {1, 2};
   b.forward_exchanges = {7, 7};
   const LayerTimes t = combined({a, b, c});
@@ -77,6 +81,7 @@ TEST(LayerTimes, PassesCombineAsRepetitions) {
   EXPECT_DOUBLE_EQ(t.backward[0], 4.0);
   EXPECT_DOUBLE_EQ(t.backward[1], 5.0);
   EXPECT_DOUBLE_EQ(t.step[0], 3.0);  // the plain mean
+  EXPECT_DOUBLE_EQ(t.zero[0], 1.5);
   EXPECT_TRUE(t.input.empty());
   EXPECT_EQ(t.forward_exchanges, (std::vector<int>{1, 2}));
   c.backward.pop_back();

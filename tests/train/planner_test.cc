@@ -225,6 +225,35 @@ TEST(Planner, GradientSumsFollowEachDevicesLastAction) {
       plan_search(f.config, f.model, one("gpipe", 2, false), costs, 16).runs[0].step_seconds, 36);
 }
 
+// Every device's weight gradients are zeroed before its first action: in process one thread
+// zeroes every device's, one after another, before any starts; under MPI each rank its own.
+TEST(Planner, GradientsAreZeroedBeforeTheFirstAction) {
+  Fixture f = mlp(4, 2, [](int) { return 1.0; });
+  f.config.balance = {4, 4};                               // F = 4, B = 8 on each stage
+  f.costs.times.zero.assign(f.model.layers.size(), 0.25);  // 1 per stage
+  PlanCosts costs;
+  costs.layouts = {f.costs};
+  // GPipe, 2 micro-batches: the makespan 3 x 12 after both devices' zeroing, 2.
+  Planning p = plan_search(f.config, f.model, one("gpipe", 2, false), costs, 16);
+  ASSERT_EQ(p.runs.size(), 1u);
+  EXPECT_DOUBLE_EQ(p.runs[0].step_seconds, 38);
+  // Each rank zeroes its own: stage 0 starts at 1, and stage 1 waits for its forward anyway.
+  costs.in_process = false;
+  EXPECT_DOUBLE_EQ(
+      plan_search(f.config, f.model, one("gpipe", 2, false), costs, 16).runs[0].step_seconds, 37);
+  // One stage on a group of 2 slabs, 2 x (8 + 16): in process each slab's copy of the
+  // gradients is zeroed too, 2 x 2; under MPI each slab's rank zeroes its own at once, 2.
+  Config slabs = f.config;
+  slabs.balance = {8};
+  costs.layouts = {on_slabs(f, 0)};
+  PlanSpace space = one("gpipe", 2, false);
+  space.spatial = {2};
+  costs.in_process = true;
+  EXPECT_DOUBLE_EQ(plan_search(slabs, f.model, space, costs, 16).runs[0].step_seconds, 52);
+  costs.in_process = false;
+  EXPECT_DOUBLE_EQ(plan_search(slabs, f.model, space, costs, 16).runs[0].step_seconds, 50);
+}
+
 // Rank 0's transport costs reach the other ranks as JSON, every number as it was.
 TEST(Planner, TransportCostsRoundTripThroughJson) {
   TransportCosts t;
@@ -255,7 +284,8 @@ TEST(Planner, GradientSumsBeyondTheLargestSizeGrowWithTheirBytes) {
 }
 
 // The costs measured for a spatial split count each layer's exchanges with the other slabs, and
-// the transport's are measured for the group's size.
+// the transport's are measured for the group's size; each layer's gradients' zeroing is
+// measured.
 TEST(Planner, MeasuredSlabsCountTheirExchanges) {
   Config c;
   c.model = "unet3d";
@@ -297,6 +327,12 @@ TEST(Planner, MeasuredSlabsCountTheirExchanges) {
   EXPECT_GT(costs.transport.latency.at(2), 0);
   ASSERT_EQ(costs.transport.copy.size(), 6u);
   EXPECT_GT(costs.transport.copy.back().second, 0);
+  // Zeroing a layer's gradients takes time where it has weights, none where it has none.
+  EXPECT_TRUE(costs.in_process);
+  ASSERT_EQ(t.zero.size(), model.layers.size());
+  for (size_t l = 0; l < model.layers.size(); ++l)
+    EXPECT_EQ(t.zero[l] > 0, !graph::named_parameters(model.layers[l]).empty())
+        << model.layers[l].name;
 }
 
 // Each precision of the space is planned on its own layout's costs, and the flags say it.

@@ -25,6 +25,9 @@ struct LayerTimes {
   // The optimizer's step over the layer's parameters, once per training step (filled by the
   // caller, which knows the optimizer; empty: not measured).
   std::vector<double> step;
+  // Zeroing the layer's weight gradients, once per training step before its first action
+  // (filled with `step`; empty: not measured).
+  std::vector<double> zero;
   // On a slab of a spatial split, per layer: the exchanges with the other slabs (halos and
   // sums, spatial/group.h) its forward makes and the bytes it sends in them, and the same for
   // its backward (all in the input half of a split one). A dry group times none of them: the
@@ -62,7 +65,8 @@ LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& m
                                bool warm_up = true);
 
 // Measurements of the same layers taken at different moments (each of one repetition) as one:
-// each layer's expected_time over them, the optimizer's step their mean, the exchanges the
+// each layer's expected_time over them, the optimizer's step and the zeroing their mean, the
+// exchanges the
 // first's. Throws tandem::Error for measurements of different layers.
 LayerTimes combined(const std::vector<LayerTimes>& passes);
 

@@ -30,9 +30,10 @@
 //
 // The search is exhaustive over the space, and over the splits of a configuration's layers up to
 // PlanSpace::every_split of them (planner.cc argues the pruning beyond). The time counts each
-// device's optimizer step after its last action; left out of it: the loss and its sums over the
-// slabs (the layers' times do not hold the loss), and the sums of the weight gradients of slabs
-// in one process (in memory).
+// device's optimizer step after its last action, and the zeroing of its gradients before its first
+// (LayerTimes::zero: in process all devices' one after another); left out of it: the loss and its
+// sums over the slabs (the layers' times do not hold the loss), and the sums of the weight
+// gradients of slabs in one process (in memory).
 #pragma once
 
 #include <cstdint>
@@ -157,6 +158,10 @@ struct PlanCosts {
   // slow each other; virtual cores that share a physical one, or a shared memory bus, less):
   // measured_core_efficiency().
   double core_efficiency = 1;
+  // Whether the devices are this process's threads (false under MPI): one thread then zeroes
+  // every device's gradients at a step's start, one device after another (runtime/pipeline.cc),
+  // where each rank zeroes its own.
+  bool in_process = true;
   // The layout's costs; throws tandem::Error when they were not measured.
   const LayoutCosts& of(int spatial, int64_t micro, Precision precision = Precision::kFp32) const;
 };
