@@ -45,11 +45,15 @@ transport::MessageKey probe_key(const std::string& what, int measurement, int ro
 // ranks on 2 cores took 0.9 ms at the median and 1.5 ms in the mean, where ranks 0 and 1
 // exchanging while the others waited took 0.25 ms.
 // Every group of k consecutive ranks (ranks beyond the last whole group only work) runs
-// `rounds` rounds of one fixed work, each followed by an exchange with the rank's neighbours in
-// its group (16 bytes each way); then every rank runs the same rounds without the exchanges.
-// The difference per round, the mean over the exchanging ranks, and at least the mean round of
-// the exchanges alone (no work); an untimed round first in each. Collective.
+// 2 x `rounds` rounds of one fixed work in blocks of 10, each round of every other block
+// followed by an exchange with the rank's neighbours in its group (16 bytes each way): blocks
+// with exchanges and without alternate so that both meet the same moments of the machine's
+// other work (as in process: plan_costs.cc). The rounds with an exchange less those without,
+// per round, the mean over the exchanging ranks, and at least the mean round of the exchanges
+// alone (no work); untimed: the first block of each kind and each block's first round.
+// Collective.
 double loaded_exchange(Job& job, int k, int measurement, int rounds) {
+  constexpr int kBlock = 10;
   const std::shared_ptr<transport::Transport> t = job.transport();
   const int me = job.rank();
   const bool exchanging = me < job.world() / k * k;
@@ -60,30 +64,37 @@ double loaded_exchange(Job& job, int k, int measurement, int rounds) {
   const torch::Tensor a = torch::randn({128, 128});
   torch::Tensor c = torch::randn({128, 128});
   const torch::Tensor planes = torch::zeros({4});
-  auto per_round = [&](bool exchange, bool work) {
+  double with = 0, without = 0, alone = 0;
+  // `work`: the alternating blocks, into `with` and `without`; else the exchanges alone, every
+  // round, into `alone`.
+  auto run = [&](bool work) {
     job.barrier();
-    auto start = Clock::now();
-    for (int r = 0; r <= rounds; ++r) {
-      if (r == 1) start = Clock::now();
+    const int all = work ? 2 * rounds + 2 * kBlock : rounds + 1;
+    for (int r = 0; r < all; ++r) {
+      const bool exchange = !work || (r / kBlock) % 2 == 0;
+      const auto start = Clock::now();
       for (int n = 0; work && n < 4; ++n) c = torch::mm(a, c.clamp(-1, 1));
-      if (!exchange || !exchanging) continue;
-      const transport::MessageKey key =
-          probe_key(work ? "exchange" : "exchange alone", measurement, r);
-      for (int to : {me - 1, me + 1})
-        if (in_group(to)) t->send(me, to, key, planes, nullptr);
-      for (int from : {me - 1, me + 1})
-        if (in_group(from)) t->recv(me, from, key, c10::kCPU);
+      if (exchange && exchanging) {
+        const transport::MessageKey key =
+            probe_key(work ? "exchange" : "exchange alone", measurement, r);
+        for (int to : {me - 1, me + 1})
+          if (in_group(to)) t->send(me, to, key, planes, nullptr);
+        for (int from : {me - 1, me + 1})
+          if (in_group(from)) t->recv(me, from, key, c10::kCPU);
+      }
+      if (work ? r < 2 * kBlock || r % kBlock == 0 : r == 0) continue;
+      (!work ? alone : exchange ? with : without) += seconds_since(start);
     }
-    return seconds_since(start) / rounds;
   };
-  const double with = per_round(true, true);
-  const double without = per_round(false, true);
-  const double alone = per_round(true, false);
+  run(true);
+  run(false);
   at::set_num_threads(threads_before);
+  const double timed = static_cast<double>(rounds / kBlock * (kBlock - 1));  // of each kind
   double sum = 0, own = 0;
   int ranks = 0;
   for (const std::string& one : job.all_gather(
-           exchanging ? fmt::format("{:.9e} {:.9e}", with - without, alone) : std::string())) {
+           exchanging ? fmt::format("{:.9e} {:.9e}", (with - without) / timed, alone / rounds)
+                      : std::string())) {
     if (one.empty()) continue;
     const size_t space = one.find(' ');
     sum += std::stod(one.substr(0, space));

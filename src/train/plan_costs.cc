@@ -90,11 +90,17 @@ namespace {
 // halos between their layers' work, every group at once, and with more threads than cores an
 // exchange also waits until the system runs the partner (job_transport.cc: loaded_exchange, the
 // same between ranks). The threads in groups of k (those beyond the last whole group only work)
-// run `rounds` rounds of one fixed work, each followed by an exchange with the thread's
-// neighbours in its group (16 bytes each way), and then the same rounds without the exchanges.
-// The difference per round, the mean over the exchanging threads, and at least the mean round
-// of the exchanges alone (no work); an untimed round first in each.
+// run 2 x `rounds` rounds of one fixed work in blocks of 10, each round of every other block
+// followed by an exchange with the thread's neighbours in its group (16 bytes each way): the
+// rounds with an exchange less those without, per round, the mean over the exchanging threads,
+// and at least the mean round of the exchanges alone (no work). Untimed: the first block of each
+// kind, and each block's first round, where the threads meet again after a block without
+// exchanges drew them apart. The blocks alternate so that both kinds meet the same moments of
+// this machine's other work: timed one kind after the other, four plans of one configuration
+// measured an exchange among 4 at 178 to 254 us and planned its step at 578 to 705 ms; in
+// blocks, five plans measured 460 to 561 us and 678 to 720 ms (bench/RESULTS.md).
 double loaded_exchange(int k, int devices, int rounds) {
+  constexpr int kBlock = 10;
   const std::vector<DeviceSpec> specs = parse_devices(std::to_string(devices), 1);
   std::vector<std::unique_ptr<DeviceContext>> contexts;
   std::vector<const DeviceContext*> pointers;
@@ -104,10 +110,12 @@ double loaded_exchange(int k, int devices, int rounds) {
   }
   transport::InProcessTransport t(pointers, std::chrono::seconds(60));
   const int exchanging = devices / k * k;
-  std::vector<double> with(static_cast<size_t>(devices), 0.0), without = with;
+  std::vector<double> with(static_cast<size_t>(devices), 0.0), without = with, alone = with;
   std::exception_ptr failed;
   std::mutex failed_mu;
-  auto run = [&](bool exchange, bool work, std::vector<double>& seconds) {
+  // `work`: the alternating blocks, into `with` and `without`; else the exchanges alone, every
+  // round, into `alone`.
+  auto run = [&](bool work) {
     std::vector<std::thread> threads;
     for (int j = 0; j < devices; ++j) {
       threads.emplace_back([&, j] {
@@ -118,20 +126,26 @@ double loaded_exchange(int k, int devices, int rounds) {
           auto in_group = [&](int i) { return j < exchanging && i >= first && i < first + k; };
           const torch::Tensor a = torch::randn({128, 128}), planes = torch::zeros({4});
           torch::Tensor c = torch::randn({128, 128});
-          auto start = std::chrono::steady_clock::now();
-          for (int r = 0; r <= rounds; ++r) {
-            if (r == 1) start = std::chrono::steady_clock::now();
+          const size_t me = static_cast<size_t>(j);
+          const int all = work ? 2 * rounds + 2 * kBlock : rounds + 1;
+          for (int r = 0; r < all; ++r) {
+            const bool exchange = !work || (r / kBlock) % 2 == 0;
+            const auto start = std::chrono::steady_clock::now();
             for (int n = 0; work && n < 4; ++n) c = torch::mm(a, c.clamp(-1, 1));
-            if (!exchange) continue;
-            const transport::MessageKey key{"exchange", work ? 0 : 1, r, false, 0, 0, 0};
-            for (int to : {j - 1, j + 1})
-              if (in_group(to)) t.send(j, to, key, planes, nullptr);
-            for (int from : {j - 1, j + 1})
-              if (in_group(from)) t.recv(j, from, key, c10::kCPU);
+            if (exchange) {
+              const transport::MessageKey key{"exchange", work ? 0 : 1, r, false, 0, 0, 0};
+              for (int to : {j - 1, j + 1})
+                if (in_group(to)) t.send(j, to, key, planes, nullptr);
+              for (int from : {j - 1, j + 1})
+                if (in_group(from)) t.recv(j, from, key, c10::kCPU);
+            }
+            // Untimed: the first block of each kind, and each block's first round, where the
+            // threads meet again after the rounds without exchanges drew them apart.
+            if (work ? r < 2 * kBlock || r % kBlock == 0 : r == 0) continue;
+            const double seconds =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            (!work ? alone : exchange ? with : without)[me] += seconds;
           }
-          seconds[static_cast<size_t>(j)] =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
-              rounds;
         } catch (...) {
           std::lock_guard<std::mutex> lock(failed_mu);
           if (!failed) failed = std::current_exception();
@@ -143,15 +157,14 @@ double loaded_exchange(int k, int devices, int rounds) {
     if (failed) std::rethrow_exception(failed);
   };
   const int threads_before = at::get_num_threads();
-  std::vector<double> alone = with;
-  run(true, true, with);
-  run(false, true, without);
-  run(true, false, alone);
+  run(true);
+  run(false);
   at::set_num_threads(threads_before);
+  const double timed = static_cast<double>(rounds / kBlock * (kBlock - 1));  // of each kind
   double sum = 0, own = 0;
   for (int j = 0; j < exchanging; ++j) {
-    sum += with[static_cast<size_t>(j)] - without[static_cast<size_t>(j)];
-    own += alone[static_cast<size_t>(j)];
+    sum += (with[static_cast<size_t>(j)] - without[static_cast<size_t>(j)]) / timed;
+    own += alone[static_cast<size_t>(j)] / rounds;
   }
   // Never less than the exchanges alone: the difference of two times of work is noisier than
   // what a small exchange adds.
