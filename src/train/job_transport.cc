@@ -54,6 +54,8 @@ transport::MessageKey probe_key(const std::string& what, int measurement, int ro
 // Collective.
 double loaded_exchange(Job& job, int k, int measurement, int rounds) {
   constexpr int kBlock = 10;
+  TANDEM_CHECK(rounds >= kBlock && rounds % kBlock == 0,
+               "an exchange is timed in blocks of {} rounds, not in {} rounds", kBlock, rounds);
   const std::shared_ptr<transport::Transport> t = job.transport();
   const int me = job.rank();
   const bool exchanging = me < job.world() / k * k;

@@ -101,6 +101,8 @@ namespace {
 // blocks, five plans measured 460 to 561 us and 678 to 720 ms (bench/RESULTS.md).
 double loaded_exchange(int k, int devices, int rounds) {
   constexpr int kBlock = 10;
+  TANDEM_CHECK(rounds >= kBlock && rounds % kBlock == 0,
+               "an exchange is timed in blocks of {} rounds, not in {} rounds", kBlock, rounds);
   const std::vector<DeviceSpec> specs = parse_devices(std::to_string(devices), 1);
   std::vector<std::unique_ptr<DeviceContext>> contexts;
   std::vector<const DeviceContext*> pointers;

@@ -57,8 +57,8 @@ TEST(LayerTimes, ExpectedTimeCountsDelaysUpToTwiceTheMedian) {
 
 // Measurements taken at different moments combine layer by layer as one measurement's
 // repetitions do: each time the expected time over them, the optimizer's step and the
-// gradients' zeroing their mean, the exchanges as counted first. Measurements of different layers
-// do not combine.
+// gradients' zeroing their mean, the exchanges as counted first. Measurements of different
+// layers do not combine.
 TEST(LayerTimes, PassesCombineAsRepetitions) {
   LayerTimes a, b, c;
   a.forward = {1, 2};

@@ -66,8 +66,7 @@ LayerTimes measure_layer_times(const graph::Model& model, const torch::Tensor& m
 
 // Measurements of the same layers taken at different moments (each of one repetition) as one:
 // each layer's expected_time over them, the optimizer's step and the zeroing their mean, the
-// exchanges the
-// first's. Throws tandem::Error for measurements of different layers.
+// exchanges the first's. Throws tandem::Error for measurements of different layers.
 LayerTimes combined(const std::vector<LayerTimes>& passes);
 
 // A measurement as JSON text and back (one process measures for an MPI job).

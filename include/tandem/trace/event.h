@@ -19,13 +19,12 @@ struct Span {
   int device = 0;           // row in the SVG, Chrome "pid"
   std::string device_name;  // "cpu:0", "r1 cuda:0"
   std::string track;        // "compute", "comm", "slabs", "optimizer"; Chrome "tid" (one per name)
-  std::string
-      name;  // action text: "1F3", "0B2", "2I0", "3W1", "1F3>2", "gradient sums", "optimizer"
-  char kind = 'F';      // F, B, I, W; S send, R receive, X slab exchange, G gradient sums,
-                        // O optimizer
-  int stage = -1;       // -1: not tied to a stage
-  int microbatch = -1;  // -1: not tied to a micro-batch
-  std::string layers;   // e.g. "fc1..fc3"
+  std::string name;         // action ("1F3", "1F3>2") or phase ("gradient sums", "optimizer")
+  char kind = 'F';          // F, B, I, W; S send, R receive, X slab exchange, G gradient sums,
+                            // O optimizer
+  int stage = -1;           // -1: not tied to a stage
+  int microbatch = -1;      // -1: not tied to a micro-batch
+  std::string layers;       // e.g. "fc1..fc3"
   double start_us = 0;
   double dur_us = 0;
   // Flow ids link a send to its receive: the send sets flow_out = id, the receive flow_in = id.
