@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The planner under mpirun against measurement, as bench/planner.sh in process: each
-# configuration trained with `train --auto` and every searched option given, its predicted step
-# time and peak against the measured ones; then `train --auto` with nothing given against the
+# configuration trained with `train --auto` and every searched option given, in passes
+# (planner_parse.sh's run_sweep), its predicted step time and peak against the measured ones;
+# then `train --auto` with nothing given against the
 # best measured configuration of its setting, once and in turn (planner_parse.sh's in_turn).
 # The ranks share this machine's cores (mpirun
 # --oversubscribe --bind-to none). Prints Markdown.
@@ -21,9 +22,6 @@ unet32r2=(4 --model unet3d --levels 3 --filters 8 --data spheres --volume 32 --b
 mlpr2=(4 --model mlp --width 1024 --blocks 4 --data mnist --batch 128 --replicas 2
   --optimizer adam)
 
-declare -A best_sps best_flags
-rows=()
-errors=()
 # train SETTING FLAGS...: the setting's job with FLAGS and --auto; its output in `out`.
 train() {
   local -n setting_args=$1
@@ -31,44 +29,22 @@ train() {
   out=$(OMP_WAIT_POLICY=passive timeout 600 "${mpirun[@]}" -n "${setting_args[0]}" "$tandem" \
     train "${setting_args[@]:1}" --auto "$@" --steps "$steps" --progress none 2>&1)
 }
-# samples_per_s SETTING MS: the setting's global batch over MS milliseconds.
-samples_per_s() {
-  local -n setting_args=$1
-  local batch replicas
-  batch=$(grep -o -- '--batch [0-9]*' <<<"${setting_args[*]}" | cut -d' ' -f2)
-  replicas=$(grep -o -- '--replicas [0-9]*' <<<"${setting_args[*]}" | cut -d' ' -f2)
-  awk -v ms="$2" -v b="$batch" -v r="${replicas:-1}" 'BEGIN { printf "%.2f", b * r / (ms / 1000) }'
-}
-# run SETTING FLAGS...: one configuration; appends a table row, keeps the setting's best.
-run() {
-  local setting=$1
-  shift
-  train "$setting" "$@" || { rows+=("| $setting | $* | failed: $(tail -1 <<<"$out") |"); return; }
-  parse_auto "$out"
-  rows+=("| $setting | $auto | $pred_ms | $meas_ms | $time_err | $pred_peak | $meas_peak | $peak_err |")
-  errors+=("$time_err $peak_err")
-  local steady
-  steady=$(samples_per_s "$setting" "$meas_ms")
-  if awk -v a="$steady" -v b="${best_sps[$setting]:-0}" 'BEGIN { exit !(a > b) }'; then
-    best_sps[$setting]=$steady
-    best_flags[$setting]=$auto
-  fi
-}
 for s in 1 2; do
   for sched in 1f1b gpipe; do
-    run unet48 --spatial $s --schedule $sched --microbatches 2 --recompute none
+    add_config unet48 --spatial $s --schedule $sched --microbatches 2 --recompute none
   done
 done
 for s in 1 2; do
-  run unet32r2 --spatial $s --schedule 1f1b --microbatches 2 --recompute none
+  add_config unet32r2 --spatial $s --schedule 1f1b --microbatches 2 --recompute none
 done
 for sched in 1f1b zb-h1; do
   for m in 2 4; do
-    run mlpr2 --spatial 1 --schedule $sched --microbatches $m --recompute none
+    add_config mlpr2 --spatial 1 --schedule $sched --microbatches $m --recompute none
   done
 done
 
-sweep_tables rows errors
+run_sweep train
+sweep_tables
 for setting in unet48 unet32r2 mlpr2; do
   train "$setting" || { echo "| $setting | failed: $(tail -1 <<<"$out") |"; continue; }
   parse_auto "$out"

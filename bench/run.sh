@@ -186,7 +186,8 @@ blas=$(update-alternatives --query libblas.so.3-x86_64-linux-gnu 2>/dev/null | a
   echo "## The planner against measured runs"
   echo
   echo "Command: \`OMP_WAIT_POLICY=passive bench/planner.sh $build/tandem 9\`: each configuration trained"
-  echo "with \`train --auto\` and every searched option given, then \`--auto\` with none given (and its"
+  echo "with \`train --auto\` and every searched option given, in 3 passes over the sweep (the medians"
+  echo "of its runs, and every run against its own plan), then \`--auto\` with none given (and its"
   echo "choice and the best of the sweep in turn, 3 runs each)."
   echo
   OMP_WAIT_POLICY=passive bash bench/planner.sh "$build/tandem" 9
