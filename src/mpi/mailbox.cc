@@ -83,6 +83,13 @@ std::vector<transport::MessageKey> Mailbox::stashed(int peer) const {
   return keys;
 }
 
+bool Mailbox::waits_only_for(const std::function<bool(int)>& wakes) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Wait& w : waits_)
+    if (!wakes(w.peer)) return false;
+  return true;
+}
+
 std::optional<Mailbox::Wait> Mailbox::longest_wait() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (!waits_.empty()) return waits_.front();

@@ -48,6 +48,9 @@ class Mailbox {
 
   // Receivers blocked in take() right now.
   int waiting() const { return waiting_.load(); }
+  // Whether every receiver blocked in take() right now waits for a peer that `wakes` holds
+  // true for (true when none waits).
+  bool waits_only_for(const std::function<bool(int)>& wakes) const;
   // The keys of messages from `peer` that arrived and were not taken (for error messages).
   std::vector<transport::MessageKey> stashed(int peer) const;
 

@@ -63,6 +63,7 @@ class SendOp : public Operation {
   int64_t bytes() const override {
     return payload_.numel() * static_cast<int64_t>(payload_.element_size());
   }
+  int wakes() const override { return peer_; }
 
  private:
   MPI_Comm comm_;

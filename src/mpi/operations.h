@@ -30,6 +30,9 @@ class Operation {
   virtual bool test() = 0;
   // The bytes it moves: how long the progress thread should keep polling it without a pause.
   virtual int64_t bytes() const { return 0; }
+  // The rank it sends a message to, whose progress thread is woken once it started (wakeups.h);
+  // -1: none.
+  virtual int wakes() const { return -1; }
 };
 
 // Tells a waiting caller that an operation finished, and carries an exception out of it.

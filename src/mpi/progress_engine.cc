@@ -30,7 +30,7 @@ constexpr int kMaxHeadersPerRound = 64;
 }  // namespace
 
 ProgressEngine::ProgressEngine(Options options, Mailbox& mailbox)
-    : options_(std::move(options)), mailbox_(mailbox) {
+    : options_(std::move(options)), mailbox_(mailbox), wakeups_(options_.comm) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -38,9 +38,8 @@ ProgressEngine::~ProgressEngine() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
-    woken_ = true;
   }
-  cv_.notify_all();
+  wakeups_.post_self();
   thread_.join();
 }
 
@@ -50,7 +49,7 @@ void ProgressEngine::submit(std::unique_ptr<Operation> op) {
     TANDEM_ASSERT(!stop_, "MPI operation submitted while the transport shuts down");
     queue_.push_back(std::move(op));
   }
-  cv_.notify_all();
+  wakeups_.post_self();
 }
 
 void ProgressEngine::call(std::function<void()> fn) {
@@ -61,13 +60,7 @@ void ProgressEngine::call(std::function<void()> fn) {
   done->wait(Clock::time_point::max(), {});
 }
 
-void ProgressEngine::wake() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    woken_ = true;
-  }
-  cv_.notify_all();
-}
+void ProgressEngine::wake() { wakeups_.post_self(); }
 
 void ProgressEngine::request_abort(int exit_status) {
   abort_status_.store(exit_status);
@@ -95,11 +88,11 @@ void ProgressEngine::loop() {
         std::lock_guard<std::mutex> lock(mu_);
         fresh.swap(queue_);
         stopping = stop_;
-        woken_ = false;
       }
       bool progressed = !fresh.empty();
       for (auto& op : fresh) {
         op->start();
+        wakeups_.post(op->wakes());
         active.push_back(std::move(op));
       }
       progressed |= receive_headers(active);
@@ -139,8 +132,8 @@ void ProgressEngine::loop() {
       } else {
         int64_t bytes_in_flight = 0;
         for (const auto& op : active) bytes_in_flight += op->bytes();
-        idle_wait(Clock::now() - last_progress,
-                  stopping || !active.empty() || mailbox_.waiting() > 0, bytes_in_flight);
+        if (idle_wait(Clock::now() - last_progress, stopping || !active.empty(), bytes_in_flight))
+          last_progress = Clock::now();
       }
     }
   } catch (const std::exception& e) {
@@ -168,24 +161,29 @@ bool ProgressEngine::receive_headers(std::vector<std::unique_ptr<Operation>>& ac
   return true;
 }
 
-void ProgressEngine::idle_wait(Clock::duration idle_for, bool busy, int64_t bytes_in_flight) {
+bool ProgressEngine::idle_wait(Clock::duration idle_for, bool in_flight, int64_t bytes_in_flight) {
   using std::chrono::microseconds;
-  // Busy (a receiver or an operation waits on MPI): keep polling, yielding in between, for
+  // Busy (operations in flight, or receivers waiting): keep polling, yielding in between, for
   // 200 µs without progress, or as long as the bytes in flight take at 1 GB/s if longer. Large
   // messages move in fragments that advance only while both sides call MPI, and finishing an
-  // operation is the only progress this loop sees. Then sleep 50 µs doubling to 200 µs. Idle:
-  // sleep up to 2 ms. Spinning while receivers wait costs little: this rank's device has
-  // nothing to compute then.
+  // operation is the only progress this loop sees. Then sleep 50 µs doubling to 200 µs while
+  // operations are in flight or receivers wait for a rank that cannot wake this one; else (idle,
+  // or receivers waiting only for ranks that wake this one when they send) up to 2 ms. Polling
+  // costs little where this rank has its own cores, but ranks that share cores take each
+  // poll's time from a rank that computes.
+  const bool receivers = mailbox_.waiting() > 0;
   const microseconds spin = std::max(microseconds(200), microseconds(bytes_in_flight / 1000));
-  if (busy && idle_for < spin) {
+  if ((in_flight || receivers) && idle_for < spin) {
     std::this_thread::yield();
-    return;
+    return false;
   }
+  const bool poll =
+      in_flight ||
+      (receivers && !mailbox_.waits_only_for([this](int peer) { return wakeups_.woken_by(peer); }));
   const auto idle_us = std::chrono::duration_cast<microseconds>(idle_for).count();
-  microseconds pause = std::clamp(microseconds(idle_us / 4), microseconds(50),
-                                  busy ? microseconds(200) : microseconds(2000));
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, pause, [this] { return woken_ || !queue_.empty(); });
+  const microseconds pause = std::clamp(microseconds(idle_us / 4), microseconds(50),
+                                        poll ? microseconds(200) : microseconds(2000));
+  return wakeups_.wait(pause);
 }
 
 }  // namespace tandem::mpi

@@ -10,15 +10,16 @@
 //
 // Polling: right after any progress it polls again at once; with receivers waiting or
 // operations in flight it keeps polling (yielding) for 200 µs or the time the bytes in flight
-// take at 1 GB/s, then sleeps 50 µs growing to 200 µs; with nothing to do, up to 2 ms. A
-// submit() or a receiver starting to wait wakes it immediately.
+// take at 1 GB/s, then sleeps 50 µs growing to 200 µs; with nothing to do, or with receivers
+// waiting only for ranks of this machine (which wake it when they send, wakeups.h), up to 2 ms.
+// A submit(), a receiver starting to wait, or a rank of this machine sending to this one wakes
+// it immediately.
 #pragma once
 
 #include <mpi.h>
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -30,6 +31,7 @@
 #include "mpi/buffer_pool.h"
 #include "mpi/mailbox.h"
 #include "mpi/operations.h"
+#include "mpi/wakeups.h"
 
 namespace tandem::mpi {
 
@@ -42,7 +44,8 @@ class ProgressEngine {
     std::string prefix;  // "[r1/4]", for the messages this thread prints
   };
 
-  // Starts the thread. `mailbox` is borrowed and must outlive the engine.
+  // Collective over options.comm (the ranks' wake-ups, wakeups.h), then starts the thread.
+  // `mailbox` is borrowed and must outlive the engine.
   ProgressEngine(Options options, Mailbox& mailbox);
   // Collective: stops accepting work, finishes this rank's operations, then waits (still
   // receiving) until every rank of `comm` got here, so no message in flight is cut off. Gives
@@ -65,15 +68,16 @@ class ProgressEngine {
  private:
   void loop();
   bool receive_headers(std::vector<std::unique_ptr<Operation>>& active);
-  void idle_wait(std::chrono::steady_clock::duration idle_for, bool busy, int64_t bytes_in_flight);
+  // Yields or sleeps until the next poll; true when woken (by work, a receiver or a peer).
+  bool idle_wait(std::chrono::steady_clock::duration idle_for, bool in_flight,
+                 int64_t bytes_in_flight);
 
   Options options_;
   Mailbox& mailbox_;
+  Wakeups wakeups_;
   std::mutex mu_;
-  std::condition_variable cv_;
   std::vector<std::unique_ptr<Operation>> queue_;  // guarded by mu_
   bool stop_ = false;                              // guarded by mu_
-  bool woken_ = false;                             // guarded by mu_
   std::atomic<bool> abort_requested_{false};
   std::atomic<int> abort_status_{1};
   std::thread thread_;  // last: started once everything above exists

@@ -37,6 +37,7 @@ class BytesSendOp : public Operation {
               "MPI_Isend");
   }
   bool test() override { return request_.test(); }
+  int wakes() const override { return peer_; }
 
  private:
   MPI_Comm comm_;
@@ -57,6 +58,7 @@ class WaitQuestionOp : public Operation {
                         kWaitQueryTag, comm_, request_.ptr()),
               "MPI_Isend");
   }
+  int wakes() const override { return peer_; }
   bool test() override {
     const bool sent = request_.test();
     if (answered_ || question_->abandoned.load()) return sent;

@@ -7,7 +7,8 @@ set(tandem_mpi_test_srcs
   ${CMAKE_CURRENT_LIST_DIR}/wait_chain_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/cuda_path_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/collectives_test.cc
-  ${CMAKE_CURRENT_LIST_DIR}/buffer_pool_test.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/buffer_pool_test.cc
+  ${CMAKE_CURRENT_LIST_DIR}/wakeups_test.cc)
 if(NOT TARGET test_mpi_transport)
   add_executable(test_mpi_transport ${tandem_mpi_test_srcs})
   target_link_libraries(test_mpi_transport PRIVATE tandem_mpi GTest::gtest Threads::Threads)
