@@ -12,6 +12,12 @@
 
 #include "mpi/handles.h"
 
+// sem_clockwait (a deadline on the monotonic clock) came with glibc 2.30; before it,
+// sem_timedwait on the wall clock.
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 30))
+#define TANDEM_SEM_CLOCKWAIT 1
+#endif
+
 namespace tandem::mpi {
 
 Wakeups::Wakeups(MPI_Comm comm) {
@@ -21,9 +27,9 @@ Wakeups::Wakeups(MPI_Comm comm) {
   // One name per job (rank 0's process and a random number), then one per rank.
   char base[64] = {};
   if (rank_ == 0) {
-    std::random_device random;
-    std::snprintf(base, sizeof base, "/tandem-%d-%08x%08x", static_cast<int>(getpid()), random(),
-                  random());
+    std::random_device entropy;
+    std::snprintf(base, sizeof base, "/tandem-%d-%08x%08x", static_cast<int>(getpid()), entropy(),
+                  entropy());
   }
   check_mpi(MPI_Bcast(base, sizeof base, MPI_CHAR, 0, comm), "MPI_Bcast");
   auto name = [&](int r) { return fmt::format("{}-{}", base, r); };
@@ -72,10 +78,10 @@ void Wakeups::post(int peer) {
 void Wakeups::post_self() { sem_post(own_); }
 
 bool Wakeups::wait(std::chrono::microseconds timeout) {
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 30))
-  const clockid_t clock = CLOCK_MONOTONIC;  // sem_clockwait: glibc 2.30 and later
+#ifdef TANDEM_SEM_CLOCKWAIT
+  const clockid_t clock = CLOCK_MONOTONIC;
 #else
-  const clockid_t clock = CLOCK_REALTIME;  // sem_timedwait's
+  const clockid_t clock = CLOCK_REALTIME;
 #endif
   timespec deadline{};
   clock_gettime(clock, &deadline);
@@ -84,7 +90,7 @@ bool Wakeups::wait(std::chrono::microseconds timeout) {
   deadline.tv_nsec = static_cast<long>(ns % 1000000000);
   int rc = 0;
   do {
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 30))
+#ifdef TANDEM_SEM_CLOCKWAIT
     rc = sem_clockwait(own_, clock, &deadline);
 #else
     rc = sem_timedwait(own_, &deadline);
