@@ -3,9 +3,9 @@
 # and every searched option given (the planner then plans that one configuration and its
 # split), in passes (planner_parse.sh's run_sweep), its predicted step time and peak set against
 # the measured ones (median of the steps after the first; the allocator's peak of the fullest
-# device), the medians of its runs and every run alone. Then `train --auto` with
-# nothing given, against the best measured configuration of its setting's sweep: once, and the
-# two in turn 3 times each (planner_parse.sh's in_turn). Prints Markdown.
+# device), the medians of its runs and every run alone. Then `train --auto` with nothing given,
+# against the best measured configuration of its setting's sweep: once, and the two in turn 3
+# times each (planner_parse.sh's in_turn). Prints Markdown.
 # Usage: bench/planner.sh TANDEM_BINARY [STEPS]
 # STEPS: default planner_steps (planner_parse.sh).
 set -euo pipefail

@@ -2,10 +2,9 @@
 # The planner under mpirun against measurement, as bench/planner.sh in process: each
 # configuration trained with `train --auto` and every searched option given, in passes
 # (planner_parse.sh's run_sweep), its predicted step time and peak against the measured ones;
-# then `train --auto` with nothing given against the
-# best measured configuration of its setting, once and in turn (planner_parse.sh's in_turn).
-# The ranks share this machine's cores (mpirun
-# --oversubscribe --bind-to none). Prints Markdown.
+# then `train --auto` with nothing given against the best measured configuration of its
+# setting, once and in turn (planner_parse.sh's in_turn). The ranks share this machine's cores
+# (mpirun --oversubscribe --bind-to none). Prints Markdown.
 # Usage: bench/planner_mpi.sh TANDEM_BINARY [STEPS]
 # STEPS: default planner_steps (planner_parse.sh).
 set -euo pipefail

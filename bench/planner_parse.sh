@@ -59,14 +59,15 @@ add_config() {
 
 # run_sweep TRAIN: every configuration of add_config, in $planner_runs passes (default 3), each
 # pass running every configuration once through the function TRAIN SETTING FLAGS... (which
-# leaves its output in `out`). One run says little on a shared machine: the same configuration
-# measured 695 to 870 ms per step in four runs in a row, while its plans were within 2% of each
+# leaves its output in `out`). One run says little on a shared machine: one configuration's runs
+# measured 611 to 870 ms a step in one afternoon, while its plans stayed within 2% of each
 # other. The first pass lets the planner choose the split; the later ones run that split
 # (--spatial 1 added where the flags leave it out, so that no run searches). A pass runs every
 # configuration before the next pass, so that a slow moment of the machine weighs on one run of
 # many configurations rather than on every run of one. Sets
 #   sweep_rows    one table row per configuration: the medians of its predicted and measured
-#                 steps and peaks (the range of its runs in brackets) and their errors
+#                 steps and peaks (the range of its runs in parentheses) and their errors; a
+#                 configuration that fails in any pass gets a row that says so
 #   sweep_errors  "time_err peak_err" of those medians, per configuration
 #   run_errors    "time_err peak_err" of every run against its own plan
 #   best_sps / best_flags (associative, per setting): the fastest configuration's median
@@ -128,7 +129,8 @@ range_of() {
   printf '%s\n' "$@" | sort -g | awk 'NR == 1 { a = $1 } { b = $1 } END { print a "-" b }'
 }
 
-# median_of_sizes SIZES...: the median of sizes written "12.3_MiB", as "12.3 MiB".
+# median_of_sizes SIZES...: the median of sizes written "12.3_MiB", as "12.3 MiB" (of an even
+# count, the smaller of the middle two).
 median_of_sizes() {
   printf '%s\n' "$@" | awk -F_ '{ u = $2; f = u == "KiB" ? 1024 : u == "MiB" ? 1048576 : 1073741824
     print $1 * f, $1 " " u }' | sort -g | awk '{ v[NR] = $2 " " $3 } END { print v[int((NR + 1) / 2)] }'
